@@ -1,0 +1,5 @@
+"""Allow ``python -m falcon_gpu``."""
+
+from falcon_gpu.cli import main
+
+raise SystemExit(main())

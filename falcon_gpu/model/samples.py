@@ -1,0 +1,66 @@
+"""What schemas produce and sinks consume: named, labelled values with no wire format.
+
+Two families exist because the two worlds disagree on shape: Prometheus metric
+families (name, type, help, labelled series) and Open-Falcon items
+(endpoint/metric/tags/step/counterType). Both are immutable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MetricKind = Literal["gauge", "counter"]
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    labels: Labels
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """A Prometheus metric family: every series of one metric name in one cycle."""
+
+    name: str
+    kind: MetricKind
+    help: str
+    series: tuple[Series, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FalconItem:
+    """One Open-Falcon data point, exactly the fields of falcon-agent's push API."""
+
+    endpoint: str
+    metric: str
+    timestamp: int
+    step: int
+    value: float
+    counter_type: Literal["GAUGE", "COUNTER"]
+    tags: str
+
+    def as_json(self) -> dict[str, object]:
+        """The falcon-agent / transfer JSON object (integer step and timestamp)."""
+        return {
+            "endpoint": self.endpoint,
+            "metric": self.metric,
+            "timestamp": self.timestamp,
+            "step": self.step,
+            "value": self.value,
+            "counterType": self.counter_type,
+            "tags": self.tags,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PromBatch:
+    """One cycle in the Prometheus schema; ``timestamp_ms`` is the cycle's single timestamp."""
+
+    timestamp_ms: int
+    families: tuple[Family, ...]
+
+    def sample_count(self) -> int:
+        return sum(len(f.series) for f in self.families)

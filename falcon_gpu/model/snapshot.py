@@ -1,0 +1,132 @@
+"""One cycle of hardware readings, as the NVML source saw them.
+
+Every optional reading is ``None`` when the device or driver does not support it
+(NVML answered NOT_SUPPORTED) or it failed this cycle; the schemas then simply
+emit no series for it. Units are the base units of the Prometheus schema
+(bytes, watts, joules, hertz, ratios 0-1) so that no later stage converts twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CLOCK_EVENT_REASONS: tuple[str, ...] = (
+    "idle",
+    "applications_clocks",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clocks",
+)
+"""Clock event (throttle) reason names, in NVML bit order (bit 0 = idle)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReading:
+    """A process NVML lists on a device (compute, graphics and MPS lists merged by PID)."""
+
+    pid: int
+    name: str | None = None
+    types: tuple[str, ...] = ("compute",)
+    used_memory_bytes: int | None = None
+    sm_util_ratio: float | None = None
+    """SM share from process utilisation samples since the previous cycle; None: no sample."""
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MigReading:
+    """One MIG instance (a populated slot of the parent's MIG device handles)."""
+
+    gpu_instance_id: int
+    compute_instance_id: int
+    profile: str
+    uuid: str
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    processes: tuple[ProcessReading, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EccCounts:
+    corrected_volatile: int | None = None
+    uncorrected_volatile: int | None = None
+    corrected_aggregate: int | None = None
+    uncorrected_aggregate: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetiredPages:
+    single_bit: int
+    double_bit: int
+    pending: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemappedRows:
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceReading:
+    """Everything read from one physical GPU in one cycle.
+
+    ``up`` is False when the device answered GPU_IS_LOST or another per-device
+    error; identity fields then come from the last good cycle and readings are None.
+    """
+
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    up: bool = True
+    error: str | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_free_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    utilization_ratio: float | None = None
+    memory_utilization_ratio: float | None = None
+    temperature_celsius: float | None = None
+    memory_temperature_celsius: float | None = None
+    power_watts: float | None = None
+    power_limit_watts: float | None = None
+    energy_joules: float | None = None
+    performance_state: int | None = None
+    sm_clock_hertz: float | None = None
+    memory_clock_hertz: float | None = None
+    fan_speed_ratio: float | None = None
+    encoder_utilization_ratio: float | None = None
+    decoder_utilization_ratio: float | None = None
+    pcie_replays: int | None = None
+    ecc: EccCounts | None = None
+    retired_pages: RetiredPages | None = None
+    remapped_rows: RemappedRows | None = None
+    clock_event_reasons: frozenset[str] | None = None
+    inforom_valid: bool | None = None
+    mig_enabled: bool = False
+    mig: tuple[MigReading, ...] = ()
+    processes: tuple[ProcessReading, ...] = ()
+    """Processes on the whole GPU (on a MIG GPU: every instance's, with instance ids set)."""
+    xid_counts: dict[int, int] = field(default_factory=dict)
+    """Cumulative XID events per XID code since the agent started."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One cycle of the node: every device, plus whether NVML itself answered."""
+
+    timestamp: float
+    """Unix seconds, one value for the whole cycle."""
+    nvml_ok: bool
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    devices: tuple[DeviceReading, ...] = ()
+    nvml_error: str | None = None

@@ -1,0 +1,99 @@
+"""Settings of each sink type (the ``[[sinks]]`` tables of CONTRACT section 2).
+
+One model per ``type``; pydantic picks the model by the ``type`` key and rejects
+unknown keys, so a typo in a sink table exits 2 naming it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _SinkBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""
+
+    @model_validator(mode="after")
+    def _default_name(self) -> _SinkBase:
+        if not self.name:
+            object.__setattr__(self, "name", getattr(self, "type", "sink"))
+        return self
+
+
+class StdoutSinkConfig(_SinkBase):
+    type: Literal["stdout"]
+    format: Literal["falcon", "prometheus", "json"] = "prometheus"
+
+
+class NetworkSinkConfig(_SinkBase):
+    """Keys every network sink takes: transport, batching, auth and TLS."""
+
+    timeout: float = Field(10.0, gt=0, description="seconds for one request")
+    batch_max_samples: int = Field(2000, ge=1, le=1_000_000)
+    batch_max_age: float = Field(1.0, ge=0, description="seconds a partial batch waits")
+    retry_initial_delay: float = Field(0.05, gt=0)
+    retry_max_delay: float = Field(30.0, gt=0)
+    queue_max_batches: int = Field(1000, ge=1, description="in-memory queue before the spool only")
+    bearer_token_file: Path | None = None
+    basic_auth_user: str | None = None
+    basic_auth_password_file: Path | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    insecure_skip_verify: bool = False
+
+    @model_validator(mode="after")
+    def _check_auth(self) -> NetworkSinkConfig:
+        if self.bearer_token_file and (self.basic_auth_user or self.basic_auth_password_file):
+            raise ValueError("use either bearer_token_file or basic_auth_*, not both")
+        if bool(self.basic_auth_user) != bool(self.basic_auth_password_file):
+            raise ValueError("basic_auth_user and basic_auth_password_file go together")
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("cert_file and key_file go together")
+        return self
+
+
+class FalconAgentSinkConfig(NetworkSinkConfig):
+    type: Literal["falcon_agent"]
+    url: str = "http://127.0.0.1:1988/v1/push"
+
+
+class FalconTransferSinkConfig(NetworkSinkConfig):
+    type: Literal["falcon_transfer"]
+    address: str = "127.0.0.1:8433"
+
+    @model_validator(mode="after")
+    def _check_address(self) -> FalconTransferSinkConfig:
+        host, sep, port = self.address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"address must be host:port, got {self.address!r}")
+        return self
+
+
+class PushgatewaySinkConfig(NetworkSinkConfig):
+    type: Literal["pushgateway"]
+    url: str = "http://127.0.0.1:9091"
+    job: str = "falcon_gpu"
+    gzip: bool = False
+    delete_on_shutdown: bool = False
+
+
+class RemoteWriteSinkConfig(NetworkSinkConfig):
+    type: Literal["remote_write"]
+    url: str = "http://127.0.0.1:9090/api/v1/write"
+    version: Literal[1, 2] = 1
+
+
+SinkConfig = Annotated[
+    StdoutSinkConfig
+    | FalconAgentSinkConfig
+    | FalconTransferSinkConfig
+    | PushgatewaySinkConfig
+    | RemoteWriteSinkConfig,
+    Field(discriminator="type"),
+]

@@ -1,0 +1,106 @@
+"""The agent's own health: counters every stage reports into, and log-once logging.
+
+Failures are values at the edges: a failing GPU, socket or sink increments
+``errors_total{kind}`` every time, but is logged only when it starts failing and
+when it recovers, never every cycle. Thread-safe: sink workers, the XID thread
+and the cycle all report here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+
+log = logging.getLogger("falcon_gpu")
+
+OUTCOMES = ("sent", "spooled", "dropped")
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryView:
+    """A consistent copy of the counters, for the schemas."""
+
+    cycles_total: int
+    cycles_skipped_total: int
+    last_cycle_seconds: float | None
+    errors_total: dict[str, int]
+    samples_total: dict[tuple[str, str], int]
+    spool_bytes: dict[str, int]
+
+
+class Telemetry:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cycles = 0
+        self._skipped = 0
+        self._last_cycle: float | None = None
+        self._errors: dict[str, int] = defaultdict(int)
+        self._samples: dict[tuple[str, str], int] = defaultdict(int)
+        self._spool: dict[str, int] = {}
+        self._failing: set[str] = set()
+
+    # -- counters ---------------------------------------------------------
+    def cycle_done(self, seconds: float) -> None:
+        with self._lock:
+            self._cycles += 1
+            self._last_cycle = seconds
+
+    def cycle_skipped(self) -> None:
+        with self._lock:
+            self._skipped += 1
+            self._errors["cycle_overrun"] += 1
+
+    def error(self, kind: str, n: int = 1) -> None:
+        with self._lock:
+            self._errors[kind] += n
+
+    def samples(self, sink: str, outcome: str, n: int) -> None:
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
+        with self._lock:
+            self._samples[(sink, outcome)] += n
+
+    def spool_bytes(self, sink: str, n: int) -> None:
+        with self._lock:
+            self._spool[sink] = n
+
+    def register_sink(self, sink: str) -> None:
+        """Make a sink's series exist at 0 before its first batch (no absent series for alerts)."""
+        with self._lock:
+            for outcome in OUTCOMES:
+                self._samples.setdefault((sink, outcome), 0)
+
+    def view(self) -> TelemetryView:
+        with self._lock:
+            return TelemetryView(
+                cycles_total=self._cycles,
+                cycles_skipped_total=self._skipped,
+                last_cycle_seconds=self._last_cycle,
+                errors_total=dict(self._errors),
+                samples_total=dict(self._samples),
+                spool_bytes=dict(self._spool),
+            )
+
+    # -- log once ---------------------------------------------------------
+    def failing(self, key: str, kind: str, message: str, *, level: int = logging.WARNING) -> None:
+        """Count an error of ``kind``; log ``message`` only if ``key`` was not failing already."""
+        with self._lock:
+            self._errors[kind] += 1
+            first = key not in self._failing
+            self._failing.add(key)
+        if first:
+            log.log(level, "%s", message)
+
+    def recovered(self, key: str, message: str) -> None:
+        """Log ``message`` once when ``key`` was failing and now works again."""
+        with self._lock:
+            was = key in self._failing
+            self._failing.discard(key)
+        if was:
+            log.info("%s", message)
+
+    def is_failing(self, key: str) -> bool:
+        with self._lock:
+            return key in self._failing
