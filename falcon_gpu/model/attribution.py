@@ -47,6 +47,8 @@ class UnattributedUsage:
     memory_used_bytes: int = 0
     utilization_ratio: float = 0.0
     processes: int = 0
+    energy_joules_total: float = 0.0
+    """The device energy not shared out to pods (idle draw included), so pods + this = device."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,5 @@
+"""A stand-in for the NVML *library* (and, optionally, the host around it), driven by a JSON scenario.
+
+Only the library is replaced: the NVML source, attribution, schemas and sinks run
+their real code paths against it. See CONTRACT section 5 for the scenario format.
+"""

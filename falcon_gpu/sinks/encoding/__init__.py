@@ -1,0 +1,1 @@
+"""Wire encodings shared by more than one sink (pure functions of their input)."""
