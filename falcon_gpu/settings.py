@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import socket
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+import tomllib
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
@@ -32,6 +32,10 @@ class ConfigError(Exception):
 
 def _default_node() -> str:
     return os.environ.get("NODE_NAME") or socket.gethostname()
+
+
+def _default_sinks() -> list[SinkConfig]:
+    return [StdoutSinkConfig(type="stdout")]
 
 
 class Settings(BaseSettings):
@@ -55,7 +59,7 @@ class Settings(BaseSettings):
     schema_: Literal["falcon_gpu", "dcgm"] = Field("falcon_gpu", alias="schema")
     spool_dir: Path = Path("/var/lib/falcon-gpu/spool")
     spool_max_bytes: int = Field(268435456, ge=1 << 16)
-    sinks: list[SinkConfig] = Field(default_factory=lambda: [StdoutSinkConfig(type="stdout")])
+    sinks: list[SinkConfig] = Field(default_factory=_default_sinks)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("sinks")

@@ -9,8 +9,7 @@ from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
 
 
-def build_sink(config: Any, *, node: str, spool_dir: Any, spool_max_bytes: int,
-               telemetry: Telemetry) -> Sink:
+def build_sink(config: Any, *, node: str, spool_dir: Any, spool_max_bytes: int, telemetry: Telemetry) -> Sink:
     """Raises ValueError for a sink type that has no implementation."""
     builders: dict[str, Callable[[], Sink]] = {}
 

@@ -1,0 +1,90 @@
+"""What ``run`` and ``plugin`` do, on top of :mod:`falcon_gpu.agent.runtime`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+
+from falcon_gpu.agent.cycle import CycleRunner
+from falcon_gpu.agent.runtime import Runtime, build
+from falcon_gpu.settings import Settings
+
+log = logging.getLogger(__name__)
+
+PLUGIN_STEP = 60
+FLUSH_TIMEOUT = 30.0
+
+
+def _runner(rt: Runtime, *, step: int, one_shot: bool) -> CycleRunner:
+    s = rt.settings
+    return CycleRunner(
+        node=s.node,
+        step=step,
+        source=rt.source,
+        attributor=rt.attributor,
+        sinks=rt.sinks,
+        telemetry=rt.telemetry,
+        schema=s.schema_,
+        process_metrics=s.process_metrics,
+        before_collect=rt.xid.drain_now if one_shot else None,
+    )
+
+
+def _prepare_one_shot(rt: Runtime) -> None:
+    """A one-shot process has no background threads: refresh lookups synchronously."""
+    try:
+        rt.attributor.refresh_now()
+    except Exception as exc:
+        rt.telemetry.failing("attribution", "attribution", f"attribution refresh failed: {exc!r}")
+
+
+def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
+    rt = build(settings, simulate=simulate)
+    try:
+        if once:
+            _prepare_one_shot(rt)
+            _runner(rt, step=max(1, round(settings.interval)), one_shot=True).run()
+            for sink in rt.sinks:
+                if not sink.flush(FLUSH_TIMEOUT):
+                    log.warning("sink %s: not everything was delivered; the rest stays spooled", sink.name)
+            return 0
+        from falcon_gpu.agent.loop import install_stop_signals, run_every
+
+        stop = threading.Event()
+        install_stop_signals(stop)
+        rt.attributor.start()
+        rt.xid.start()
+        runner = _runner(rt, step=max(1, round(settings.interval)), one_shot=False)
+        log.info(
+            "falcon-gpu running on node %s every %gs with sinks %s",
+            settings.node,
+            settings.interval,
+            ", ".join(s.name for s in rt.sinks) or "none",
+        )
+        run_every(settings.interval, runner.run, rt.telemetry, stop)
+        return 0
+    finally:
+        rt.close(FLUSH_TIMEOUT)
+
+
+def plugin(settings: Settings, *, simulate: str | None) -> int:
+    """Print exactly one JSON array; exit 0 even when GPUs fail (falcon-agent drops
+    everything from a non-zero exit)."""
+    items: list[dict[str, object]] = []
+    try:
+        rt = build(settings, simulate=simulate, with_sinks=False)
+        try:
+            _prepare_one_shot(rt)
+            rendered = _runner(rt, step=PLUGIN_STEP, one_shot=True).run()
+            items = [i.as_json() for i in rendered.falcon]
+        finally:
+            rt.close(1.0)
+    except Exception as exc:
+        if type(exc).__name__ in ("ScenarioError", "ConfigError"):
+            raise
+        log.error("plugin: %r; printing what was collected", exc)
+    sys.stdout.write(json.dumps(items, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+    return 0

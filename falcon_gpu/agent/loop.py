@@ -1,0 +1,70 @@
+"""The scheduled loop: an APScheduler 3 interval job that never overlaps itself.
+
+A cycle still running when the next is due makes APScheduler skip the new run
+(``max_instances=1``, ``coalesce=True``): the skip is counted as a
+``cycle_overrun`` error instead of queueing cycles behind a slow GPU.
+SIGTERM/SIGINT set a stop event; the loop then lets the running cycle finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from falcon_gpu.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+def install_stop_signals(stop: threading.Event) -> None:
+    def handler(signum: int, _frame: Any) -> None:
+        log.info("received %s, stopping after the current cycle", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def run_every(
+    interval: float, cycle: Callable[[], object], telemetry: Telemetry, stop: threading.Event
+) -> None:
+    """Run ``cycle`` now and then every ``interval`` seconds until ``stop`` is set."""
+    scheduler = BackgroundScheduler(timezone=timezone.utc)
+
+    def on_event(event: JobEvent) -> None:
+        if event.code in (EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED):
+            telemetry.cycle_skipped()
+            telemetry.failing(
+                "cycle_overrun",
+                "cycle_overrun",
+                f"a cycle took longer than the interval ({interval}s); skipping runs until it ends",
+                level=logging.WARNING,
+            )
+        elif event.code == EVENT_JOB_ERROR:
+            telemetry.failing("cycle", "cycle", f"cycle failed: {getattr(event, 'exception', None)!r}")
+
+    scheduler.add_listener(on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED | EVENT_JOB_ERROR)
+    scheduler.add_job(
+        cycle,
+        IntervalTrigger(seconds=interval),
+        id="cycle",
+        max_instances=1,
+        coalesce=True,
+        misfire_grace_time=max(1, int(interval / 2)),
+        next_run_time=datetime.now(timezone.utc),
+    )
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we report skips ourselves, once
+    scheduler.start()
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        scheduler.shutdown(wait=True)

@@ -1,0 +1,113 @@
+"""Build every long-lived part from the settings, and close them in a safe order.
+
+The simulator replaces only the NVML library; when its scenario describes a
+host (proc tree, logs, kubelet) and the user set none of those paths, the host
+is laid out in a temporary directory and attribution is pointed at it, so the
+real readers run. Shutdown order: stop the XID thread and attribution
+refreshers first (they feed the cycle), then flush and close sinks (so queued
+and spooled data gets its chance), then NVML, then the simulated host.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from falcon_gpu.settings import Settings
+from falcon_gpu.sinks.base import Sink
+from falcon_gpu.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+HOST_PATHS = ("proc_root", "kubelet_socket", "log_root")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    telemetry: Telemetry
+    library: Any
+    source: Any
+    xid: Any
+    attributor: Any
+    sinks: list[Sink] = field(default_factory=list)
+    host: Any = None
+
+    def close(self, timeout: float = 10.0) -> None:
+        for name, fn in (
+            ("xid", getattr(self.xid, "stop", None)),
+            ("attribution", getattr(self.attributor, "close", None)),
+        ):
+            _quietly(name, fn)
+        for sink in self.sinks:
+            _quietly(f"sink {sink.name}", lambda s=sink: s.close(timeout))  # type: ignore[misc]
+        _quietly("nvml", getattr(self.source, "close", None))
+        if self.host is not None:
+            _quietly("simulated host", self.host.stop)
+
+
+def _quietly(what: str, fn: Any) -> None:
+    if fn is None:
+        return
+    try:
+        fn()
+    except Exception as exc:  # shutdown must finish even if one part misbehaves
+        log.warning("closing %s failed: %r", what, exc)
+
+
+def build(
+    settings: Settings, *, simulate: str | None, with_sinks: bool = True, telemetry: Telemetry | None = None
+) -> Runtime:
+    """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink) before anything runs."""
+    from falcon_gpu.sources.nvml.library import load_nvml
+    from falcon_gpu.sources.nvml.source import NvmlSource
+    from falcon_gpu.sources.nvml.xid import XidWatcher
+
+    telemetry = telemetry or Telemetry()
+    scenario = None
+    host = None
+    if simulate is not None:
+        from falcon_gpu.simulator.scenario import load_scenario, resolve_scenario
+
+        scenario = load_scenario(resolve_scenario(simulate))
+        if scenario.host is not None and not (settings.explicit & set(HOST_PATHS)):
+            from falcon_gpu.simulator.host import SimulatedHost
+
+            host = SimulatedHost(scenario.host)
+            paths = host.start()
+            settings = settings.model_copy(
+                update={
+                    "proc_root": paths.proc_root,
+                    "log_root": paths.log_root,
+                    "kubelet_socket": paths.kubelet_socket,
+                }
+            )
+    sinks: list[Sink] = []
+    try:
+        if with_sinks:
+            from falcon_gpu.sinks.registry import build_sink
+
+            for cfg in settings.sinks:
+                sinks.append(
+                    build_sink(
+                        cfg,
+                        node=settings.node,
+                        spool_dir=settings.spool_dir,
+                        spool_max_bytes=settings.spool_max_bytes,
+                        telemetry=telemetry,
+                    )
+                )
+        library = load_nvml(scenario)
+        xid = XidWatcher(library, telemetry)
+        source = NvmlSource(library, telemetry, xid=xid)
+        from falcon_gpu.attribution import Attributor
+
+        attributor = Attributor(settings, telemetry)
+    except BaseException:
+        for s in sinks:
+            _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))  # type: ignore[misc]
+        if host is not None:
+            host.stop()
+        raise
+    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host)

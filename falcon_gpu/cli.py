@@ -1,0 +1,100 @@
+"""Command line: ``falcon-gpu run | plugin | doctor`` (CONTRACT section 1).
+
+Thin on purpose: parse flags, load settings, hand over to the agent. Exit codes:
+0 success, 2 invalid configuration, arguments or scenario (the message names
+the setting), 1 any other fatal error; never a traceback for a user's mistake.
+Imports are lazy so that ``plugin`` (forked by falcon-agent every minute) starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_FATAL, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,plugin,doctor}")
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--config",
+            type=Path,
+            metavar="FILE",
+            help="TOML settings file (default /etc/falcon-gpu/falcon-gpu.toml when it exists)",
+        )
+        sp.add_argument(
+            "--simulate",
+            nargs="?",
+            const="default",
+            metavar="SCENARIO",
+            help="use the NVML simulator: a scenario file, a bundled name, or nothing for the "
+            "bundled 4-GPU node",
+        )
+        sp.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None)
+
+    run = sub.add_parser("run", help="the agent: collect, attribute and push every interval")
+    common(run)
+    run.add_argument("--once", action="store_true", help="one cycle, flush every sink, exit")
+    run.add_argument("--interval", type=float, metavar="S", help="seconds between cycles")
+    plugin = sub.add_parser("plugin", help="one cycle as an Open-Falcon JSON array on stdout")
+    common(plugin)
+    doctor = sub.add_parser("doctor", help="check NVML, process visibility, kubelet socket, log dirs, sinks")
+    common(doctor)
+    return p
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _setup_logging(args.log_level or "info")
+    from falcon_gpu.settings import ConfigError, load_settings
+
+    try:
+        from falcon_gpu.simulator.scenario import ScenarioError
+    except ImportError:  # pragma: no cover - the simulator ships with the package
+        ScenarioError = ValueError  # type: ignore[misc,assignment]
+    overrides: dict[str, Any] = {"interval": getattr(args, "interval", None), "log_level": args.log_level}
+    try:
+        settings = load_settings(args.config, **overrides)
+        if args.log_level is None:
+            logging.getLogger().setLevel(settings.log_level.upper())
+        if args.command == "run":
+            from falcon_gpu.agent.commands import run
+
+            return run(settings, simulate=args.simulate, once=args.once)
+        if args.command == "plugin":
+            from falcon_gpu.agent.commands import plugin
+
+            return plugin(settings, simulate=args.simulate)
+        from falcon_gpu.doctor import doctor
+
+        return doctor(settings, simulate=args.simulate)
+    except ConfigError as exc:
+        print(f"falcon-gpu: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ScenarioError as exc:
+        print(f"falcon-gpu: invalid scenario: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as exc:
+        logging.getLogger("falcon_gpu").debug("fatal", exc_info=True)
+        print(f"falcon-gpu: fatal: {exc}", file=sys.stderr)
+        return EXIT_FATAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

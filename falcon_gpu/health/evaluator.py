@@ -1,0 +1,93 @@
+"""Derive per-device health (CONTRACT ``falcon_gpu_health{check}``) from a snapshot.
+
+Stateful because some checks are about change (a new XID, PCIe replays that keep
+rising) rather than level. The rules follow NVIDIA's published guidance:
+uncorrectable ECC, row-remap failure, 60+ retired pages, or an XID that means
+the GPU needs a reset or replacement is a *fail*; a pending page retirement or
+row remap (needs a GPU reset), thermal or hardware slowdown, or other XIDs are a
+*warn*. The state is bounded by the number of devices ever seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from falcon_gpu.model.cycle import FAIL, PASS, WARN, HealthReport
+from falcon_gpu.model.snapshot import DeviceReading, Snapshot
+
+CRITICAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+"""XIDs that mean data corruption, a lost GPU or a reset/RMA: DBE (48), row remap
+events (63, 64), NVLink (74), fallen off the bus (79), high SBE rate (92),
+contained/uncontained ECC (94, 95), GSP errors (119, 120), unrecovered ECC (140)."""
+
+RETIRED_PAGES_RMA = 60
+XID_HOLD_SECONDS = 300.0
+"""How long an XID keeps the ``xid`` check raised after it arrived."""
+
+
+@dataclass
+class _DeviceState:
+    xid_counts: dict[int, int] = field(default_factory=dict)
+    pcie_replays: int | None = None
+    last_xid_at: float | None = None
+    last_xid_level: int = PASS
+
+
+class HealthEvaluator:
+    def __init__(self, *, xid_hold_seconds: float = XID_HOLD_SECONDS) -> None:
+        self._state: dict[str, _DeviceState] = {}
+        self._hold = xid_hold_seconds
+
+    def evaluate(self, snapshot: Snapshot) -> dict[str, HealthReport]:
+        return {d.uuid: self._device(d, snapshot.timestamp) for d in snapshot.devices}
+
+    def _device(self, dev: DeviceReading, now: float) -> HealthReport:
+        st = self._state.setdefault(dev.uuid, _DeviceState())
+        new_xids = {
+            xid: n - st.xid_counts.get(xid, 0)
+            for xid, n in dev.xid_counts.items()
+            if n > st.xid_counts.get(xid, 0)
+        }
+        st.xid_counts = dict(dev.xid_counts)
+        if new_xids:
+            st.last_xid_at = now
+            st.last_xid_level = FAIL if CRITICAL_XIDS & new_xids.keys() else WARN
+        checks = {"lost": PASS if dev.up else FAIL, "xid": self._xid_level(st, now)}
+        if dev.up:
+            checks.update(self._levels(dev, st))
+        return HealthReport(checks=checks, xid_in_interval=new_xids)
+
+    def _xid_level(self, st: _DeviceState, now: float) -> int:
+        if st.last_xid_at is None or now - st.last_xid_at > self._hold:
+            return PASS
+        return st.last_xid_level
+
+    @staticmethod
+    def _levels(dev: DeviceReading, st: _DeviceState) -> dict[str, int]:
+        checks: dict[str, int] = {}
+        if dev.ecc is not None:
+            checks["ecc"] = FAIL if (dev.ecc.uncorrected_volatile or 0) > 0 else PASS
+        if dev.retired_pages is not None:
+            rp = dev.retired_pages
+            if rp.single_bit + rp.double_bit >= RETIRED_PAGES_RMA:
+                checks["retired_pages"] = FAIL
+            elif rp.pending:
+                checks["retired_pages"] = WARN
+            else:
+                checks["retired_pages"] = PASS
+        if dev.remapped_rows is not None:
+            rr = dev.remapped_rows
+            checks["remapped_rows"] = FAIL if rr.failed else WARN if rr.pending else PASS
+        if dev.pcie_replays is not None:
+            rising = st.pcie_replays is not None and dev.pcie_replays > st.pcie_replays
+            st.pcie_replays = dev.pcie_replays
+            checks["pcie"] = WARN if rising else PASS
+        reasons = dev.clock_event_reasons
+        if reasons is not None:
+            checks["thermal"] = FAIL if "hw_thermal" in reasons else WARN if "sw_thermal" in reasons else PASS
+            checks["power"] = (
+                FAIL if "hw_power_brake" in reasons else WARN if "hw_slowdown" in reasons else PASS
+            )
+        if dev.inforom_valid is not None:
+            checks["inforom"] = PASS if dev.inforom_valid else WARN
+        return checks

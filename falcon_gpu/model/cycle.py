@@ -1,0 +1,37 @@
+"""Everything the schemas need to render one cycle, gathered by the agent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from falcon_gpu.model.attribution import Attribution
+from falcon_gpu.model.snapshot import Snapshot
+from falcon_gpu.telemetry import TelemetryView
+
+PASS, WARN, FAIL = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """One device's health: ``checks`` maps a check name to PASS/WARN/FAIL."""
+
+    checks: dict[str, int]
+    xid_in_interval: dict[int, int] = field(default_factory=dict)
+    """XID events that arrived since the previous cycle, per XID code."""
+
+    @property
+    def overall(self) -> int:
+        return max(self.checks.values(), default=PASS)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleData:
+    node: str
+    step: int
+    """Open-Falcon ``step``: the interval in whole seconds (the plugin uses 60)."""
+    snapshot: Snapshot
+    attribution: Attribution
+    health: dict[str, HealthReport]
+    """GPU uuid -> report."""
+    telemetry: TelemetryView
+    process_metrics: bool = False

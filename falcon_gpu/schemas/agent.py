@@ -1,0 +1,31 @@
+"""The agent's own series (``falcon_gpu_agent_*``), from the telemetry counters."""
+
+from __future__ import annotations
+
+from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+
+P = "falcon_gpu_agent_"
+
+SPECS: tuple[MetricSpec, ...] = (
+    MetricSpec(P + "cycle_seconds", "gauge", "Wall time of the previous collection cycle."),
+    MetricSpec(P + "cycles_total", "counter", "Cycles completed."),
+    MetricSpec(
+        P + "errors_total", "counter", "Errors by kind (nvml_init, gpu, kubelet, sink, cycle_overrun, ...)."
+    ),
+    MetricSpec(P + "samples_total", "counter", "Samples per sink by outcome: sent, spooled or dropped."),
+    MetricSpec(P + "spool_bytes", "gauge", "Bytes in the sink's durable spool."),
+)
+
+
+def add_agent(b: FamilyBuilder, cycle: CycleData) -> None:
+    t = cycle.telemetry
+    node = (("node", cycle.node),)
+    b.add(P + "cycle_seconds", node, t.last_cycle_seconds)
+    b.add(P + "cycles_total", node, t.cycles_total)
+    for kind, n in sorted(t.errors_total.items()):
+        b.add(P + "errors_total", (*node, ("kind", kind)), n)
+    for (sink, outcome), n in sorted(t.samples_total.items()):
+        b.add(P + "samples_total", (*node, ("sink", sink), ("outcome", outcome)), n)
+    for sink, n in sorted(t.spool_bytes.items()):
+        b.add(P + "spool_bytes", (*node, ("sink", sink)), n)

@@ -1,0 +1,144 @@
+"""The ``dcgm`` Prometheus schema: the same readings under dcgm-exporter's names and labels.
+
+So that dashboards and alerts built for dcgm-exporter work unchanged. Units
+follow dcgm-exporter (percent, MiB, MHz, millijoules), not base units. Like
+dcgm-exporter's Kubernetes mode, a device series carries ``pod``, ``namespace``
+and ``container`` of the one container the kubelet allocated it to; a GPU shared
+by several containers (or none) carries empty pod labels, and the per-pod
+numbers live in the ``falcon_gpu_pod_*`` series, which this schema keeps.
+"""
+
+from __future__ import annotations
+
+from falcon_gpu.model.attribution import ContainerRef
+from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.samples import Labels, PromBatch
+from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading
+from falcon_gpu.schemas import agent, falcon_gpu_pod
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+
+MIB = 1 << 20
+F = "DCGM_FI_DEV_"
+
+_G: tuple[tuple[str, str], ...] = (
+    ("GPU_UTIL", "GPU utilization (in %)."),
+    ("MEM_COPY_UTIL", "Memory utilization (in %)."),
+    ("FB_USED", "Framebuffer memory used (in MiB)."),
+    ("FB_FREE", "Framebuffer memory free (in MiB)."),
+    ("FB_RESERVED", "Framebuffer memory reserved (in MiB)."),
+    ("GPU_TEMP", "GPU temperature (in C)."),
+    ("MEMORY_TEMP", "Memory temperature (in C)."),
+    ("POWER_USAGE", "Power draw (in W)."),
+    ("POWER_MGMT_LIMIT", "Power management limit (in W)."),
+    ("PSTATE", "Performance state."),
+    ("SM_CLOCK", "SM clock frequency (in MHz)."),
+    ("MEM_CLOCK", "Memory clock frequency (in MHz)."),
+    ("FAN_SPEED", "Fan speed (in %)."),
+    ("ENC_UTIL", "Encoder utilization (in %)."),
+    ("DEC_UTIL", "Decoder utilization (in %)."),
+    ("XID_ERRORS", "Value of the last XID error encountered."),
+    ("RETIRED_SBE", "Total number of retired pages due to single-bit errors."),
+    ("RETIRED_DBE", "Total number of retired pages due to double-bit errors."),
+    ("RETIRED_PENDING", "Pages pending retirement."),
+    ("CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors."),
+    ("UNCORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for uncorrectable errors."),
+    ("ROW_REMAP_FAILURE", "Whether remapping of rows has failed."),
+    ("CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bitmask)."),
+)
+_C: tuple[tuple[str, str], ...] = (
+    ("TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ)."),
+    ("PCIE_REPLAY_COUNTER", "Total number of PCIe retries."),
+    ("ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors."),
+    ("ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors."),
+    ("ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors."),
+    ("ECC_DBE_AGG_TOTAL", "Total number of double-bit persistent ECC errors."),
+)
+SPECS: tuple[MetricSpec, ...] = (
+    tuple(MetricSpec(F + n, "gauge", h) for n, h in _G)
+    + tuple(MetricSpec(F + n, "counter", h) for n, h in _C)
+    + falcon_gpu_pod.SPECS
+    + agent.SPECS
+)
+
+
+def _pct(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio * 100, 3)
+
+
+def _mib(n: int | None) -> float | None:
+    return None if n is None else n / MIB
+
+
+def _mhz(hz: float | None) -> float | None:
+    return None if hz is None else hz / 1e6
+
+
+def _owner(cycle: CycleData, uuid: str) -> ContainerRef | None:
+    owners = {u.container for u in cycle.attribution.pods if u.gpu_uuid == uuid and u.allocated}
+    return next(iter(owners)) if len(owners) == 1 else None
+
+
+def _labels(cycle: CycleData, dev: DeviceReading) -> Labels:
+    owner = _owner(cycle, dev.uuid)
+    return (
+        ("gpu", str(dev.index)),
+        ("UUID", dev.uuid),
+        ("device", f"nvidia{dev.index}"),
+        ("modelName", dev.name),
+        ("Hostname", cycle.node),
+        ("pci_bus_id", dev.pci_bus_id),
+        ("DCGM_FI_DRIVER_VERSION", cycle.snapshot.driver_version or ""),
+        ("container", owner.container if owner else ""),
+        ("namespace", owner.namespace if owner else ""),
+        ("pod", owner.pod if owner else ""),
+    )
+
+
+def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
+    b.add(F + "GPU_UTIL", lb, _pct(d.utilization_ratio))
+    b.add(F + "MEM_COPY_UTIL", lb, _pct(d.memory_utilization_ratio))
+    b.add(F + "FB_USED", lb, _mib(d.memory_used_bytes))
+    b.add(F + "FB_FREE", lb, _mib(d.memory_free_bytes))
+    b.add(F + "FB_RESERVED", lb, _mib(d.memory_reserved_bytes))
+    b.add(F + "GPU_TEMP", lb, d.temperature_celsius)
+    b.add(F + "MEMORY_TEMP", lb, d.memory_temperature_celsius)
+    b.add(F + "POWER_USAGE", lb, d.power_watts)
+    b.add(F + "POWER_MGMT_LIMIT", lb, d.power_limit_watts)
+    b.add(F + "PSTATE", lb, d.performance_state)
+    b.add(F + "SM_CLOCK", lb, _mhz(d.sm_clock_hertz))
+    b.add(F + "MEM_CLOCK", lb, _mhz(d.memory_clock_hertz))
+    b.add(F + "FAN_SPEED", lb, _pct(d.fan_speed_ratio))
+    b.add(F + "ENC_UTIL", lb, _pct(d.encoder_utilization_ratio))
+    b.add(F + "DEC_UTIL", lb, _pct(d.decoder_utilization_ratio))
+    b.add(F + "TOTAL_ENERGY_CONSUMPTION", lb, None if d.energy_joules is None else d.energy_joules * 1000)
+    b.add(F + "PCIE_REPLAY_COUNTER", lb, d.pcie_replays)
+    if d.ecc is not None:
+        b.add(F + "ECC_SBE_VOL_TOTAL", lb, d.ecc.corrected_volatile)
+        b.add(F + "ECC_DBE_VOL_TOTAL", lb, d.ecc.uncorrected_volatile)
+        b.add(F + "ECC_SBE_AGG_TOTAL", lb, d.ecc.corrected_aggregate)
+        b.add(F + "ECC_DBE_AGG_TOTAL", lb, d.ecc.uncorrected_aggregate)
+    if d.retired_pages is not None:
+        b.add(F + "RETIRED_SBE", lb, d.retired_pages.single_bit)
+        b.add(F + "RETIRED_DBE", lb, d.retired_pages.double_bit)
+        b.add(F + "RETIRED_PENDING", lb, d.retired_pages.pending)
+    if d.remapped_rows is not None:
+        b.add(F + "CORRECTABLE_REMAPPED_ROWS", lb, d.remapped_rows.correctable)
+        b.add(F + "UNCORRECTABLE_REMAPPED_ROWS", lb, d.remapped_rows.uncorrectable)
+        b.add(F + "ROW_REMAP_FAILURE", lb, d.remapped_rows.failed)
+    if d.clock_event_reasons is not None:
+        mask = sum(1 << i for i, r in enumerate(CLOCK_EVENT_REASONS) if r in d.clock_event_reasons)
+        b.add(F + "CLOCK_THROTTLE_REASONS", lb, mask)
+
+
+def render(cycle: CycleData) -> PromBatch:
+    b = FamilyBuilder(SPECS)
+    for dev in cycle.snapshot.devices:
+        lb = _labels(cycle, dev)
+        health = cycle.health.get(dev.uuid)
+        last_xid = max(health.xid_in_interval, default=None) if health else None
+        b.add(F + "XID_ERRORS", lb, last_xid if last_xid is not None else (0 if dev.up else None))
+        if dev.up:
+            _device(b, lb, dev)
+    falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
+    agent.add_agent(b, cycle)
+    return PromBatch(timestamp_ms=int(cycle.snapshot.timestamp * 1000), families=b.families())

@@ -1,0 +1,101 @@
+"""Pod, unattributed and per-process series of the ``falcon_gpu`` schema (CONTRACT section 3 "Pods")."""
+
+from __future__ import annotations
+
+from falcon_gpu.model.attribution import ContainerRef
+from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.samples import Labels
+from falcon_gpu.model.snapshot import DeviceReading, MigReading
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+from falcon_gpu.schemas.falcon_gpu_device import device_labels, mig_labels
+
+P = "falcon_gpu_"
+
+SPECS: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        P + "pod_info", "gauge", "Pod to GPU map: allocated by the kubelet or running processes on it."
+    ),
+    MetricSpec(P + "pod_memory_used_bytes", "gauge", "GPU memory used by the container's processes."),
+    MetricSpec(
+        P + "pod_utilization_ratio", "gauge", "Sum of the container's processes' SM share, at most 1."
+    ),
+    MetricSpec(P + "pod_processes", "gauge", "Processes of the container on the GPU."),
+    MetricSpec(
+        P + "pod_energy_joules_total", "counter", "The GPU's energy shared out to the container by SM share."
+    ),
+    MetricSpec(
+        P + "pod_allocation_idle_seconds", "gauge", "Allocated and unused for this long (0 while used)."
+    ),
+    MetricSpec(P + "unattributed_memory_used_bytes", "gauge", "GPU memory used by processes in no pod."),
+    MetricSpec(P + "unattributed_utilization_ratio", "gauge", "SM share of processes in no pod."),
+    MetricSpec(P + "process_memory_used_bytes", "gauge", "GPU memory used by one process."),
+    MetricSpec(P + "process_utilization_ratio", "gauge", "SM share of one process."),
+)
+
+
+class DeviceIndex:
+    """uuid -> device and MIG uuid -> (device, instance), built once per render."""
+
+    def __init__(self, devices: tuple[DeviceReading, ...]) -> None:
+        self.by_uuid = {d.uuid: d for d in devices}
+        self.mig = {m.uuid: (d, m) for d in devices for m in d.mig}
+
+    def labels(self, node: str, gpu_uuid: str, mig_uuid: str | None) -> Labels | None:
+        """Device labels for a physical GPU or MIG instance; None when the snapshot lacks it."""
+        dev = self.by_uuid.get(gpu_uuid)
+        if dev is None:
+            return None
+        base = device_labels(node, dev)
+        if mig_uuid is None:
+            return base
+        found: tuple[DeviceReading, MigReading] | None = self.mig.get(mig_uuid)
+        if found is None:
+            return (
+                *base,
+                ("gpu_instance", ""),
+                ("compute_instance", ""),
+                ("mig_profile", ""),
+                ("mig_uuid", mig_uuid),
+            )
+        return mig_labels(base, found[1])
+
+
+def container_labels(c: ContainerRef) -> Labels:
+    return (("namespace", c.namespace), ("pod", c.pod), ("container", c.container), *c.labels)
+
+
+def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
+    att = cycle.attribution
+    for use in att.pods:
+        dl = index.labels(cycle.node, use.gpu_uuid, use.mig_uuid)
+        if dl is None:
+            continue
+        lb = (*dl, *container_labels(use.container))
+        info = (*lb, ("resource", use.resource or ""), ("allocated", "true" if use.allocated else "false"))
+        b.add(P + "pod_info", info, 1)
+        b.add(P + "pod_memory_used_bytes", lb, use.memory_used_bytes)
+        b.add(P + "pod_utilization_ratio", lb, min(use.utilization_ratio, 1.0))
+        b.add(P + "pod_processes", lb, use.processes)
+        b.add(P + "pod_energy_joules_total", lb, use.energy_joules_total)
+        if use.allocated:
+            b.add(P + "pod_allocation_idle_seconds", lb, use.allocation_idle_seconds)
+    for un in att.unattributed:
+        dl = index.labels(cycle.node, un.gpu_uuid, un.mig_uuid)
+        if dl is None:
+            continue
+        b.add(P + "unattributed_memory_used_bytes", dl, un.memory_used_bytes)
+        b.add(P + "unattributed_utilization_ratio", dl, min(un.utilization_ratio, 1.0))
+    if not cycle.process_metrics:
+        return
+    for proc in att.processes:
+        dl = index.labels(cycle.node, proc.gpu_uuid, proc.mig_uuid)
+        if dl is None:
+            continue
+        cl = (
+            container_labels(proc.container)
+            if proc.container
+            else (("namespace", ""), ("pod", ""), ("container", ""))
+        )
+        lb = (*dl, *cl, ("pid", str(proc.pid)), ("command", proc.command))
+        b.add(P + "process_memory_used_bytes", lb, proc.memory_used_bytes)
+        b.add(P + "process_utilization_ratio", lb, proc.utilization_ratio)

@@ -1,0 +1,140 @@
+"""The Open-Falcon schema (CONTRACT section 4): gpu-mon's metric names, so its users'
+strategies keep working, plus node roll-ups and per-pod items.
+
+Tag values keep only ``[A-Za-z0-9._-]``; ``metric`` + ``tags`` stay under 255
+characters (falcon-agent and transfer reject longer counters) by shortening the
+longest tag value and marking it with a short hash so distinct values stay distinct.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.samples import FalconItem
+from falcon_gpu.model.snapshot import DeviceReading
+
+MIB = 1 << 20
+MAX_COUNTER = 254
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def sanitize(value: str) -> str:
+    return _UNSAFE.sub("_", value)
+
+
+def _digest(value: str) -> str:
+    return hashlib.blake2s(value.encode(), digest_size=4).hexdigest()
+
+
+def format_tags(metric: str, pairs: list[tuple[str, str]]) -> str:
+    """``k=v,k=v`` with sanitised values, shortened until metric + tags fit."""
+    clean = [(k, sanitize(v)) for k, v in pairs]
+    tags = ",".join(f"{k}={v}" for k, v in clean)
+    while len(metric) + len(tags) > MAX_COUNTER:
+        i = max(range(len(clean)), key=lambda j: len(clean[j][1]))
+        k, v = clean[i]
+        excess = len(metric) + len(tags) - MAX_COUNTER
+        keep = max(len(v) - excess - 9, 1)
+        if keep >= len(v) - 9:
+            break  # nothing left to shorten; keys alone are too long (not reachable with our keys)
+        clean[i] = (k, f"{v[:keep]}-{_digest(v)}")
+        tags = ",".join(f"{k}={v}" for k, v in clean)
+    return tags
+
+
+class _Items:
+    def __init__(self, cycle: CycleData) -> None:
+        self.endpoint = sanitize(cycle.node)
+        self.ts = int(cycle.snapshot.timestamp)
+        self.step = cycle.step
+        self.items: list[FalconItem] = []
+
+    def add(self, metric: str, value: float | int | bool | None, tags: list[tuple[str, str]]) -> None:
+        if value is None:
+            return
+        self.items.append(
+            FalconItem(
+                self.endpoint,
+                metric,
+                self.ts,
+                self.step,
+                round(float(value), 4),
+                "GAUGE",
+                format_tags(metric, tags),
+            )
+        )
+
+
+def _pct(r: float | None) -> float | None:
+    return None if r is None else r * 100
+
+
+def _mib(n: int | None) -> float | None:
+    return None if n is None else n / MIB
+
+
+def _device(out: _Items, d: DeviceReading, tags: list[tuple[str, str]]) -> None:
+    out.add("GPUUtils", _pct(d.utilization_ratio), tags)
+    out.add("MemUtils", _pct(d.memory_utilization_ratio), tags)
+    out.add("FBUsed", _mib(d.memory_used_bytes), tags)
+    out.add("FBfree", _mib(d.memory_free_bytes), tags)
+    out.add("FBtotal", _mib(d.memory_total_bytes), tags)
+    out.add("Performance", d.performance_state, tags)
+    out.add("DeviceTemperature", d.temperature_celsius, tags)
+    out.add("MemTemperature", d.memory_temperature_celsius, tags)
+    out.add("PowerUsed", d.power_watts, tags)
+    out.add("PowerCurrentLimit", d.power_limit_watts, tags)
+    out.add("SmClock", None if d.sm_clock_hertz is None else d.sm_clock_hertz / 1e6, tags)
+    out.add("MemClock", None if d.memory_clock_hertz is None else d.memory_clock_hertz / 1e6, tags)
+    out.add("FanSpeed", _pct(d.fan_speed_ratio), tags)
+    out.add("Encoder", _pct(d.encoder_utilization_ratio), tags)
+    out.add("Decoder", _pct(d.decoder_utilization_ratio), tags)
+    out.add("Replays", d.pcie_replays, tags)
+    if d.ecc is not None:
+        out.add("SingleBitError", d.ecc.corrected_aggregate, tags)
+        out.add("DoubleBitError", d.ecc.uncorrected_aggregate, tags)
+    if d.retired_pages is not None:
+        out.add("RPSingleError", d.retired_pages.single_bit, tags)
+        out.add("RPDoubleError", d.retired_pages.double_bit, tags)
+
+
+def _rollup(out: _Items, metric: str, values: list[float]) -> None:
+    if values:
+        out.add(metric, sum(values), [("type", "sum")])
+        out.add(metric, sum(values) / len(values), [("type", "ave")])
+
+
+def render(cycle: CycleData) -> tuple[FalconItem, ...]:
+    out = _Items(cycle)
+    devices = cycle.snapshot.devices
+    for d in devices:
+        tags = [("GpuId", str(d.index)), ("uuid", d.uuid)]
+        health = cycle.health.get(d.uuid)
+        out.add("GPUAlive", d.up, tags)
+        if health is not None:
+            out.add("GPUHealth", health.overall, tags)
+            out.add("XidErrors", sum(health.xid_in_interval.values()), tags)
+        if d.up:
+            _device(out, d, tags)
+    up = [d for d in devices if d.up]
+    _rollup(out, "GPUUtils", [v * 100 for d in up if (v := d.utilization_ratio) is not None])
+    _rollup(out, "MemUtils", [v * 100 for d in up if (v := d.memory_utilization_ratio) is not None])
+    _rollup(out, "FBUsed", [v / MIB for d in up if (v := d.memory_used_bytes) is not None])
+    if cycle.snapshot.nvml_ok:
+        out.add("GPUCount", len(devices), [])
+    index = {d.uuid: d.index for d in devices}
+    gi = {m.uuid: m.gpu_instance_id for d in devices for m in d.mig}
+    for use in cycle.attribution.pods:
+        if use.gpu_uuid not in index:
+            continue
+        tags = [("GpuId", str(index[use.gpu_uuid]))]
+        if use.mig_uuid is not None and use.mig_uuid in gi:
+            tags.append(("gi", str(gi[use.mig_uuid])))
+        c = use.container
+        tags += [("namespace", c.namespace), ("pod", c.pod), ("container", c.container)]
+        out.add("PodGPUUtils", min(use.utilization_ratio, 1.0) * 100, tags)
+        out.add("PodFBUsed", use.memory_used_bytes / MIB, tags)
+        out.add("PodProcesses", use.processes, tags)
+    return tuple(out.items)

@@ -1,0 +1,26 @@
+"""Render one cycle lazily: each schema runs at most once, and only if a sink wants it."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Literal
+
+from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.samples import FalconItem, PromBatch
+from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
+
+
+class RenderedCycle:
+    """Implements :class:`falcon_gpu.sinks.base.Rendered`."""
+
+    def __init__(self, cycle: CycleData, schema: Literal["falcon_gpu", "dcgm"] = "falcon_gpu") -> None:
+        self.cycle = cycle
+        self._schema = schema
+
+    @cached_property
+    def prometheus(self) -> PromBatch:
+        return dcgm.render(self.cycle) if self._schema == "dcgm" else falcon_gpu.render(self.cycle)
+
+    @cached_property
+    def falcon(self) -> tuple[FalconItem, ...]:
+        return openfalcon.render(self.cycle)

@@ -1,0 +1,61 @@
+"""The stdout sink: one cycle per write, in Open-Falcon JSON, Prometheus text or JSON.
+
+Writes go straight to the process's stdout (a local pipe or terminal), so no
+queue is needed; a closed pipe is reported once and the agent keeps running.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Literal, TextIO
+
+from falcon_gpu.sinks.base import Rendered, Sink
+from falcon_gpu.sinks.config import StdoutSinkConfig
+from falcon_gpu.sinks.encoding import prom_text
+from falcon_gpu.telemetry import Telemetry
+
+
+def encode(rendered: Rendered, fmt: str) -> str:
+    """The text one cycle becomes in ``fmt``; ends with a newline."""
+    if fmt == "falcon":
+        return json.dumps([i.as_json() for i in rendered.falcon], separators=(",", ":")) + "\n"
+    batch = rendered.prometheus
+    if fmt == "prometheus":
+        return prom_text.encode(batch)
+    samples = [
+        {"name": f.name, "type": f.kind, "labels": dict(s.labels), "value": s.value}
+        for f in batch.families
+        for s in f.series
+    ]
+    return json.dumps({"timestamp_ms": batch.timestamp_ms, "samples": samples}, separators=(",", ":")) + "\n"
+
+
+class StdoutSink(Sink):
+    def __init__(
+        self, config: StdoutSinkConfig, *, telemetry: Telemetry, stream: TextIO | None = None
+    ) -> None:
+        self.name = config.name
+        self.format = config.format
+        self.consumes: Literal["prometheus", "falcon"] = (
+            "falcon" if config.format == "falcon" else "prometheus"
+        )
+        self._stream = stream
+        self._telemetry = telemetry
+        telemetry.register_sink(self.name)
+
+    def submit(self, rendered: Rendered) -> None:
+        text = encode(rendered, self.format)
+        count = len(rendered.falcon) if self.format == "falcon" else rendered.prometheus.sample_count()
+        stream = self._stream or sys.stdout
+        try:
+            stream.write(text)
+            stream.flush()
+        except (OSError, ValueError) as exc:  # closed pipe or closed file
+            self._telemetry.failing(
+                f"sink:{self.name}", "sink", f"stdout sink {self.name!r}: cannot write: {exc}"
+            )
+            self._telemetry.samples(self.name, "dropped", count)
+            return
+        self._telemetry.recovered(f"sink:{self.name}", f"stdout sink {self.name!r} writes again")
+        self._telemetry.samples(self.name, "sent", count)

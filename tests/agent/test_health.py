@@ -1,0 +1,61 @@
+"""Health rules: level checks and change-based checks (XID hold, rising PCIe replays)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from falcon_gpu.health import HealthEvaluator
+from falcon_gpu.model.snapshot import RemappedRows, RetiredPages, Snapshot
+from tests.schemas.fixtures import full_device, lost_device
+
+
+def snap(ts: float, *devices: object) -> Snapshot:
+    return Snapshot(timestamp=ts, nvml_ok=True, devices=devices)  # type: ignore[arg-type]
+
+
+def test_xid_raises_check_for_hold_window_and_reports_interval_counts() -> None:
+    ev = HealthEvaluator(xid_hold_seconds=100)
+    d = dataclasses.replace(full_device(), xid_counts={})
+    assert ev.evaluate(snap(0, d))["GPU-aaaa"].checks["xid"] == 0
+    r = ev.evaluate(snap(10, dataclasses.replace(d, xid_counts={79: 1})))["GPU-aaaa"]
+    assert r.checks["xid"] == 2 and r.xid_in_interval == {79: 1}
+    r = ev.evaluate(snap(50, dataclasses.replace(d, xid_counts={79: 1})))["GPU-aaaa"]
+    assert r.checks["xid"] == 2 and r.xid_in_interval == {}
+    assert ev.evaluate(snap(111, dataclasses.replace(d, xid_counts={79: 1})))["GPU-aaaa"].checks["xid"] == 0
+    r = ev.evaluate(snap(120, dataclasses.replace(d, xid_counts={79: 1, 13: 2})))["GPU-aaaa"]
+    assert r.checks["xid"] == 1 and r.xid_in_interval == {13: 2}  # 13 (graphics engine) is a warning
+
+
+def test_level_checks() -> None:
+    ev = HealthEvaluator()
+    d = dataclasses.replace(
+        full_device(),
+        retired_pages=RetiredPages(30, 30, False),
+        remapped_rows=RemappedRows(0, 1, False, True),
+        clock_event_reasons=frozenset({"hw_thermal", "hw_slowdown"}),
+        inforom_valid=False,
+        xid_counts={},
+    )
+    checks = ev.evaluate(snap(0, d))["GPU-aaaa"].checks
+    assert checks == {
+        "lost": 0,
+        "xid": 0,
+        "ecc": 0,
+        "retired_pages": 2,
+        "remapped_rows": 2,
+        "pcie": 0,
+        "thermal": 2,
+        "power": 1,
+        "inforom": 1,
+    }
+
+
+def test_pcie_replays_rising_warn_and_lost_fails() -> None:
+    ev = HealthEvaluator()
+    d = full_device()
+    ev.evaluate(snap(0, d))
+    checks = ev.evaluate(snap(1, dataclasses.replace(d, pcie_replays=9)))["GPU-aaaa"].checks
+    assert checks["pcie"] == 1
+    assert ev.evaluate(snap(2, dataclasses.replace(d, pcie_replays=9)))["GPU-aaaa"].checks["pcie"] == 0
+    lost = ev.evaluate(snap(3, lost_device()))["GPU-cccc"]
+    assert lost.checks == {"lost": 2, "xid": 0} and lost.overall == 2

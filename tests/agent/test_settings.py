@@ -1,0 +1,75 @@
+"""Settings: sources and precedence, and every bad input exits 2 naming the setting."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from falcon_gpu.settings import ConfigError, load_settings
+
+
+def test_precedence_flags_over_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        'interval = 10\nnode = "from-file"\nschema = "dcgm"\n[[sinks]]\ntype = "stdout"\nformat = "falcon"\n'
+    )
+    monkeypatch.setenv("FALCON_GPU_NODE", "from-env")
+    s = load_settings(cfg, interval=5)
+    assert (s.interval, s.node, s.schema_) == (5, "from-env", "dcgm")
+    assert s.sinks[0].type == "stdout" and s.sinks[0].format == "falcon"  # type: ignore[union-attr]
+    assert {"interval", "node"} <= s.explicit
+
+
+def test_node_defaults_to_node_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODE_NAME", "gpu-node-7")
+    assert load_settings().node == "gpu-node-7"
+
+
+@pytest.mark.parametrize(
+    ("toml", "needle"),
+    [
+        ("interval = 0", "'interval'"),
+        ("bogus = 1", "'bogus': unknown setting"),
+        ('schema = "otel"', "'schema'"),
+        ('[[sinks]]\ntype = "carrier_pigeon"', "'sinks.0'"),
+        ('[[sinks]]\ntype = "stdout"\nformat = "xml"', "'sinks.0.stdout.format'"),
+        ('[[sinks]]\ntype = "stdout"\n[[sinks]]\ntype = "stdout"', "two sinks are named 'stdout'"),
+        ("interval = ", "not valid TOML"),
+    ],
+)
+def test_bad_settings_name_the_setting(tmp_path: Path, toml: str, needle: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(toml + "\n")
+    with pytest.raises(ConfigError, match=None) as err:
+        load_settings(cfg)
+    assert needle in str(err.value)
+
+
+def test_cli_exits_2_without_traceback(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("interval = -3\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "falcon_gpu", "run", "--once", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "'interval'" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "falcon_gpu", "run", "--config", str(tmp_path / "none.toml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "falcon_gpu", "run", "--interval", "abc"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
