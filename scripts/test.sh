@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Set up everything the tests need on a fresh machine, then run all of them:
+# the real servers from Debian (Prometheus, Pushgateway, VictoriaMetrics,
+# Alertmanager, Go for the Open-Falcon transfer peer), a virtualenv with the
+# package and its test tools, ruff, mypy, and pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+for pair in prometheus:prometheus prometheus-pushgateway:prometheus-pushgateway \
+            victoria-metrics:victoria-metrics prometheus-alertmanager:prometheus-alertmanager go:golang-go; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
+done
+if ((${#need_apt[@]})); then
+  echo "== installing from Debian: ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+VENV=${VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating $VENV"
+  python3 -m venv "$VENV"
+fi
+echo "== installing falcon-gpu and test tools"
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+"$VENV/bin/python" -m pip install -q -e '.[test]'
+export PATH="$PWD/$VENV/bin:$PATH"
+
+echo "== ruff"
+ruff check falcon_gpu tests scripts plugins
+echo "== mypy"
+mypy falcon_gpu
+echo "== pytest"
+set +e
+python -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: treat as failure" >&2
+  exit 1
+fi
+exit "$rc"
