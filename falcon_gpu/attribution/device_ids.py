@@ -1,0 +1,73 @@
+"""kubelet device IDs -> the GPU (or MIG instance) they name, and which resources are GPUs.
+
+Device plugins hand the kubelet opaque IDs; the ones seen in the wild:
+
+* ``GPU-<uuid>``: the NVML UUID itself (NVIDIA device plugin, default);
+* ``MIG-<uuid>``: a MIG instance's NVML UUID; older drivers used
+  ``MIG-GPU-<uuid>/<gi>/<ci>``;
+* ``GPU-<uuid>::<n>`` / ``MIG-<uuid>::<n>``: replicas of one device under
+  time-slicing or MPS sharing; the suffix is stripped and the replicas of one
+  container de-duplicated (one container, one GPU, counted once);
+* GKE's plugin: ``nvidia<N>`` (the GPU with NVML index N) and ``nvidia<N>/gi<M>``
+  (GPU instance M on GPU N).
+
+Parsing happens when allocations are fetched; resolving against the devices of
+one snapshot happens in the join, because index-based IDs need NVML's view.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+_GKE = re.compile(r"^nvidia(?P<index>\d+)(?:/gi(?P<gi>\d+))?$")
+_OLD_MIG = re.compile(r"^MIG-(?P<gpu>GPU-[^/]+)/(?P<gi>\d+)/(?P<ci>\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRef:
+    """One parsed device ID. Exactly one way of naming is set."""
+
+    gpu_uuid: str | None = None
+    mig_uuid: str | None = None
+    gpu_index: int | None = None
+    gpu_instance_id: int | None = None
+    """With ``gpu_uuid`` or ``gpu_index``: the MIG GPU instance on that GPU."""
+
+
+def parse_device_id(device_id: str) -> DeviceRef | None:
+    """Parse one kubelet device ID; None for an ID that names no NVIDIA GPU."""
+    raw = device_id.strip()
+    if "::" in raw:
+        raw = raw.split("::", 1)[0]
+    if not raw:
+        return None
+    old = _OLD_MIG.match(raw)
+    if old is not None:
+        return DeviceRef(gpu_uuid=old.group("gpu"), gpu_instance_id=int(old.group("gi")))
+    if raw.startswith("MIG-"):
+        return DeviceRef(mig_uuid=raw)
+    if raw.startswith("GPU-"):
+        return DeviceRef(gpu_uuid=raw)
+    gke = _GKE.match(raw)
+    if gke is not None:
+        gi = gke.group("gi")
+        return DeviceRef(gpu_index=int(gke.group("index")), gpu_instance_id=int(gi) if gi else None)
+    return None
+
+
+def parse_device_ids(device_ids: Iterable[str]) -> tuple[DeviceRef, ...]:
+    """Parse and de-duplicate (shared replicas ``::<n>`` collapse to one), keeping order."""
+    seen: dict[DeviceRef, None] = {}
+    for device_id in device_ids:
+        ref = parse_device_id(device_id)
+        if ref is not None:
+            seen.setdefault(ref, None)
+    return tuple(seen)
+
+
+def is_gpu_resource(resource_name: str, patterns: Sequence[str]) -> bool:
+    """Whether a kubelet resource name matches one of the ``gpu_resources`` globs."""
+    return any(fnmatch.fnmatchcase(resource_name, p) for p in patterns)

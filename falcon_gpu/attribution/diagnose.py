@@ -1,0 +1,103 @@
+"""``doctor`` rows for attribution: can this agent see what it needs to name GPU users?
+
+Each row is ``(check, ok, detail)``, the detail saying what to fix. The checks
+call the readers directly (blocking is fine: doctor runs once, not in a cycle)
+and join with a throwaway :class:`Joiner`, so no agent state is touched.
+"""
+
+from __future__ import annotations
+
+import time
+
+from falcon_gpu.attribution.joiner import Joiner, Lookups
+from falcon_gpu.attribution.kube_api import KubeApiError, PodLabels, PodLabelSource
+from falcon_gpu.attribution.logdirs import LogDirScanner, NameMaps
+from falcon_gpu.attribution.pid_cache import PidCache
+from falcon_gpu.attribution.podresources.client import (
+    KubeletAllocations,
+    PodResourcesClient,
+    PodResourcesError,
+)
+from falcon_gpu.model.snapshot import Snapshot
+from falcon_gpu.settings import Settings
+
+Row = tuple[str, bool, str]
+
+
+def diagnose_rows(
+    settings: Settings,
+    snapshot: Snapshot,
+    pids: PidCache,
+    kubelet: PodResourcesClient,
+    label_source: PodLabelSource | None,
+) -> list[Row]:
+    from falcon_gpu.attribution.attributor import snapshot_pids
+
+    rows: list[Row] = []
+    all_pids = sorted(set(snapshot_pids(snapshot)))
+    visible = [pid for pid in all_pids if pids.visible(pid)]
+    if not all_pids:
+        rows.append(("host PIDs visible", True, "no GPU processes right now; nothing to check"))
+    elif len(visible) == len(all_pids):
+        detail = f"all {len(all_pids)} NVML PIDs exist under {settings.proc_root}"
+        rows.append(("host PIDs visible", True, detail))
+    else:
+        rows.append((
+            "host PIDs visible",
+            False,
+            f"{len(visible)} of {len(all_pids)} NVML PIDs exist under {settings.proc_root}: run the agent "
+            "with hostPID: true (or mount the host's /proc and set proc_root)",
+        ))
+
+    allocations: KubeletAllocations | None = None
+    try:
+        allocations = kubelet.fetch()
+        rows.append((
+            "kubelet socket",
+            True,
+            f"{settings.kubelet_socket} answers; {len(allocations.allocations)} GPU allocations, "
+            f"{len(allocations.allocatable)} allocatable GPU devices",
+        ))
+    except PodResourcesError as exc:
+        rows.append(("kubelet socket", False, str(exc)))
+
+    names = NameMaps()
+    try:
+        names = LogDirScanner(settings.log_root).scan()
+        rows.append((
+            "log dirs",
+            True,
+            f"{len(names.pods)} pods, {len(names.containers)} containers under {settings.log_root}",
+        ))
+    except OSError as exc:
+        rows.append((
+            "log dirs",
+            False,
+            f"cannot list {settings.log_root}/pods and /containers ({exc.strerror}): mount them read-only",
+        ))
+
+    labels: PodLabels | None = None
+    if settings.pod_labels:
+        if label_source is None:
+            rows.append(
+                ("pod labels (Kubernetes API)", False, "pod_labels is set but not running in a cluster")
+            )
+        else:
+            try:
+                labels = label_source.fetch()
+                rows.append(("pod labels (Kubernetes API)", True, f"{len(labels.by_uid)} pods on this node"))
+            except KubeApiError as exc:
+                rows.append(("pod labels (Kubernetes API)", False, str(exc)))
+
+    identities = {pid: pids.lookup(pid) for pid in all_pids}
+    result = Joiner().join(snapshot, identities, Lookups.build(names, allocations, labels), time.monotonic())
+    outside = len(all_pids) - result.in_pod
+    ok = result.attributed == result.in_pod
+    detail = (
+        f"{result.attributed} of {result.in_pod} GPU processes in pods attributed to a container; "
+        f"{outside} in no pod"
+    )
+    if not ok:
+        detail += " (the unnamed ones have no entry in the log dirs yet)"
+    rows.append(("GPU processes attributed", ok, detail))
+    return rows

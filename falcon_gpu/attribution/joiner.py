@@ -1,0 +1,232 @@
+"""The join: processes (via their cgroup) and kubelet allocations -> per-container GPU use.
+
+Pure apart from the ledger (energy counters, idle timers) it owns; all I/O has
+happened before (PID cache) or off the hot path (:class:`Lookups`). One
+:class:`~falcon_gpu.model.attribution.PodUsage` per (container, GPU, MIG
+instance) that is allocated by the kubelet or has processes on it:
+
+* memory: sum over the container's processes on that device;
+* utilisation: sum of their SM shares, capped at 1;
+* energy: the GPU's energy delta shared out by SM share (see ledger);
+* ``allocated``/``resource`` from PodResources, ``allocation_idle_seconds`` for
+  allocated devices without a process of the container.
+
+A process whose cgroup names no pod is unattributed. One whose cgroup names a
+pod the name maps do not know yet (a pod that just started) is unattributed
+this cycle and reported as a *miss*, so the caller can trigger a rescan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from falcon_gpu.attribution.cgroup import CgroupIdentity
+from falcon_gpu.attribution.device_index import DeviceIndex, DeviceKey, place_processes
+from falcon_gpu.attribution.kube_api import Labels, PodLabels
+from falcon_gpu.attribution.ledger import ContainerKey, EnergyLedger, IdleTracker, UsageKey
+from falcon_gpu.attribution.logdirs import NameMaps
+from falcon_gpu.attribution.podresources.client import KubeletAllocations
+from falcon_gpu.model.attribution import (
+    Attribution,
+    ContainerRef,
+    PodUsage,
+    ProcessUsage,
+    UnattributedUsage,
+)
+from falcon_gpu.model.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Lookups:
+    """Everything the join reads, refreshed in the background and swapped in whole."""
+
+    names: NameMaps = field(default_factory=NameMaps)
+    kubelet: KubeletAllocations | None = None
+    """None: the kubelet did not answer (attribution from cgroups alone)."""
+    labels: PodLabels | None = None
+    uid_by_name: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls, names: NameMaps, kubelet: KubeletAllocations | None, labels: PodLabels | None
+    ) -> Lookups:
+        by_name = {(p.namespace, p.pod): uid for uid, p in names.pods.items()}
+        for c in names.containers.values():
+            if c.pod_uid:
+                by_name.setdefault((c.namespace, c.pod), c.pod_uid)
+        return cls(names, kubelet, labels, by_name)
+
+
+@dataclass(slots=True)
+class _Acc:
+    memory: int = 0
+    sm: float = 0.0
+    processes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    attribution: Attribution
+    misses: frozenset[str]
+    """Pod UIDs / container IDs seen in cgroups but not (yet) in the name maps."""
+    in_pod: int
+    """Processes whose cgroup names a pod."""
+    attributed: int
+    """Of those, the ones resolved to a namespace/pod/container."""
+
+
+class Joiner:
+    def __init__(self, *, process_metrics: bool = False, retention: float = 600.0) -> None:
+        self.process_metrics = process_metrics
+        self.energy = EnergyLedger(retention)
+        self.idle = IdleTracker()
+
+    def join(
+        self,
+        snapshot: Snapshot,
+        identities: Mapping[int, CgroupIdentity | None],
+        lookups: Lookups,
+        now: float,
+        sources_ok: dict[str, bool] | None = None,
+    ) -> JoinResult:
+        index = DeviceIndex(snapshot)
+        refs: dict[ContainerKey, ContainerRef] = {}
+        misses: set[str] = set()
+        usage: dict[UsageKey, _Acc] = {}
+        unattributed: dict[DeviceKey, _Acc] = {}
+        processes: list[ProcessUsage] = []
+        in_pod = attributed = 0
+
+        allocated: dict[UsageKey, str] = {}
+        single_gpu_container: dict[tuple[str, str], str | None] = {}
+        if lookups.kubelet is not None:
+            for a in lookups.kubelet.allocations:
+                pod_key = (a.namespace, a.pod)
+                prev = single_gpu_container.get(pod_key, a.container)
+                single_gpu_container[pod_key] = a.container if prev == a.container else None
+                for ref in a.devices:
+                    dkey = index.resolve(ref)
+                    if dkey is not None:
+                        ukey = ((a.namespace, a.pod, a.container), dkey[0], dkey[1])
+                        allocated.setdefault(ukey, a.resource)
+
+        def resolve(ident: CgroupIdentity) -> ContainerKey | None:
+            if ident.container_id is not None:
+                c = lookups.names.containers.get(ident.container_id)
+                if c is not None:
+                    return (c.namespace, c.pod, c.container)
+                misses.add(ident.container_id)
+            p = lookups.names.pods.get(ident.pod_uid)
+            if p is None:
+                misses.add(ident.pod_uid)
+                return None
+            only = single_gpu_container.get((p.namespace, p.pod))
+            return (p.namespace, p.pod, only) if only else None
+
+        for dev in snapshot.devices:
+            unattributed.setdefault((dev.uuid, None), _Acc())
+            for mig in dev.mig:
+                unattributed.setdefault((dev.uuid, mig.uuid), _Acc())
+            placed = place_processes(dev)
+            total_sm = sum(p.sm_util_ratio or 0.0 for _, p in placed)
+            delta = self.energy.delta(dev.uuid, dev.energy_joules)
+            shared = 0.0
+            for mig_uuid, proc in placed:
+                sm = proc.sm_util_ratio or 0.0
+                ident = identities.get(proc.pid)
+                ckey: ContainerKey | None = None
+                if ident is not None:
+                    in_pod += 1
+                    ckey = resolve(ident)
+                    attributed += ckey is not None
+                if ckey is not None:
+                    acc = usage.setdefault((ckey, dev.uuid, mig_uuid), _Acc())
+                else:
+                    acc = unattributed.setdefault((dev.uuid, mig_uuid), _Acc())
+                acc.memory += proc.used_memory_bytes or 0
+                acc.sm += sm
+                acc.processes += 1
+                if delta is not None and total_sm > 0 and sm > 0:
+                    joules = delta * sm / total_sm
+                    shared += joules
+                    if ckey is not None:
+                        self.energy.add_pod((ckey, dev.uuid, mig_uuid), joules, now)
+                    else:
+                        self.energy.add_unattributed((dev.uuid, mig_uuid), joules, now)
+                if self.process_metrics:
+                    processes.append(
+                        ProcessUsage(
+                            pid=proc.pid,
+                            command=proc.name or "",
+                            gpu_uuid=dev.uuid,
+                            mig_uuid=mig_uuid,
+                            memory_used_bytes=proc.used_memory_bytes or 0,
+                            utilization_ratio=min(1.0, sm),
+                            container=self._ref(ckey, lookups, refs) if ckey else None,
+                        )
+                    )
+            if delta is not None:
+                self.energy.add_unattributed((dev.uuid, None), max(0.0, delta - shared), now)
+
+        pods: list[PodUsage] = []
+        for key in sorted(usage.keys() | allocated.keys(), key=_sort_key):
+            ckey, gpu, mig_key = key
+            acc = usage.get(key) or _Acc()
+            resource = allocated.get(key)
+            idle = self.idle.observe(key, acc.processes > 0, now) if resource is not None else 0.0
+            pods.append(
+                PodUsage(
+                    container=self._ref(ckey, lookups, refs),
+                    gpu_uuid=gpu,
+                    mig_uuid=mig_key,
+                    resource=resource,
+                    allocated=resource is not None,
+                    memory_used_bytes=acc.memory,
+                    utilization_ratio=min(1.0, acc.sm),
+                    processes=acc.processes,
+                    energy_joules_total=self.energy.pod_total(key),
+                    allocation_idle_seconds=idle,
+                )
+            )
+        unattr = tuple(
+            UnattributedUsage(
+                gpu_uuid=gpu,
+                mig_uuid=mig,
+                memory_used_bytes=acc.memory,
+                utilization_ratio=min(1.0, acc.sm),
+                processes=acc.processes,
+                energy_joules_total=self.energy.unattributed_total((gpu, mig)),
+            )
+            for (gpu, mig), acc in unattributed.items()
+        )
+        self.energy.touch(usage.keys() | allocated.keys(), unattributed.keys(), now)
+        self.energy.expire(now, (d.uuid for d in snapshot.devices))
+        if lookups.kubelet is not None:
+            self.idle.retain(allocated.keys())
+        attribution = Attribution(
+            pods=tuple(pods),
+            unattributed=unattr,
+            processes=tuple(processes),
+            sources_ok=dict(sources_ok or {}),
+        )
+        return JoinResult(attribution, frozenset(misses), in_pod, attributed)
+
+    @staticmethod
+    def _ref(ckey: ContainerKey, lookups: Lookups, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:
+        ref = cache.get(ckey)
+        if ref is None:
+            namespace, pod, container = ckey
+            uid = lookups.uid_by_name.get((namespace, pod))
+            labels: Labels = ()
+            if lookups.labels is not None:
+                found = lookups.labels.by_uid.get(uid) if uid else None
+                labels = found if found is not None else lookups.labels.by_name.get((namespace, pod), ())
+            ref = ContainerRef(namespace, pod, container, pod_uid=uid, labels=labels)
+            cache[ckey] = ref
+        return ref
+
+
+def _sort_key(key: UsageKey) -> tuple[str, str, str, str, str]:
+    (namespace, pod, container), gpu, mig = key
+    return (namespace, pod, container, gpu, mig or "")

@@ -1,0 +1,136 @@
+"""Optional pod labels from the Kubernetes API (only when ``pod_labels`` is set).
+
+Everything else in attribution works from node-local files; labels live only in
+the API server. To keep the permission small, only this node's pods are listed
+(``fieldSelector=spec.nodeName=<node>``, RBAC: ``get``/``list`` on pods), on the
+background refresher's schedule (a periodic relist, paginated), and only the
+allow-listed labels are kept, renamed ``label_<name>`` with every character
+outside ``[a-zA-Z0-9_]`` replaced by ``_`` (as kube-state-metrics does).
+
+Credentials are the in-cluster service account: the token file is re-read on
+every list because bound tokens rotate. The token never appears in errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+_INVALID = re.compile(r"[^a-zA-Z0-9_]")
+
+Labels = tuple[tuple[str, str], ...]
+
+
+class KubeApiError(Exception):
+    """The API server could not be reached or refused the list; the message says what to check."""
+
+
+def sanitise_label(name: str) -> str:
+    """``app.kubernetes.io/name`` -> ``label_app_kubernetes_io_name``."""
+    return "label_" + _INVALID.sub("_", name)
+
+
+@dataclass(frozen=True, slots=True)
+class KubeApiConfig:
+    url: str
+    token_file: Path | None
+    ca_file: Path | None
+
+    @classmethod
+    def in_cluster(cls) -> KubeApiConfig | None:
+        """From ``KUBERNETES_SERVICE_HOST``/``_PORT`` and the service account; None outside a cluster."""
+        host = os.environ.get("KUBERNETES_SERVICE_HOST")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if not host:
+            return None
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # IPv6 service address
+        return cls(f"https://{host}:{port}", SERVICE_ACCOUNT / "token", SERVICE_ACCOUNT / "ca.crt")
+
+
+@dataclass(frozen=True, slots=True)
+class PodLabels:
+    by_uid: dict[str, Labels]
+    by_name: dict[tuple[str, str], Labels]
+    """(namespace, pod) -> labels, for allocations (which carry no UID)."""
+
+
+class PodLabelSource:
+    """Lists this node's pods and keeps the allow-listed labels. Not for the hot path."""
+
+    def __init__(
+        self, config: KubeApiConfig, node: str, allow: Sequence[str], *, timeout: float = 10.0
+    ) -> None:
+        self._config = config
+        self._node = node
+        self._allow = tuple(allow)
+        self._timeout = timeout
+        self._session = requests.Session()
+        self._session.trust_env = False  # no proxy: the API server is reached directly
+
+    def fetch(self) -> PodLabels:
+        """One full (paginated) list. Raises KubeApiError on any failure."""
+        by_uid: dict[str, Labels] = {}
+        by_name: dict[tuple[str, str], Labels] = {}
+        params: dict[str, str] = {"fieldSelector": f"spec.nodeName={self._node}", "limit": "500"}
+        while True:
+            body = self._get("/api/v1/pods", params)
+            for item in body.get("items") or []:
+                meta = item.get("metadata") or {}
+                labels = meta.get("labels") or {}
+                picked = tuple(
+                    (sanitise_label(name), str(labels[name])) for name in self._allow if name in labels
+                )
+                uid = str(meta.get("uid", "")).lower()
+                if uid:
+                    by_uid[uid] = picked
+                by_name[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = picked
+            cont = (body.get("metadata") or {}).get("continue")
+            if not cont:
+                return PodLabels(by_uid, by_name)
+            params = {**params, "continue": str(cont)}
+
+    def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        headers = {"Accept": "application/json"}
+        token_file = self._config.token_file
+        if token_file is not None:
+            try:
+                headers["Authorization"] = "Bearer " + token_file.read_text().strip()
+            except OSError as exc:
+                raise KubeApiError(
+                    f"cannot read the service account token {token_file}: {exc.strerror}; "
+                    "set automountServiceAccountToken or clear pod_labels"
+                ) from None
+        ca = self._config.ca_file
+        verify: bool | str = str(ca) if ca is not None and ca.exists() else True
+        try:
+            answer = self._session.get(
+                self._config.url + path, params=params, headers=headers, timeout=self._timeout, verify=verify
+            )
+        except requests.RequestException as exc:
+            reason = type(exc).__name__
+            raise KubeApiError(f"Kubernetes API {self._config.url} unreachable: {reason}") from None
+        if answer.status_code in (401, 403):
+            raise KubeApiError(
+                f"Kubernetes API refused to list pods ({answer.status_code}): grant the agent's "
+                "service account get/list on pods (conf/manifests/daemonset.yaml has the ClusterRole)"
+            )
+        if answer.status_code != 200:
+            raise KubeApiError(f"Kubernetes API answered {answer.status_code} listing pods")
+        try:
+            body = answer.json()
+        except ValueError:
+            raise KubeApiError("Kubernetes API answered with something that is not JSON") from None
+        if not isinstance(body, dict):
+            raise KubeApiError("Kubernetes API answered with an unexpected document")
+        return body
+
+    def close(self) -> None:
+        self._session.close()

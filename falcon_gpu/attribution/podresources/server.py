@@ -1,0 +1,100 @@
+"""A PodResources v1 server on a unix socket: the kubelet's side of the wire.
+
+Backs the simulator's host and the tests, so the agent's client is exercised
+over real gRPC (HTTP/2 on a unix socket), not a mock. The answers come from the
+scenario's typed ``host`` part and can be replaced while serving
+(:meth:`PodResourcesServer.set_pods`), which is how tests model pods coming and
+going. ``stop`` then ``start`` on the same path models a kubelet restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from falcon_gpu.attribution.podresources.stubs import api_pb2, api_pb2_grpc
+from falcon_gpu.simulator.host_scenario import PodResourcesDevice, PodResourcesPod
+
+
+class _Servicer(api_pb2_grpc.PodResourcesListerServicer):  # type: ignore[misc]
+    def __init__(self, owner: PodResourcesServer) -> None:
+        self._owner = owner
+
+    def List(self, request: Any, context: Any) -> Any:
+        self._owner.calls += 1
+        pods, _ = self._owner.state()
+        return api_pb2.ListPodResourcesResponse(
+            pod_resources=[
+                api_pb2.PodResources(
+                    name=pod.name,
+                    namespace=pod.namespace,
+                    containers=[
+                        api_pb2.ContainerResources(name=c.name, devices=[_devices(d) for d in c.devices])
+                        for c in pod.containers
+                    ],
+                )
+                for pod in pods
+            ]
+        )
+
+    def GetAllocatableResources(self, request: Any, context: Any) -> Any:
+        _, allocatable = self._owner.state()
+        return api_pb2.AllocatableResourcesResponse(devices=[_devices(d) for d in allocatable])
+
+
+def _devices(dev: PodResourcesDevice) -> Any:
+    return api_pb2.ContainerDevices(resource_name=dev.resource_name, device_ids=list(dev.device_ids))
+
+
+class PodResourcesServer:
+    """Serves List and GetAllocatableResources on ``unix://<socket_path>``."""
+
+    def __init__(
+        self,
+        socket_path: Path,
+        pods: Sequence[PodResourcesPod] = (),
+        allocatable: Sequence[PodResourcesDevice] = (),
+    ) -> None:
+        self.socket_path = socket_path
+        self._lock = threading.Lock()
+        self._pods = tuple(pods)
+        self._allocatable = tuple(allocatable)
+        self._server: grpc.Server | None = None
+        self.calls = 0
+        """List calls answered (tests check the client does not call per cycle)."""
+
+    def state(self) -> tuple[tuple[PodResourcesPod, ...], tuple[PodResourcesDevice, ...]]:
+        with self._lock:
+            return self._pods, self._allocatable
+
+    def set_pods(self, pods: Sequence[PodResourcesPod]) -> None:
+        with self._lock:
+            self._pods = tuple(pods)
+
+    def start(self) -> None:
+        """Bind and serve. Raises RuntimeError when the socket cannot be bound."""
+        if self._server is not None:
+            return
+        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.socket_path.exists():
+            self.socket_path.unlink()  # a stale socket from a previous run
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="podresources"))
+        api_pb2_grpc.add_PodResourcesListerServicer_to_server(_Servicer(self), server)
+        if server.add_insecure_port(f"unix://{self.socket_path}") == 0:
+            raise RuntimeError(f"cannot bind PodResources server to {self.socket_path}")
+        server.start()
+        self._server = server
+
+    def stop(self) -> None:
+        """Stop serving and remove the socket file (as a stopped kubelet leaves no listener)."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop(grace=None).wait(5)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
