@@ -1,0 +1,74 @@
+"""``SimulatedNvml``: a drop-in for the ``pynvml`` *module*, driven by a scenario.
+
+The NVML source is written against pynvml; ``load_nvml(scenario)`` hands it this
+object instead, so the source code is the same on a GPU node and in a test
+(DESIGN: the simulator replaces the library, not the source). It offers the
+``nvml*`` functions the source calls, with pynvml's names and signatures, every
+``NVML_*`` / ``nvml*`` constant and ``NVMLError*`` class re-exported from pynvml,
+raises the real ``pynvml.NVMLError(code)``, and answers struct-like objects with
+pynvml's attribute names. A function it does not offer is simply missing
+(AttributeError), exactly like an old pynvml.
+
+**The cycle counter.** Cycle 0 starts at the first ``nvmlDeviceGetCount()``
+call, and every further ``nvmlDeviceGetCount()`` starts the next cycle. This
+relies on the source calling it exactly once per cycle, at the start (it does:
+see :mod:`falcon_gpu.sources.nvml.source`). Scenario lists are indexed by this
+cycle; ``lost_at_cycle`` and ``xid_events`` are compared with it.
+
+**Init.** ``nvmlInit`` is reference-counted like NVML's; every other call made
+without it raises UNINITIALIZED. Tests can make the next N inits fail with
+``sim.fail_init_times = N`` (and ``sim.init_error = code``), a knob kept out of
+the JSON format because it is about the agent's retry behaviour, not the node.
+
+**Call counts.** ``sim.calls["nvmlDeviceGetFanSpeed"]`` says how often a function
+was called, so tests can check that a NOT_SUPPORTED field is not asked again.
+"""
+
+from __future__ import annotations
+
+import pynvml
+
+from falcon_gpu.simulator.sim_core import NvmlStruct, SimDevice, SimMigDevice, fail
+from falcon_gpu.simulator.sim_device import DeviceCalls
+from falcon_gpu.simulator.sim_events import EventCalls, SimEventSet
+from falcon_gpu.simulator.sim_processes import ProcessCalls
+
+__all__ = ["NvmlStruct", "SimDevice", "SimEventSet", "SimMigDevice", "SimulatedNvml"]
+
+
+def _reexported() -> dict[str, object]:
+    """pynvml's constants and error classes (never its functions)."""
+    out: dict[str, object] = {}
+    for name in dir(pynvml):
+        value = getattr(pynvml, name)
+        if name.startswith("NVMLError") or (
+            name.startswith(("NVML_", "nvml")) and isinstance(value, int | float | str)
+        ):
+            out[name] = value
+    return out
+
+
+class SimulatedNvml(DeviceCalls, ProcessCalls, EventCalls):
+    """The simulated library; construct with a :class:`~falcon_gpu.simulator.scenario.Scenario`."""
+
+    def nvmlInit(self) -> None:
+        self.nvmlInitWithFlags(0)
+
+    def nvmlInitWithFlags(self, flags: int) -> None:
+        self.calls["nvmlInit"] += 1
+        if self.fail_init_times > 0:
+            self.fail_init_times -= 1
+            fail(self.init_error)
+        self._refs += 1
+
+    def nvmlShutdown(self) -> None:
+        self._enter("nvmlShutdown")
+        self._refs -= 1
+
+    @property
+    def initialized(self) -> bool:
+        return self._refs > 0
+
+
+for _name, _value in _reexported().items():
+    setattr(SimulatedNvml, _name, _value)

@@ -1,0 +1,317 @@
+"""Simulator scenarios (CONTRACT section 5): typed, strictly parsed, resolvable by name.
+
+A scenario describes what a fake NVML library answers, cycle by cycle, and
+optionally the host around it (:class:`~falcon_gpu.simulator.host_scenario.HostScenario`).
+A number may be a list: one value per cycle from cycle 0, the last repeating
+(:func:`at`). Parsing is strict so that a typo in a test fixture fails loudly:
+:class:`ScenarioError` messages start with the JSON path, e.g.
+``gpus[0].ecc.bogus: unknown key``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
+from falcon_gpu.simulator.host_scenario import HostScenario
+from falcon_gpu.simulator.scenario_host import parse_host
+from falcon_gpu.simulator.strict_json import Obj, ScenarioError
+
+__all__ = [
+    "GpuScenario",
+    "MigScenario",
+    "ProcessScenario",
+    "Scenario",
+    "ScenarioError",
+    "at",
+    "load_scenario",
+    "resolve_scenario",
+]
+
+Series = tuple[float, ...]
+"""One value per cycle from cycle 0; the last value repeats."""
+
+PROCESS_TYPES = ("compute", "graphics", "mps")
+
+# Names accepted in ``not_supported``: every optional GPU key, plus a few readings
+# that have no value key of their own.
+NOT_SUPPORTED_NAMES = frozenset(
+    {
+        "memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes",
+        "utilization_gpu_percent", "utilization_memory_percent", "temperature_celsius",
+        "memory_temperature_celsius", "power_watts", "power_limit_watts", "energy_joules",
+        "performance_state", "sm_clock_mhz", "memory_clock_mhz", "fan_speed_percent",
+        "encoder_percent", "decoder_percent", "pcie_replays", "ecc", "retired_pages",
+        "remapped_rows", "clock_event_reasons", "inforom", "mig", "processes",
+        "process_utilization", "xid_events",
+    }
+)  # fmt: skip
+
+
+def at(series: Series, cycle: int) -> float:
+    """The value of ``series`` at ``cycle`` (the last one once the list runs out)."""
+    return series[min(max(cycle, 0), len(series) - 1)]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessScenario:
+    pid: int
+    name: str | None
+    types: tuple[str, ...]
+    used_memory_bytes: Series | None
+    sm_util_percent: Series | None
+
+
+@dataclass(frozen=True, slots=True)
+class MigScenario:
+    gpu_instance_id: int
+    compute_instance_id: int
+    profile: str
+    uuid: str
+    memory_total_bytes: Series | None
+    memory_used_bytes: Series | None
+    processes: tuple[ProcessScenario, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EccScenario:
+    corrected_volatile: Series | None
+    uncorrected_volatile: Series | None
+    corrected_aggregate: Series | None
+    uncorrected_aggregate: Series | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetiredPagesScenario:
+    single_bit: Series
+    double_bit: Series
+    pending: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RemappedRowsScenario:
+    correctable: Series
+    uncorrectable: Series
+    pending: bool
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    cycle: int
+    xid: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuScenario:
+    uuid: str
+    name: str
+    pci_bus_id: str
+    values: dict[str, Series]
+    """The plain numeric keys (``memory_used_bytes``, ``power_watts``, ...) that are present."""
+    ecc: EccScenario | None
+    retired_pages: RetiredPagesScenario | None
+    remapped_rows: RemappedRowsScenario | None
+    clock_event_reasons: tuple[str, ...] | None
+    inforom_valid: bool
+    not_supported: frozenset[str]
+    lost_at_cycle: int | None
+    xid_events: tuple[XidEvent, ...]
+    processes: tuple[ProcessScenario, ...]
+    mig: tuple[MigScenario, ...]
+
+    def supports(self, name: str) -> bool:
+        return name not in self.not_supported
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    driver_version: str
+    cuda_version: str
+    gpus: tuple[GpuScenario, ...]
+    host: HostScenario | None = None
+
+
+NUMERIC_KEYS = (
+    "memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_gpu_percent",
+    "utilization_memory_percent", "temperature_celsius", "memory_temperature_celsius", "power_watts",
+    "power_limit_watts", "energy_joules", "performance_state", "sm_clock_mhz", "memory_clock_mhz",
+    "fan_speed_percent", "encoder_percent", "decoder_percent", "pcie_replays",
+)  # fmt: skip
+
+
+def _process(o: Obj) -> ProcessScenario:
+    raw_type = o.raw("type")
+    types: tuple[str, ...]
+    if raw_type is None:
+        types = ("compute",)
+    elif isinstance(raw_type, str):
+        types = (raw_type,)
+    elif isinstance(raw_type, list) and raw_type and all(isinstance(t, str) for t in raw_type):
+        types = tuple(raw_type)
+    else:
+        raise ScenarioError(f"{o.sub('type')}: expected one of {PROCESS_TYPES} or a list of them")
+    for t in types:
+        if t not in PROCESS_TYPES:
+            raise ScenarioError(f"{o.sub('type')}: expected one of {PROCESS_TYPES}, got {t!r}")
+    proc = ProcessScenario(
+        pid=o.integer("pid"),
+        name=o.opt_string("name"),
+        types=types,
+        used_memory_bytes=o.series("used_memory_bytes"),
+        sm_util_percent=o.series("sm_util_percent"),
+    )
+    o.done()
+    return proc
+
+
+def _mig(o: Obj) -> MigScenario:
+    mig = MigScenario(
+        gpu_instance_id=o.integer("gpu_instance_id"),
+        compute_instance_id=o.integer("compute_instance_id", 0),
+        profile=o.string("profile"),
+        uuid=o.string("uuid"),
+        memory_total_bytes=o.series("memory_total_bytes"),
+        memory_used_bytes=o.series("memory_used_bytes"),
+        processes=tuple(_process(p) for p in o.objects("processes")),
+    )
+    o.done()
+    return mig
+
+
+def _ecc(o: Obj) -> EccScenario:
+    ecc = EccScenario(*(o.series(k) for k in EccScenario.__slots__))
+    o.done()
+    return ecc
+
+
+def _required_series(o: Obj, key: str) -> Series:
+    value = o.series(key)
+    return value if value is not None else (0.0,)
+
+
+def _gpu(o: Obj) -> GpuScenario:
+    values = {k: s for k in NUMERIC_KEYS if (s := o.series(k)) is not None}
+    ecc = _ecc(e) if (e := o.obj("ecc")) else None
+    retired = None
+    if r := o.obj("retired_pages"):
+        retired = RetiredPagesScenario(
+            _required_series(r, "single_bit"), _required_series(r, "double_bit"), r.boolean("pending", False)
+        )
+        r.done()
+    remapped = None
+    if r := o.obj("remapped_rows"):
+        remapped = RemappedRowsScenario(
+            _required_series(r, "correctable"),
+            _required_series(r, "uncorrectable"),
+            r.boolean("pending", False),
+            r.boolean("failed", False),
+        )
+        r.done()
+    reasons = None
+    if o.has("clock_event_reasons"):
+        reasons = o.strings("clock_event_reasons")
+        for i, name in enumerate(reasons):
+            if name not in CLOCK_EVENT_REASONS:
+                raise ScenarioError(
+                    f"{o.sub('clock_event_reasons')}[{i}]: unknown reason {name!r}; "
+                    f"expected one of {', '.join(CLOCK_EVENT_REASONS)}"
+                )
+    else:
+        o.raw("clock_event_reasons")
+    not_supported = o.strings("not_supported")
+    for i, name in enumerate(not_supported):
+        if name not in NOT_SUPPORTED_NAMES:
+            raise ScenarioError(f"{o.sub('not_supported')}[{i}]: unknown reading {name!r}")
+    xids = []
+    for x in o.objects("xid_events"):
+        xids.append(XidEvent(cycle=x.integer("cycle", 0), xid=x.integer("xid")))
+        x.done()
+    gpu = GpuScenario(
+        uuid=o.string("uuid"),
+        name=o.string("name"),
+        pci_bus_id=o.string("pci_bus_id"),
+        values=values,
+        ecc=ecc,
+        retired_pages=retired,
+        remapped_rows=remapped,
+        clock_event_reasons=reasons,
+        inforom_valid=o.boolean("inforom_valid", True),
+        not_supported=frozenset(not_supported),
+        lost_at_cycle=o.opt_integer("lost_at_cycle"),
+        xid_events=tuple(xids),
+        processes=tuple(_process(p) for p in o.objects("processes")),
+        mig=tuple(_mig(m) for m in o.objects("mig")),
+    )
+    o.done()
+    return gpu
+
+
+def parse_scenario(data: Any) -> Scenario:
+    """Build a :class:`Scenario` from parsed JSON. Raises ScenarioError naming the path."""
+    top = Obj(data, "")
+    gpus = tuple(_gpu(g) for g in top.objects("gpus"))
+    host_obj = top.obj("host")
+    scenario = Scenario(
+        driver_version=top.string("driver_version", "550.54.15"),
+        cuda_version=top.string("cuda_version", "12.4"),
+        gpus=gpus,
+        host=parse_host(host_obj, gpus) if host_obj is not None else None,
+    )
+    top.done()
+    uuids = [g.uuid for g in gpus] + [m.uuid for g in gpus for m in g.mig]
+    for i, uuid in enumerate(uuids):
+        if uuid in uuids[:i]:
+            raise ScenarioError(f"gpus: uuid {uuid!r} appears twice; every GPU and MIG uuid must be unique")
+    return scenario
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and parse a scenario file.
+
+    Raises ScenarioError when the file cannot be read, is not JSON (with line and
+    column), or has an unknown key or a wrongly typed value (with its JSON path).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(
+            f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    return parse_scenario(data)
+
+
+def bundled_names() -> tuple[str, ...]:
+    """Names accepted by :func:`resolve_scenario` besides paths (``mig-node``, ...)."""
+    folder = resources.files("falcon_gpu.simulator").joinpath("scenarios")
+    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
+
+
+def resolve_scenario(arg: str | None) -> Path:
+    """Where the scenario named by ``--simulate`` lives.
+
+    None, "" or "default": the embedded mixed 4-GPU node; a bundled name such as
+    ``mig-node``: the package's copy; anything else: a filesystem path.
+    Raises ScenarioError when no such scenario exists (listing the bundled names).
+    """
+    package = resources.files("falcon_gpu.simulator")
+    if not arg or arg == "default":
+        return Path(str(package.joinpath("default_scenario.json")))
+    bundled = package.joinpath("scenarios").joinpath(f"{arg}.json")
+    if "/" not in arg and bundled.is_file():
+        return Path(str(bundled))
+    path = Path(arg)
+    if path.is_file():
+        return path
+    raise ScenarioError(
+        f"{arg}: no such scenario file; give a path to a JSON file or one of: default, "
+        + ", ".join(bundled_names())
+    )

@@ -1,0 +1,87 @@
+"""Parsing of a scenario's ``host`` section into :class:`HostScenario`.
+
+Separate from :mod:`falcon_gpu.simulator.scenario` because the host is the
+attribution side of the simulator: proc cgroup files, kubelet PodResources
+allocations and the log directory names that name pods and containers.
+``allocatable`` is derived from the GPUs, the way the NVIDIA device plugin
+advertises them: whole GPUs as ``nvidia.com/gpu``, MIG instances as
+``nvidia.com/mig-<profile>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from falcon_gpu.simulator.host_scenario import (
+    HostScenario,
+    PodResourcesContainer,
+    PodResourcesDevice,
+    PodResourcesPod,
+)
+from falcon_gpu.simulator.strict_json import Obj, ScenarioError
+
+if TYPE_CHECKING:
+    from falcon_gpu.simulator.scenario import GpuScenario
+
+
+def _devices(o: Obj) -> tuple[PodResourcesDevice, ...]:
+    out = []
+    for d in o.objects("devices"):
+        out.append(
+            PodResourcesDevice(resource_name=d.string("resource_name"), device_ids=d.strings("device_ids"))
+        )
+        d.done()
+    return tuple(out)
+
+
+def _pods(o: Obj) -> tuple[PodResourcesPod, ...]:
+    pods = []
+    for p in o.objects("pod_resources"):
+        containers = []
+        for c in p.objects("containers"):
+            containers.append(PodResourcesContainer(name=c.string("name"), devices=_devices(c)))
+            c.done()
+        pods.append(
+            PodResourcesPod(
+                namespace=p.string("namespace"), name=p.string("name"), containers=tuple(containers)
+            )
+        )
+        p.done()
+    return tuple(pods)
+
+
+def _proc(o: Obj) -> dict[int, str]:
+    cgroups: dict[int, str] = {}
+    for pid_text, value, path in o.mapping("proc"):
+        if not pid_text.isdigit():
+            raise ScenarioError(f"{path}: expected a process id (digits) as the key, got {pid_text!r}")
+        entry = Obj(value, path)
+        cgroups[int(pid_text)] = entry.string("cgroup")
+        entry.done()
+    return cgroups
+
+
+def allocatable_for(gpus: Sequence[GpuScenario]) -> tuple[PodResourcesDevice, ...]:
+    """What the device plugin would advertise for these GPUs."""
+    whole = tuple(g.uuid for g in gpus if not g.mig)
+    out = [PodResourcesDevice("nvidia.com/gpu", whole)] if whole else []
+    by_profile: dict[str, list[str]] = {}
+    for gpu in gpus:
+        for mig in gpu.mig:
+            by_profile.setdefault(mig.profile, []).append(mig.uuid)
+    out.extend(PodResourcesDevice(f"nvidia.com/mig-{p}", tuple(u)) for p, u in by_profile.items())
+    return tuple(out)
+
+
+def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
+    """Raises ScenarioError naming the path of a wrong or unknown key."""
+    host = HostScenario(
+        proc_cgroups=_proc(o),
+        pod_resources=_pods(o),
+        log_containers=o.strings("log_containers"),
+        log_pods=o.strings("log_pods"),
+        allocatable=allocatable_for(gpus),
+    )
+    o.done()
+    return host

@@ -1,0 +1,209 @@
+"""Simulated per-device NVML readings: identity, memory, utilisation, power, clocks, health.
+
+Each method has the name and signature of the pynvml function it replaces and
+answers in NVML's units (mW, mJ, MHz, percent), converting from the scenario's
+base units, so the source's unit conversions are exercised for real.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pynvml
+
+from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
+from falcon_gpu.simulator.scenario import at
+from falcon_gpu.simulator.sim_core import NvmlStruct, SimCore, SimDevice, fail
+
+
+class DeviceCalls(SimCore):
+    # -- system ----------------------------------------------------------
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._enter("nvmlSystemGetDriverVersion")
+        return self.scenario.driver_version
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self._enter("nvmlSystemGetCudaDriverVersion")
+        major, _, minor = self.scenario.cuda_version.partition(".")
+        try:
+            return int(major) * 1000 + int(minor or 0) * 10
+        except ValueError:
+            fail(pynvml.NVML_ERROR_UNKNOWN)
+
+    def nvmlDeviceGetCount(self) -> int:
+        """Advances the simulated cycle (cycle 0 on the first call)."""
+        self._enter("nvmlDeviceGetCount")
+        self._advance()
+        return len(self._devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> SimDevice:
+        self._enter("nvmlDeviceGetHandleByIndex")
+        if not 0 <= index < len(self._devices):
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self._devices[index]
+
+    # -- identity --------------------------------------------------------
+    def nvmlDeviceGetName(self, handle: Any) -> str:
+        dev, mig = self._any(handle, "nvmlDeviceGetName")
+        return f"{dev.gpu.name} MIG {mig.mig.profile}" if mig else dev.gpu.name
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        dev, mig = self._any(handle, "nvmlDeviceGetUUID")
+        return mig.mig.uuid if mig else dev.gpu.uuid
+
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> NvmlStruct:
+        dev = self._device(handle, "nvmlDeviceGetPciInfo")
+        return NvmlStruct(busId=dev.gpu.pci_bus_id, busIdLegacy=dev.gpu.pci_bus_id[4:])
+
+    # -- memory and utilisation -------------------------------------------
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> NvmlStruct:
+        dev, mig = self._any(handle, "nvmlDeviceGetMemoryInfo")
+        if mig is not None:
+            if mig.mig.memory_total_bytes is None or mig.mig.memory_used_bytes is None:
+                fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            total = round(at(mig.mig.memory_total_bytes, self.cycle))
+            used = round(at(mig.mig.memory_used_bytes, self.cycle))
+            reserved = 0
+        else:
+            total = self._int(dev, "memory_total_bytes")
+            used = self._int(dev, "memory_used_bytes")
+            reserved = 0
+            if version:
+                reserved = self._int(dev, "memory_reserved_bytes")
+        if not version:
+            used += reserved
+            return NvmlStruct(total=total, free=max(total - used, 0), used=used)
+        if version != pynvml.nvmlMemory_v2:
+            fail(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        return NvmlStruct(
+            version=version, total=total, reserved=reserved, free=max(total - used - reserved, 0), used=used
+        )
+
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> NvmlStruct:
+        dev = self._device(handle, "nvmlDeviceGetUtilizationRates")
+        return NvmlStruct(
+            gpu=self._int(dev, "utilization_gpu_percent"), memory=self._int(dev, "utilization_memory_percent")
+        )
+
+    def nvmlDeviceGetEncoderUtilization(self, handle: Any) -> list[int]:
+        dev = self._device(handle, "nvmlDeviceGetEncoderUtilization")
+        return [self._int(dev, "encoder_percent"), 167_000]
+
+    def nvmlDeviceGetDecoderUtilization(self, handle: Any) -> list[int]:
+        dev = self._device(handle, "nvmlDeviceGetDecoderUtilization")
+        return [self._int(dev, "decoder_percent"), 167_000]
+
+    # -- thermal and power -------------------------------------------------
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
+        dev = self._device(handle, "nvmlDeviceGetTemperature")
+        if sensor != pynvml.NVML_TEMPERATURE_GPU:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self._int(dev, "temperature_celsius")
+
+    def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[int]) -> list[NvmlStruct]:
+        dev = self._device(handle, "nvmlDeviceGetFieldValues")
+        out = []
+        for field_id in fieldIds:
+            value = NvmlStruct(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
+            ret = pynvml.NVML_ERROR_NOT_SUPPORTED
+            if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
+                try:
+                    value.uiVal = self._int(dev, "memory_temperature_celsius")
+                    ret = pynvml.NVML_SUCCESS
+                except pynvml.NVMLError:
+                    pass
+            out.append(
+                NvmlStruct(
+                    fieldId=field_id, scopeId=0, timestamp=self.stamp(self.cycle) or 0, latencyUsec=0,
+                    valueType=pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, nvmlReturn=ret, value=value,
+                )
+            )  # fmt: skip
+        return out
+
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
+        return self._int(self._device(handle, "nvmlDeviceGetPowerUsage"), "power_watts", 1000)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
+        return self._int(self._device(handle, "nvmlDeviceGetEnforcedPowerLimit"), "power_limit_watts", 1000)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
+        return self._int(self._device(handle, "nvmlDeviceGetTotalEnergyConsumption"), "energy_joules", 1000)
+
+    def nvmlDeviceGetPerformanceState(self, handle: Any) -> int:
+        return self._int(self._device(handle, "nvmlDeviceGetPerformanceState"), "performance_state")
+
+    def nvmlDeviceGetFanSpeed(self, handle: Any) -> int:
+        return self._int(self._device(handle, "nvmlDeviceGetFanSpeed"), "fan_speed_percent")
+
+    # -- clocks ------------------------------------------------------------
+    def nvmlDeviceGetClockInfo(self, handle: Any, type: int) -> int:
+        dev = self._device(handle, "nvmlDeviceGetClockInfo")
+        keys = {pynvml.NVML_CLOCK_SM: "sm_clock_mhz", pynvml.NVML_CLOCK_MEM: "memory_clock_mhz"}
+        if type not in keys:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return self._int(dev, keys[type])
+
+    def _reasons(self, handle: Any, fn: str) -> int:
+        dev = self._device(handle, fn)
+        names = dev.gpu.clock_event_reasons
+        if names is None or not dev.gpu.supports("clock_event_reasons"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return sum(1 << CLOCK_EVENT_REASONS.index(n) for n in set(names))
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        return self._reasons(handle, "nvmlDeviceGetCurrentClocksEventReasons")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
+        return self._reasons(handle, "nvmlDeviceGetCurrentClocksThrottleReasons")
+
+    # -- health ------------------------------------------------------------
+    def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
+        return self._int(self._device(handle, "nvmlDeviceGetPcieReplayCounter"), "pcie_replays")
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int:
+        dev = self._device(handle, "nvmlDeviceGetTotalEccErrors")
+        ecc = dev.gpu.ecc
+        if ecc is None or not dev.gpu.supports("ecc"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        kind = "corrected" if errorType == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED else "uncorrected"
+        scope = "volatile" if counterType == pynvml.NVML_VOLATILE_ECC else "aggregate"
+        series = getattr(ecc, f"{kind}_{scope}")
+        if series is None:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return round(at(series, self.cycle))
+
+    def _retired(self, dev: SimDevice) -> Any:
+        pages = dev.gpu.retired_pages
+        if pages is None or not dev.gpu.supports("retired_pages"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return pages
+
+    def nvmlDeviceGetRetiredPages(self, device: Any, sourceFilter: int) -> list[int]:
+        pages = self._retired(self._device(device, "nvmlDeviceGetRetiredPages"))
+        double = sourceFilter == pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+        count = round(at(pages.double_bit if double else pages.single_bit, self.cycle))
+        return [0x1000 * (i + 1) for i in range(count)]
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Any) -> int:
+        pages = self._retired(self._device(device, "nvmlDeviceGetRetiredPagesPendingStatus"))
+        return int(pages.pending)
+
+    def nvmlDeviceGetRemappedRows(self, device: Any) -> tuple[int, int, int, int]:
+        dev = self._device(device, "nvmlDeviceGetRemappedRows")
+        rows = dev.gpu.remapped_rows
+        if rows is None or not dev.gpu.supports("remapped_rows"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        c = self.cycle
+        return (
+            round(at(rows.correctable, c)),
+            round(at(rows.uncorrectable, c)),
+            int(rows.pending),
+            int(rows.failed),
+        )
+
+    def nvmlDeviceValidateInforom(self, handle: Any) -> None:
+        dev = self._device(handle, "nvmlDeviceValidateInforom")
+        if not dev.gpu.supports("inforom"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not dev.gpu.inforom_valid:
+            fail(pynvml.NVML_ERROR_CORRUPTED_INFOROM)

@@ -1,0 +1,78 @@
+"""Simulated NVML event sets: XID critical errors, delivered once their cycle has come.
+
+A scenario's ``xid_events`` entry ``{cycle, xid}`` is delivered by
+``nvmlEventSetWait`` to every event set that registered its GPU, exactly once per
+set, as soon as the simulated cycle is at or past ``cycle``. Without a pending
+event the wait sleeps min(timeout, 50 ms) (waking early when a cycle begins) and
+raises ``NVMLError(NVML_ERROR_TIMEOUT)``, as NVML does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pynvml
+
+from falcon_gpu.simulator.sim_core import NOT_AVAILABLE_UINT, NvmlStruct, SimCore, SimDevice, fail
+
+MAX_WAIT_S = 0.05
+
+
+@dataclass(eq=False)
+class SimEventSet:
+    devices: list[SimDevice] = field(default_factory=list)
+    delivered: set[tuple[int, int]] = field(default_factory=set)
+    """(GPU index, position in its ``xid_events``) already handed out."""
+    freed: bool = False
+
+
+class EventCalls(SimCore):
+    def nvmlEventSetCreate(self) -> SimEventSet:
+        self._enter("nvmlEventSetCreate")
+        return SimEventSet()
+
+    def nvmlDeviceRegisterEvents(self, handle: Any, eventTypes: int, eventSet: Any) -> None:
+        dev = self._device(handle, "nvmlDeviceRegisterEvents")
+        if not isinstance(eventSet, SimEventSet) or eventSet.freed:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if not dev.gpu.supports("xid_events") or not eventTypes & pynvml.nvmlEventTypeXidCriticalError:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        with self._cond:
+            if dev not in eventSet.devices:
+                eventSet.devices.append(dev)
+
+    def _next_event(self, event_set: SimEventSet) -> NvmlStruct | None:
+        with self._cond:
+            for dev in event_set.devices:
+                for i, event in enumerate(dev.gpu.xid_events):
+                    key = (dev.index, i)
+                    if event.cycle <= self.cycle and self._cycle >= 0 and key not in event_set.delivered:
+                        event_set.delivered.add(key)
+                        return NvmlStruct(
+                            device=dev,
+                            eventType=pynvml.nvmlEventTypeXidCriticalError,
+                            eventData=event.xid,
+                            gpuInstanceId=NOT_AVAILABLE_UINT,
+                            computeInstanceId=NOT_AVAILABLE_UINT,
+                        )
+        return None
+
+    def nvmlEventSetWait(self, eventSet: Any, timeoutms: int) -> NvmlStruct:
+        self._enter("nvmlEventSetWait")
+        if not isinstance(eventSet, SimEventSet) or eventSet.freed:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        event = self._next_event(eventSet)
+        if event is None and timeoutms > 0:
+            with self._cond:
+                self._cond.wait(min(timeoutms / 1000, MAX_WAIT_S))
+            event = self._next_event(eventSet)
+        if event is None:
+            fail(pynvml.NVML_ERROR_TIMEOUT)
+        return event
+
+    def nvmlEventSetFree(self, eventSet: Any) -> None:
+        self._enter("nvmlEventSetFree")
+        if not isinstance(eventSet, SimEventSet) or eventSet.freed:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        eventSet.freed = True

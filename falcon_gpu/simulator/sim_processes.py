@@ -1,0 +1,151 @@
+"""Simulated process lists, process utilisation samples and MIG device handles.
+
+Process lists exist in the three pynvml generations (``_v3``, ``_v2``, plain) for
+compute, graphics and MPS. On a MIG GPU the parent's lists hold every instance's
+processes with their instance ids, a MIG handle's list only its own (compute only).
+Utilisation samples carry the µs timestamp of the cycle that produced them; a
+caller whose ``lastSeen`` is at or past the newest sample gets NOT_FOUND, as from NVML.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pynvml
+
+from falcon_gpu.simulator.scenario import ProcessScenario, at
+from falcon_gpu.simulator.sim_core import (
+    NOT_AVAILABLE_UINT,
+    STAMPS_KEPT,
+    NvmlStruct,
+    SimCore,
+    SimDevice,
+    SimMigDevice,
+    fail,
+)
+
+MAX_MIG_DEVICES = 7
+
+
+def _info(p: ProcessScenario, cycle: int, gi: int, ci: int) -> NvmlStruct:
+    used = None if p.used_memory_bytes is None else round(at(p.used_memory_bytes, cycle))
+    return NvmlStruct(pid=p.pid, usedGpuMemory=used, gpuInstanceId=gi, computeInstanceId=ci)
+
+
+class ProcessCalls(SimCore):
+    def _list(self, handle: Any, kind: str, fn: str) -> list[NvmlStruct]:
+        dev, mig = self._any(handle, fn)
+        if not dev.gpu.supports("processes"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        c = self.cycle
+        if mig is not None:
+            m = mig.mig
+            return [
+                _info(p, c, m.gpu_instance_id, m.compute_instance_id) for p in m.processes if kind in p.types
+            ]
+        out = [
+            _info(p, c, NOT_AVAILABLE_UINT, NOT_AVAILABLE_UINT) for p in dev.gpu.processes if kind in p.types
+        ]
+        for m in dev.gpu.mig:
+            out += [
+                _info(p, c, m.gpu_instance_id, m.compute_instance_id) for p in m.processes if kind in p.types
+            ]
+        return out
+
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any) -> list[NvmlStruct]:
+        return self._list(handle, "compute", "nvmlDeviceGetComputeRunningProcesses_v3")
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any) -> list[NvmlStruct]:
+        return self._list(handle, "compute", "nvmlDeviceGetComputeRunningProcesses_v2")
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[NvmlStruct]:
+        return self._list(handle, "compute", "nvmlDeviceGetComputeRunningProcesses")
+
+    def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: Any) -> list[NvmlStruct]:
+        return self._list(handle, "graphics", "nvmlDeviceGetGraphicsRunningProcesses_v3")
+
+    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: Any) -> list[NvmlStruct]:
+        return self._list(handle, "graphics", "nvmlDeviceGetGraphicsRunningProcesses_v2")
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[NvmlStruct]:
+        return self._list(handle, "graphics", "nvmlDeviceGetGraphicsRunningProcesses")
+
+    def nvmlDeviceGetMPSComputeRunningProcesses_v3(self, handle: Any) -> list[NvmlStruct]:
+        return self._list(handle, "mps", "nvmlDeviceGetMPSComputeRunningProcesses_v3")
+
+    def nvmlDeviceGetMPSComputeRunningProcesses_v2(self, handle: Any) -> list[NvmlStruct]:
+        return self._list(handle, "mps", "nvmlDeviceGetMPSComputeRunningProcesses_v2")
+
+    def nvmlDeviceGetMPSComputeRunningProcesses(self, handle: Any) -> list[NvmlStruct]:
+        return self._list(handle, "mps", "nvmlDeviceGetMPSComputeRunningProcesses")
+
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        """NOT_FOUND for a PID no GPU lists (or one the scenario gives no name)."""
+        self._enter("nvmlSystemGetProcessName")
+        for gpu in self.scenario.gpus:
+            for p in (*gpu.processes, *(q for m in gpu.mig for q in m.processes)):
+                if p.pid == pid and p.name is not None:
+                    return p.name
+        fail(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def nvmlDeviceGetProcessUtilization(self, handle: Any, timeStamp: int) -> list[NvmlStruct]:
+        dev, mig = self._any(handle, "nvmlDeviceGetProcessUtilization")
+        if mig is not None or not dev.gpu.supports("process_utilization"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        procs = [*dev.gpu.processes, *(p for m in dev.gpu.mig for p in m.processes)]
+        samples = []
+        for cycle in range(max(0, self.cycle - STAMPS_KEPT + 1), self.cycle + 1):
+            stamp = self.stamp(cycle)
+            if stamp is None or stamp <= timeStamp:
+                continue
+            for p in procs:
+                if p.sm_util_percent is not None:
+                    sm = round(at(p.sm_util_percent, cycle))
+                    samples.append(
+                        NvmlStruct(pid=p.pid, timeStamp=stamp, smUtil=sm, memUtil=0, encUtil=0, decUtil=0)
+                    )
+        if not samples:
+            fail(pynvml.NVML_ERROR_NOT_FOUND)
+        return samples
+
+    # -- MIG -----------------------------------------------------------------
+    def nvmlDeviceGetMigMode(self, device: Any) -> list[int]:
+        dev = self._device(device, "nvmlDeviceGetMigMode")
+        if not dev.gpu.supports("mig"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        mode = pynvml.NVML_DEVICE_MIG_ENABLE if dev.gpu.mig else pynvml.NVML_DEVICE_MIG_DISABLE
+        return [mode, mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, device: Any) -> int:
+        dev = self._device(device, "nvmlDeviceGetMaxMigDeviceCount")
+        if not dev.gpu.supports("mig"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return MAX_MIG_DEVICES if dev.gpu.mig else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, device: Any, index: int) -> SimMigDevice:
+        """Instances fill slots in scenario order; the rest answer NOT_FOUND."""
+        dev = self._device(device, "nvmlDeviceGetMigDeviceHandleByIndex")
+        if not dev.gpu.mig or not 0 <= index < MAX_MIG_DEVICES:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if index >= len(dev.gpu.mig):
+            fail(pynvml.NVML_ERROR_NOT_FOUND)
+        return SimMigDevice(dev, index, dev.gpu.mig[index])
+
+    def nvmlDeviceIsMigDeviceHandle(self, device: Any) -> int:
+        _, mig = self._any(device, "nvmlDeviceIsMigDeviceHandle")
+        return int(mig is not None)
+
+    def _mig(self, device: Any, fn: str) -> SimMigDevice:
+        _, mig = self._any(device, fn)
+        if mig is None:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return mig
+
+    def nvmlDeviceGetGpuInstanceId(self, device: Any) -> int:
+        return self._mig(device, "nvmlDeviceGetGpuInstanceId").mig.gpu_instance_id
+
+    def nvmlDeviceGetComputeInstanceId(self, device: Any) -> int:
+        return self._mig(device, "nvmlDeviceGetComputeInstanceId").mig.compute_instance_id
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, migDevice: Any) -> SimDevice:
+        return self._mig(migDevice, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle").parent
