@@ -1,0 +1,121 @@
+"""The HTTP transport the HTTP sinks share: one keep-alive session per sink, TLS,
+auth, extra headers, and the classification of an HTTP answer.
+
+- TLS: ``ca_file`` verifies the server against that CA, ``cert_file``/``key_file``
+  present a client certificate, ``insecure_skip_verify`` turns verification
+  off (warned once at start).
+- Auth: ``bearer_token_file`` or ``basic_auth_user`` + ``basic_auth_password_file``,
+  re-read when the file is rotated. Secrets go only into request headers and
+  never into a log line, a metric or an error message.
+- Classification (:func:`classify`): 2xx ok; 429 and 5xx retryable (with the
+  ``Retry-After`` they carry); other 4xx permanent; connection errors and
+  timeouts retryable.
+
+The session is used from the sink's sender thread only.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import logging
+import time
+from collections.abc import Mapping
+
+import requests
+
+from falcon_gpu.delivery.outcome import PermanentError, RetryableError, truncate
+from falcon_gpu.delivery.secrets import SecretError, SecretFile
+from falcon_gpu.sinks.config import NetworkSinkConfig
+
+log = logging.getLogger("falcon_gpu.delivery")
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; None if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def classify(response: requests.Response, what: str) -> None:
+    """Raise for a non-2xx answer: RetryableError for 429/5xx, PermanentError otherwise."""
+    status = response.status_code
+    if 200 <= status < 300:
+        return
+    message = f"{what} answered HTTP {status}: {truncate(response.text)}"
+    if status == 429 or status >= 500:
+        raise RetryableError(message, parse_retry_after(response.headers.get("Retry-After")))
+    raise PermanentError(message)
+
+
+class HttpTransport:
+    def __init__(self, config: NetworkSinkConfig, *, sink: str) -> None:
+        self._timeout = config.timeout
+        self._sink = sink
+        self._session = requests.Session()
+        self._session.trust_env = False  # never route through a proxy from the environment
+        if config.insecure_skip_verify:
+            log.warning("sink %s: insecure_skip_verify is on: the server's certificate is NOT checked", sink)
+            self._session.verify = False
+            import urllib3
+
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        elif config.ca_file:
+            self._session.verify = str(config.ca_file)
+        if config.cert_file and config.key_file:
+            self._session.cert = (str(config.cert_file), str(config.key_file))
+        self._headers = dict(config.headers)
+        self._bearer = SecretFile(config.bearer_token_file) if config.bearer_token_file else None
+        self._basic_user = config.basic_auth_user
+        self._basic_pw = (SecretFile(config.basic_auth_password_file)
+                          if config.basic_auth_password_file else None)
+
+    def _auth_headers(self) -> dict[str, str]:
+        if self._bearer is not None:
+            return {"Authorization": f"Bearer {self._bearer.value()}"}
+        if self._basic_pw is not None and self._basic_user:
+            raw = f"{self._basic_user}:{self._basic_pw.value()}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+        return {}
+
+    def request(self, method: str, url: str, body: bytes | None = None,
+                headers: Mapping[str, str] | None = None) -> requests.Response:
+        """One request. Raises RetryableError for connection errors, timeouts and an
+        unreadable secret file (it may appear on the next rotation); the answer is
+        returned whatever its status (see :func:`classify`)."""
+        try:
+            all_headers = {**self._headers, **(headers or {}), **self._auth_headers()}
+        except SecretError as exc:
+            raise RetryableError(str(exc)) from None
+        try:
+            return self._session.request(method, url, data=body, headers=all_headers, timeout=self._timeout)
+        except requests.exceptions.SSLError as exc:
+            raise RetryableError(f"TLS error talking to {url}: {_reason(exc)}") from None
+        except requests.exceptions.Timeout:
+            raise RetryableError(f"{url} did not answer within {self._timeout} s") from None
+        except requests.exceptions.ConnectionError as exc:
+            raise RetryableError(f"cannot connect to {url}: {_reason(exc)}") from None
+        except requests.exceptions.RequestException as exc:
+            raise PermanentError(f"invalid request to {url}: {type(exc).__name__}") from None
+
+    def close(self) -> None:
+        self._session.close()
+
+
+def _reason(exc: Exception) -> str:
+    """The innermost cause of a requests error, short (no headers are ever part of it)."""
+    inner: BaseException = exc
+    while inner.__cause__ is not None or (inner.args and isinstance(inner.args[0], BaseException)):
+        nxt = inner.__cause__ or inner.args[0]
+        if not isinstance(nxt, BaseException):
+            break
+        inner = nxt
+    return truncate(str(inner), 160)

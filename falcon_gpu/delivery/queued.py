@@ -1,0 +1,301 @@
+"""Durable delivery for one sink: a batcher and a sender thread around its spool.
+
+::
+
+    submit() ─► memory queue ─► batcher ─► spool (write-ahead) ─► sender ─► push()
+    (cycle)      (bounded)       count/age   segment files         retry + backoff
+
+- ``submit`` only explodes the cycle into items and enqueues them: it never
+  blocks on the network, and a dead server never slows the cycle or another
+  sink (each sink has its own threads).
+- The batcher cuts a batch at ``batch_max_samples`` items or when the oldest
+  pending item is ``batch_max_age`` seconds old, encodes it once and appends it
+  to the spool *before* any attempt, so a crash at any point loses at most what
+  was still in the memory queue.
+- The sender takes batches from the spool strictly oldest first (one in
+  flight: per-series order holds across a backlog) and pushes with
+  :func:`~.retry.push_with_retry`; a batch leaves the spool only when the
+  server confirmed it or refused it for good.
+
+Telemetry: ``sent`` on confirmation, ``spooled`` once per batch whose first
+attempt failed (it waits in the spool), ``dropped`` for a permanent refusal,
+items the server rejected one by one, a full memory queue, or the spool cap.
+
+Shutdown order (``close``): stop taking submissions, write every pending item to
+the spool, let the sender drain until the timeout, then stop it; what is left
+stays in the spool for the next start.
+
+A sink subclasses :class:`QueuedSink` and supplies ``explode``, ``encode`` and
+``push`` only.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError
+from falcon_gpu.delivery.retry import Interrupted, push_with_retry
+from falcon_gpu.delivery.spool import Entry, Spool
+from falcon_gpu.sinks.base import Rendered, Sink
+from falcon_gpu.sinks.config import NetworkSinkConfig
+from falcon_gpu.telemetry import Telemetry
+
+log = logging.getLogger("falcon_gpu.delivery")
+T = TypeVar("T")
+PROGRESS_EVERY = 10.0
+
+
+class _Flush:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+class QueuedSink(Sink, Generic[T]):
+    def __init__(self, config: NetworkSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int,
+                 telemetry: Telemetry) -> None:
+        self.name = config.name
+        self._cfg = config
+        self._telemetry = telemetry
+        self._key = f"sink:{self.name}"
+        telemetry.register_sink(self.name)
+        self._spool = Spool(Path(spool_dir) / self.name, spool_max_bytes,
+                            on_evict=self._evicted, on_corrupt=self._corrupt)
+        telemetry.spool_bytes(self.name, self._spool.size_bytes)
+        self._queue: queue.Queue[list[T] | _Flush | None] = queue.Queue(config.queue_max_batches)
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._caught_up = threading.Condition()
+        self._caught_up_at = 0.0
+        self._threads: list[threading.Thread] = []
+        self._start_lock = threading.Lock()
+        self._closed = False
+
+    # -- what a sink supplies -------------------------------------------------
+    @abc.abstractmethod
+    def explode(self, rendered: Rendered) -> Sequence[T]:
+        """The cycle as countable items (samples); cheap, runs in the cycle."""
+
+    @abc.abstractmethod
+    def encode(self, items: Sequence[T]) -> bytes:
+        """One ready-to-send body for a batch; stored in the spool as is."""
+
+    @abc.abstractmethod
+    def push(self, body: bytes, samples: int) -> Ack:
+        """Send one body. Raises RetryableError or PermanentError (see :mod:`.outcome`)."""
+
+    def close_transport(self) -> None:
+        """Release connections (called from ``close`` once the sender stopped)."""
+
+    # -- Sink interface -------------------------------------------------------
+    def submit(self, rendered: Rendered) -> None:
+        if self._closed:
+            return
+        self._start()
+        items = list(self.explode(rendered))
+        if not items:
+            return
+        try:
+            self._queue.put_nowait(items)
+        except queue.Full:
+            self._telemetry.samples(self.name, "dropped", len(items))
+            self._telemetry.failing(f"{self._key}:queue", "sink_queue_full",
+                                    f"sink {self.name}: memory queue full (spool too slow?), dropping cycles")
+
+    def flush(self, timeout: float) -> bool:
+        """Spool everything submitted, then wait up to ``timeout`` s for delivery.
+        True when everything was delivered; False when some waits in the spool."""
+        if not self._threads:
+            self._start()
+        deadline = time.monotonic() + timeout
+        marker = _Flush()
+        try:
+            self._queue.put(marker, timeout=timeout)
+        except queue.Full:
+            return False
+        if not marker.done.wait(max(0.0, deadline - time.monotonic())):
+            return False
+        spooled_at = time.monotonic()
+        self._wake.set()
+        with self._caught_up:
+            return self._caught_up.wait_for(lambda: self._caught_up_at >= spooled_at,
+                                            max(0.0, deadline - time.monotonic()))
+
+    def close(self, timeout: float) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + timeout
+        if self._threads:
+            self.flush(timeout)
+            self._queue.put(None)
+            self._stop.set()
+            self._wake.set()
+            for t in self._threads:
+                t.join(max(0.1, deadline - time.monotonic()))
+        if not any(t.is_alive() for t in self._threads):
+            self._spool.close()
+        self.close_transport()
+
+    # -- threads --------------------------------------------------------------
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._threads:
+                return
+            for target, role in ((self._batch_loop, "batcher"), (self._send_loop, "sender")):
+                t = threading.Thread(target=target, name=f"falcon-gpu-{self.name}-{role}", daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def _batch_loop(self) -> None:
+        pending: list[T] = []
+        first_at = 0.0
+        max_n, max_age = self._cfg.batch_max_samples, self._cfg.batch_max_age
+        while True:
+            wait = None if not pending else max(0.0, first_at + max_age - time.monotonic())
+            try:
+                msg = self._queue.get(timeout=wait)
+            except queue.Empty:
+                msg = _Flush()  # the oldest pending item reached batch_max_age
+            if isinstance(msg, list):
+                if not pending:
+                    first_at = time.monotonic()
+                pending.extend(msg)
+                while len(pending) >= max_n:
+                    self._spool_batch(pending[:max_n])
+                    del pending[:max_n]
+                continue
+            if pending:
+                self._spool_batch(pending)
+                pending = []
+            if msg is None:
+                return
+            msg.done.set()
+
+    def _spool_batch(self, items: list[T]) -> None:
+        try:
+            body = self.encode(items)
+            self._spool.append(len(items), body)
+        except OSError as exc:
+            self._telemetry.samples(self.name, "dropped", len(items))
+            self._telemetry.failing(f"{self._key}:spool", "spool_write",
+                                    f"sink {self.name}: cannot write the spool ({exc}); dropping batches")
+            return
+        except Exception as exc:  # an encoding bug must not kill the worker
+            self._telemetry.samples(self.name, "dropped", len(items))
+            self._telemetry.failing(f"{self._key}:encode", "sink_encode",
+                                    f"sink {self.name}: cannot encode a batch: {exc!r}", level=logging.ERROR)
+            return
+        self._telemetry.recovered(f"{self._key}:spool", f"sink {self.name}: spool writable again")
+        self._telemetry.spool_bytes(self.name, self._spool.size_bytes)
+        self._wake.set()
+
+    def _send_loop(self) -> None:
+        progress = _Progress(self.name, self._spool.backlog_at_start)
+        while not self._stop.is_set():
+            try:
+                entry = self._spool.next()
+            except OSError as exc:
+                self._telemetry.failing(f"{self._key}:spool", "spool_read",
+                                        f"sink {self.name}: cannot read the spool ({exc})")
+                self._stop.wait(1.0)
+                continue
+            if entry is None:
+                progress.done()
+                with self._caught_up:
+                    self._caught_up_at = time.monotonic()
+                    self._caught_up.notify_all()
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
+            outcome = self._deliver(entry)
+            if outcome is None:
+                return
+            if outcome:  # it had to wait: what piled up meanwhile is a replay worth reporting
+                progress.begin(self._spool.size_bytes)
+            progress.step(self._spool.size_bytes)
+            self._telemetry.spool_bytes(self.name, self._spool.size_bytes)
+
+    def _deliver(self, entry: Entry) -> bool | None:
+        """Push one batch until it is settled: None when the sink is stopping, else
+        whether it had to be retried."""
+        failed = False
+
+        def on_failure(err: RetryableError, attempt: int, delay: float) -> None:
+            nonlocal failed
+            if not failed:
+                failed = True
+                self._telemetry.samples(self.name, "spooled", entry.samples)
+            self._telemetry.failing(self._key, "sink",
+                                    f"sink {self.name}: {err}; retrying, batches wait in the spool")
+
+        try:
+            ack = push_with_retry(lambda: self.push(entry.body, entry.samples),
+                                  initial=self._cfg.retry_initial_delay, cap=self._cfg.retry_max_delay,
+                                  stop=self._stop, on_failure=on_failure)
+        except Interrupted:
+            return None
+        except PermanentError as exc:
+            self._telemetry.samples(self.name, "dropped", entry.samples)
+            self._telemetry.failing(f"{self._key}:rejected", "sink_rejected",
+                                    f"sink {self.name}: server refused a batch of {entry.samples} samples, "
+                                    f"dropped it: {exc}")
+        except Exception as exc:  # a bug in push: drop rather than loop forever
+            self._telemetry.samples(self.name, "dropped", entry.samples)
+            self._telemetry.failing(f"{self._key}:rejected", "sink_rejected",
+                                    f"sink {self.name}: push failed unexpectedly, batch dropped: {exc!r}",
+                                    level=logging.ERROR)
+        else:
+            self._telemetry.samples(self.name, "sent", entry.samples - ack.rejected)
+            if ack.rejected:
+                self._telemetry.samples(self.name, "dropped", ack.rejected)
+            self._telemetry.recovered(self._key, f"sink {self.name}: delivering again")
+            self._telemetry.recovered(f"{self._key}:rejected", f"sink {self.name}: batches accepted again")
+        self._spool.ack(entry)
+        return failed
+
+    def _evicted(self, samples: int, message: str) -> None:
+        self._telemetry.samples(self.name, "dropped", samples)
+        self._telemetry.failing(f"{self._key}:cap", "spool_full", f"sink {self.name}: {message}")
+
+    def _corrupt(self, message: str) -> None:
+        self._telemetry.error("spool_corrupt")
+        log.warning("sink %s: corrupt spool: %s", self.name, message)
+
+
+class _Progress:
+    """Logs a long replay: at most every PROGRESS_EVERY seconds, and once when it ends."""
+
+    def __init__(self, sink: str, backlog: int) -> None:
+        self._sink = sink
+        self._total = backlog
+        self._batches = 0
+        self._started = time.monotonic()
+        self._last = self._started
+
+    def begin(self, backlog: int) -> None:
+        if backlog and not self._total:
+            self._total, self._batches = backlog, 0
+            self._started = self._last = time.monotonic()
+
+    def step(self, left: int) -> None:
+        if not self._total:
+            return
+        self._batches += 1
+        now = time.monotonic()
+        if now - self._last >= PROGRESS_EVERY:
+            self._last = now
+            log.info("sink %s: replaying the spool: %d batches sent, %d bytes left", self._sink,
+                     self._batches, left)
+
+    def done(self) -> None:
+        if self._total:
+            log.info("sink %s: spool replayed: %d batches in %.1f s", self._sink, self._batches,
+                     time.monotonic() - self._started)
+            self._total = 0

@@ -1,0 +1,48 @@
+"""Secrets read from files (Kubernetes secret mounts), re-read when the file changes.
+
+Kubernetes rotates a mounted secret by swapping a symlink, so the file's
+identity (inode, mtime, size) changes; :class:`SecretFile` checks it with one
+``stat`` per use and re-reads only then. The value never appears in ``repr``,
+``str`` or error messages.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+REDACTED = "<redacted>"
+
+
+class SecretError(Exception):
+    """The secret file cannot be read; the message names the file, never its content."""
+
+
+class SecretFile:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int, int] | None = None
+        self._value = ""
+
+    def value(self) -> str:
+        """The current secret, surrounding whitespace stripped. Raises SecretError."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise SecretError(f"cannot read secret file {self.path}: {exc.strerror}") from None
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        with self._lock:
+            if stamp != self._stamp:
+                try:
+                    self._value = self.path.read_text().strip()
+                except OSError as exc:
+                    raise SecretError(f"cannot read secret file {self.path}: {exc.strerror}") from None
+                self._stamp = stamp
+            return self._value
+
+    def __repr__(self) -> str:
+        return f"SecretFile({str(self.path)!r}, {REDACTED})"
+
+    __str__ = __repr__

@@ -1,0 +1,162 @@
+"""One sink's durable queue: ``<spool_dir>/<sink>/``, FIFO, capped, crash-safe.
+
+Who does what (the Vector disk-buffer model):
+
+- :class:`~.spool_writer.SpoolWriter` appends batches to the newest segment;
+  every batch is written here *before* its first delivery attempt.
+- :class:`~.spool_reader.SpoolReader` hands batches to the one sender, oldest
+  first, so a backlog always goes out before newer data (per-series order).
+- The ledger file ``ack`` holds the position just after the last batch the
+  server confirmed (or refused for good). It is replaced atomically after each
+  acknowledgement; a segment file is deleted only when the reader has moved
+  past it and every record in it was acknowledged. At start the reader resumes
+  from the ledger: a batch that was in flight when the agent died is sent again
+  (at-least-once; Prometheus and VictoriaMetrics ignore an identical sample).
+- Past ``max_bytes`` the oldest segments are deleted and their unsent samples
+  reported through ``on_evict`` (counted ``dropped``). A damaged segment is
+  reported through ``on_corrupt`` and skipped from the damage on.
+
+Each record is ``u32 sample count`` + the sink's encoded, ready-to-send body,
+so replay needs no re-encoding. Thread-safe (one lock; the batcher appends
+while the sender reads). Methods raise OSError for disk failures; the caller
+counts them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from falcon_gpu.delivery.segment import Corrupt, Record, read_records, segment_name
+from falcon_gpu.delivery.spool_reader import Position, SpoolReader, list_segments
+from falcon_gpu.delivery.spool_writer import SpoolWriter
+
+_COUNT = struct.Struct("<I")
+LEDGER = "ack"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One spooled batch, as handed to the sender."""
+
+    position: Position
+    samples: int
+    body: bytes
+
+
+def _samples_of(record: Record) -> int:
+    return int(_COUNT.unpack_from(record.payload)[0]) if len(record.payload) >= _COUNT.size else 0
+
+
+class Spool:
+    def __init__(
+        self,
+        directory: Path,
+        max_bytes: int,
+        *,
+        on_evict: Callable[[int, str], None],
+        on_corrupt: Callable[[str], None],
+    ) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._dir = directory
+        self._max = max_bytes
+        self._on_evict = on_evict
+        self._on_corrupt = on_corrupt
+        self._lock = threading.Lock()
+        start = self._read_ledger()
+        seqs = list_segments(directory)
+        for seq in seqs:
+            if seq < start.seq:  # fully acknowledged before a crash, not yet deleted
+                (directory / segment_name(seq)).unlink(missing_ok=True)
+        seqs = [s for s in seqs if s >= start.seq]
+        self._bytes = sum((directory / segment_name(s)).stat().st_size for s in seqs)
+        self.backlog_at_start = self._bytes
+        self._reader = SpoolReader(directory, start)
+        segment_max = max(4096, min(16 << 20, max_bytes // 8))
+        self._writer = SpoolWriter(directory, segment_max, max([*seqs, start.seq]) + 1)
+
+    # -- writer side --------------------------------------------------------
+    def append(self, samples: int, body: bytes) -> None:
+        """Write one batch durably (flushed to the kernel) and apply the cap."""
+        with self._lock:
+            self._bytes += self._writer.append(_COUNT.pack(samples) + body)
+            if self._bytes > self._max:
+                self._evict()
+
+    def _evict(self) -> None:
+        seqs = list_segments(self._dir)
+        for seq in seqs:
+            if self._bytes <= self._max:
+                return
+            if seq == self._writer.active_seq:
+                return  # never the segment being written (at most max_bytes/8, or one batch)
+            path = self._dir / segment_name(seq)
+            start = self._reader.offset if seq == self._reader.seq else 0
+            unsent = 0
+            if seq >= self._reader.seq:
+                unsent = sum(_samples_of(r) for r in read_records(path) if isinstance(r, Record)
+                             and r.offset >= start)
+            size = path.stat().st_size
+            path.unlink()
+            self._bytes -= size
+            self._reader.skip_to(seq + 1)
+            self._on_evict(unsent, f"spool over {self._max} bytes: dropped segment {path.name}")
+
+    # -- reader side --------------------------------------------------------
+    def next(self) -> Entry | None:
+        """The oldest batch not yet handed out, or None when caught up. Segments the
+        reader leaves behind are deleted (the single sender acknowledges before
+        asking for the next batch)."""
+        with self._lock:
+            while True:
+                before = self._reader.seq
+                item = self._reader.read(self._writer.active_seq)
+                if self._reader.seq != before:
+                    self._delete_before(self._reader.seq)
+                if isinstance(item, Corrupt):
+                    self._on_corrupt(f"{item.reason} at offset {item.offset}: skipping the rest of it")
+                    continue
+                if item is None:
+                    return None
+                pos, record = item
+                return Entry(pos, _samples_of(record), record.payload[_COUNT.size :])
+
+    def ack(self, entry: Entry) -> None:
+        """The server confirmed (or refused for good) ``entry``: move the ledger past it."""
+        with self._lock:
+            tmp = self._dir / (LEDGER + ".tmp")
+            tmp.write_text(f"{entry.position.seq} {entry.position.offset}\n")
+            os.replace(tmp, self._dir / LEDGER)
+
+    def _delete_before(self, seq: int) -> None:
+        for old in list_segments(self._dir):
+            if old >= seq or old == self._writer.active_seq:
+                break
+            path = self._dir / segment_name(old)
+            try:
+                size = path.stat().st_size
+                path.unlink()
+                self._bytes -= size
+            except FileNotFoundError:
+                pass
+
+    def _read_ledger(self) -> Position:
+        try:
+            seq, offset = (self._dir / LEDGER).read_text().split()
+            return Position(int(seq), int(offset))
+        except (FileNotFoundError, ValueError):
+            return Position(0, 0)
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return self._bytes
+
+    def close(self) -> None:
+        with self._lock:
+            self._writer.close()
+            self._reader.close()

@@ -1,0 +1,70 @@
+"""Open-Falcon agent ``/v1/push`` and Nightingale ``/openfalcon/push``: POST a JSON array.
+
+falcon-agent answers the text ``success``; Nightingale answers JSON with
+``succ``/``fail`` counts (at the top level in current versions, under ``dat``
+in older ones): the ``fail`` items are counted as dropped, not retried (the
+server judged them invalid). Queueing, retry and the spool are the shared
+:class:`~falcon_gpu.delivery.queued.QueuedSink`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from falcon_gpu.delivery.http import HttpTransport, classify
+from falcon_gpu.delivery.outcome import Ack, PermanentError, truncate
+from falcon_gpu.delivery.queued import QueuedSink
+from falcon_gpu.model.samples import FalconItem
+from falcon_gpu.sinks.base import Rendered
+from falcon_gpu.sinks.config import FalconAgentSinkConfig
+from falcon_gpu.telemetry import Telemetry
+
+HEADERS = {"Content-Type": "application/json"}
+
+
+def parse_answer(text: str) -> Ack:
+    """The answer of falcon-agent or Nightingale as an Ack. Raises PermanentError for
+    an answer that reports an error for the whole request."""
+    body = text.strip()
+    if body == "success" or not body:
+        return Ack()
+    try:
+        answer: Any = json.loads(body)
+    except ValueError:
+        raise PermanentError(f"unexpected answer: {truncate(body)}") from None
+    if isinstance(answer, dict):
+        if answer.get("err"):
+            raise PermanentError(f"server error: {truncate(str(answer['err']))}")
+        dat = answer.get("dat")
+        fail = (dat if isinstance(dat, dict) else answer).get("fail", 0)
+        if isinstance(fail, int) and fail >= 0:
+            return Ack(rejected=fail)
+    return Ack()
+
+
+class FalconAgentSink(QueuedSink[FalconItem]):
+    consumes = "falcon"
+
+    def __init__(self, config: FalconAgentSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int,
+                 telemetry: Telemetry) -> None:
+        super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
+        self._url = config.url
+        self._transport = HttpTransport(config, sink=self.name)
+
+    def explode(self, rendered: Rendered) -> Sequence[FalconItem]:
+        return rendered.falcon
+
+    def encode(self, items: Sequence[FalconItem]) -> bytes:
+        return json.dumps([i.as_json() for i in items], separators=(",", ":")).encode()
+
+    def push(self, body: bytes, samples: int) -> Ack:
+        response = self._transport.request("POST", self._url, body, HEADERS)
+        classify(response, self._url)
+        ack = parse_answer(response.text)
+        return Ack(rejected=min(ack.rejected, samples))
+
+    def close_transport(self) -> None:
+        self._transport.close()

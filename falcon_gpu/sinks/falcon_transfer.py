@@ -1,0 +1,110 @@
+"""Open-Falcon transfer: Go ``net/rpc/jsonrpc`` ``Transfer.Update`` over one TCP connection.
+
+Wire (what Go's jsonrpc codec reads and writes): one JSON object per request,
+``{"method":"Transfer.Update","params":[[items...]],"id":n}``, answered by
+``{"id":n,"result":{"Message":..,"Total":..,"Invalid":..,"Latency":..},"error":null}``.
+Both sides stream newline-separated JSON. The connection is opened on first
+use and kept; any socket error or a reply that does not parse closes it, and
+the next attempt reconnects (retried by the shared delivery stages). A reply
+with a non-null ``error`` (e.g. transfer's codec refusing a field) is
+permanent; ``Invalid`` items are counted as dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError, truncate
+from falcon_gpu.delivery.queued import QueuedSink
+from falcon_gpu.model.samples import FalconItem
+from falcon_gpu.sinks.base import Rendered
+from falcon_gpu.sinks.config import FalconTransferSinkConfig
+from falcon_gpu.telemetry import Telemetry
+
+MAX_REPLY = 1 << 20
+
+
+class _RpcConnection:
+    """One persistent JSON-RPC connection; used from the sender thread only."""
+
+    def __init__(self, address: str, timeout: float) -> None:
+        host, _, port = address.rpartition(":")
+        self._addr = (host.strip("[]"), int(port))
+        self._address = address
+        self._timeout = timeout
+        self._sock: socket.socket | None = None
+        self._buf = b""
+        self._id = 0
+
+    def call(self, method: str, params: bytes) -> Any:
+        """Send one request (``params`` already JSON) and return the decoded reply object.
+        Raises RetryableError for socket errors or a garbled reply (connection closed)."""
+        self._id += 1
+        request = b'{"method":"%s","params":[%s],"id":%d}\n' % (method.encode(), params, self._id)
+        try:
+            if self._sock is None:
+                self._sock = socket.create_connection(self._addr, timeout=self._timeout)
+                self._buf = b""
+            self._sock.sendall(request)
+            reply = self._read_reply()
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise RetryableError(f"transfer {self._address}: {exc}") from None
+        if reply.get("id") != self._id:
+            self.close()
+            raise RetryableError(f"transfer {self._address}: reply id {reply.get('id')}, sent {self._id}")
+        return reply
+
+    def _read_reply(self) -> dict[str, Any]:
+        """One reply line (Go's json.Encoder ends every object with a newline).
+        Raises ValueError for a closed connection or a reply that is not a JSON object."""
+        assert self._sock is not None
+        while b"\n" not in self._buf:
+            if len(self._buf) > MAX_REPLY:
+                raise ValueError("reply too large")
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                raise ValueError("connection closed by transfer")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        reply = json.loads(line)
+        if not isinstance(reply, dict):
+            raise ValueError(f"reply is not a JSON object: {truncate(line.decode(errors='replace'))}")
+        return reply
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+
+class FalconTransferSink(QueuedSink[FalconItem]):
+    consumes = "falcon"
+
+    def __init__(self, config: FalconTransferSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int,
+                 telemetry: Telemetry) -> None:
+        super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
+        self._conn = _RpcConnection(config.address, config.timeout)
+
+    def explode(self, rendered: Rendered) -> Sequence[FalconItem]:
+        return rendered.falcon
+
+    def encode(self, items: Sequence[FalconItem]) -> bytes:
+        return json.dumps([i.as_json() for i in items], separators=(",", ":")).encode()
+
+    def push(self, body: bytes, samples: int) -> Ack:
+        reply = self._conn.call("Transfer.Update", body)
+        if reply.get("error") is not None:
+            raise PermanentError(f"transfer refused the batch: {truncate(str(reply['error']))}")
+        result = reply.get("result")
+        invalid = result.get("Invalid", 0) if isinstance(result, dict) else 0
+        return Ack(rejected=min(invalid, samples) if isinstance(invalid, int) else 0)
+
+    def close_transport(self) -> None:
+        self._conn.close()

@@ -1,0 +1,75 @@
+"""Prometheus Pushgateway: PUT the newest cycle to ``/metrics/job/<job>/node/<node>``.
+
+Latest-state semantics (:class:`~falcon_gpu.delivery.latest.LatestSink`): PUT
+replaces the whole group, so series of pods that ended disappear; after an
+outage only the newest state is sent. The body is the text format without
+timestamps (Pushgateway refuses pushed timestamps), optionally gzip'd. A
+grouping value that is empty or contains ``/`` goes in the URL as
+``<name>@base64/<base64url>``, as the Pushgateway documents. With
+``delete_on_shutdown`` a clean shutdown deletes the group.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import logging
+from urllib.parse import quote
+
+from falcon_gpu.delivery.http import HttpTransport, classify
+from falcon_gpu.delivery.latest import LatestSink
+from falcon_gpu.delivery.outcome import Ack, DeliveryError
+from falcon_gpu.model.samples import PromBatch
+from falcon_gpu.sinks.base import Rendered
+from falcon_gpu.sinks.config import PushgatewaySinkConfig
+from falcon_gpu.sinks.encoding import prom_text
+from falcon_gpu.telemetry import Telemetry
+
+log = logging.getLogger("falcon_gpu.sinks")
+
+
+def path_segment(name: str, value: str) -> str:
+    """``name/value`` for the grouping-key path, base64url-encoded where a value needs it."""
+    if value == "":
+        return f"{name}@base64/="
+    if "/" in value:
+        return f"{name}@base64/{base64.urlsafe_b64encode(value.encode()).decode()}"
+    return f"{name}/{quote(value, safe='')}"
+
+
+def group_url(base: str, job: str, node: str) -> str:
+    return f"{base.rstrip('/')}/metrics/{path_segment('job', job)}/{path_segment('node', node)}"
+
+
+class PushgatewaySink(LatestSink[PromBatch]):
+    consumes = "prometheus"
+
+    def __init__(self, config: PushgatewaySinkConfig, *, node: str, telemetry: Telemetry) -> None:
+        super().__init__(config, telemetry=telemetry)
+        self._url = group_url(config.url, config.job, node)
+        self._gzip = config.gzip
+        self._delete = config.delete_on_shutdown
+        self._transport = HttpTransport(config, sink=self.name)
+
+    def state(self, rendered: Rendered) -> tuple[PromBatch, int]:
+        batch = rendered.prometheus
+        return batch, batch.sample_count()
+
+    def push(self, state: PromBatch) -> Ack:
+        body = prom_text.encode(state).encode()
+        headers = {"Content-Type": prom_text.CONTENT_TYPE}
+        if self._gzip:
+            body = gzip.compress(body, compresslevel=5)
+            headers["Content-Encoding"] = "gzip"
+        classify(self._transport.request("PUT", self._url, body, headers), self._url)
+        return Ack()
+
+    def on_close(self, timeout: float) -> None:
+        try:
+            if self._delete:
+                classify(self._transport.request("DELETE", self._url), self._url)
+                log.info("sink %s: deleted group %s", self.name, self._url)
+        except DeliveryError as exc:
+            log.warning("sink %s: could not delete the group at shutdown: %s", self.name, exc)
+        finally:
+            self._transport.close()
