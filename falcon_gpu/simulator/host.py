@@ -1,0 +1,116 @@
+"""Lay out the node around the simulated GPUs, so attribution runs its real readers.
+
+From a scenario's ``host`` part, :class:`SimulatedHost` writes, under one
+directory:
+
+* ``proc/<pid>/cgroup`` for every scenario PID (what ``proc_root`` points at);
+* ``log/pods/<namespace>_<pod>_<uid>/<container>/0.log`` and
+  ``log/containers/<pod>_<namespace>_<container>-<id>.log`` as a symlink to
+  it, the way the kubelet lays them out (``log_root``);
+* a real PodResources v1 gRPC server on ``kubelet.sock`` answering ``List``
+  and ``GetAllocatableResources`` (``kubelet_socket``).
+
+Unix socket paths are limited to about 100 bytes, so when ``base_dir`` is deep
+the socket goes to a short temporary directory of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from falcon_gpu.attribution.logdirs import parse_container_log, parse_pod_dir
+from falcon_gpu.attribution.podresources.server import PodResourcesServer
+from falcon_gpu.simulator.host_scenario import HostScenario
+
+_MAX_SOCKET_PATH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class HostPaths:
+    proc_root: Path
+    log_root: Path
+    kubelet_socket: Path
+
+
+class SimulatedHost:
+    def __init__(self, host: HostScenario, base_dir: Path | None = None) -> None:
+        self.host = host
+        self._base_dir = base_dir
+        self._made: list[Path] = []
+        self._server: PodResourcesServer | None = None
+        self.paths: HostPaths | None = None
+
+    @property
+    def server(self) -> PodResourcesServer | None:
+        """The PodResources server (tests stop and restart it to model a kubelet restart)."""
+        return self._server
+
+    def start(self) -> HostPaths:
+        """Write the trees and start the gRPC server. Raises OSError/RuntimeError when it cannot."""
+        if self.paths is not None:
+            return self.paths
+        if self._base_dir is None:
+            base = Path(tempfile.mkdtemp(prefix="fgpu-host-"))
+            self._made.append(base)
+        else:
+            base = self._base_dir
+            base.mkdir(parents=True, exist_ok=True)
+        proc_root = base / "proc"
+        log_root = base / "log"
+        self._write_proc(proc_root)
+        self._write_logs(log_root)
+        socket = base / "kubelet.sock"
+        if len(str(socket)) > _MAX_SOCKET_PATH:
+            short = Path(tempfile.mkdtemp(prefix="fgpu-sock-"))
+            self._made.append(short)
+            socket = short / "kubelet.sock"
+        self._server = PodResourcesServer(socket, self.host.pod_resources, self.host.allocatable)
+        self._server.start()
+        self.paths = HostPaths(proc_root, log_root, socket)
+        return self.paths
+
+    def _write_proc(self, proc_root: Path) -> None:
+        for pid, text in self.host.proc_cgroups.items():
+            d = proc_root / str(pid)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "cgroup").write_text(text if text.endswith("\n") else text + "\n")
+
+    def _write_logs(self, log_root: Path) -> None:
+        pods_dir = log_root / "pods"
+        containers_dir = log_root / "containers"
+        pods_dir.mkdir(parents=True, exist_ok=True)
+        containers_dir.mkdir(parents=True, exist_ok=True)
+        pod_dirs: dict[tuple[str, str], str] = {}
+        for name in self.host.log_pods:
+            (pods_dir / name).mkdir(exist_ok=True)
+            parsed = parse_pod_dir(name)
+            if parsed is not None:
+                pod_dirs[(parsed[1].namespace, parsed[1].pod)] = name
+        for name in self.host.log_containers:
+            link = containers_dir / name
+            parsed_c = parse_container_log(name)
+            pod_dir = pod_dirs.get((parsed_c[1].namespace, parsed_c[1].pod)) if parsed_c else None
+            if parsed_c is None or pod_dir is None:
+                link.touch()  # no pod directory to point into: a plain file still names the container
+                continue
+            target = pods_dir / pod_dir / parsed_c[1].container / "0.log"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+            with contextlib.suppress(FileNotFoundError):
+                link.unlink()
+            os.symlink(target, link)
+
+    def stop(self) -> None:
+        """Stop the server and remove what start() created in temporary directories."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        for made in self._made:
+            shutil.rmtree(made, ignore_errors=True)
+        self._made.clear()
+        self.paths = None
