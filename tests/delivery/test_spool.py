@@ -1,0 +1,104 @@
+"""The durable spool on its own: FIFO across restarts, acknowledgements, the cap,
+damaged segments and a SIGKILL of the writing process."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from falcon_gpu.delivery.segment import MAGIC, Record, read_records
+from falcon_gpu.delivery.spool import Spool
+
+
+def open_spool(path: Path, max_bytes: int = 1 << 20) -> tuple[Spool, list[tuple[int, str]], list[str]]:
+    evicted: list[tuple[int, str]] = []
+    corrupt: list[str] = []
+    spool = Spool(path, max_bytes, on_evict=lambda n, m: evicted.append((n, m)), on_corrupt=corrupt.append)
+    return spool, evicted, corrupt
+
+
+def drain(spool: Spool) -> list[bytes]:
+    out = []
+    while (entry := spool.next()) is not None:
+        out.append(entry.body)
+        spool.ack(entry)
+    return out
+
+
+def test_fifo_across_restart_resumes_after_last_ack(tmp_path: Path) -> None:
+    spool, _, _ = open_spool(tmp_path)
+    for i in range(10):
+        spool.append(i + 1, f"batch-{i}".encode())
+    first = spool.next()
+    assert first is not None and first.body == b"batch-0" and first.samples == 1
+    spool.ack(first)
+    in_flight = spool.next()  # handed out, never acknowledged: must come back after a restart
+    assert in_flight is not None and in_flight.body == b"batch-1"
+    spool.close()
+
+    again, _, _ = open_spool(tmp_path)
+    assert drain(again) == [f"batch-{i}".encode() for i in range(1, 10)]
+    again.append(1, b"newer")
+    assert drain(again) == [b"newer"]
+    again.close()
+    third, _, _ = open_spool(tmp_path)
+    assert drain(third) == []
+    assert third.size_bytes == 0
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".seg"] == []
+
+
+def test_cap_drops_oldest_segments_and_counts_their_samples(tmp_path: Path) -> None:
+    spool, evicted, _ = open_spool(tmp_path, max_bytes=64 * 1024)
+    for i in range(200):  # ~200 KiB into a 64 KiB spool
+        spool.append(7, f"{i:04d}".encode() + b"x" * 1000)
+    assert spool.size_bytes <= 64 * 1024
+    bodies = drain(spool)
+    kept = [int(b[:4]) for b in bodies]
+    assert kept == list(range(kept[0], 200)), "what is left must be the newest, in order"
+    dropped_batches = 200 - len(kept)
+    assert dropped_batches > 100
+    assert sum(n for n, _ in evicted) == 7 * dropped_batches
+    assert all("dropped segment" in m for _, m in evicted)
+
+
+def test_corrupted_segment_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    spool, _, _ = open_spool(tmp_path, max_bytes=64 * 1024)  # 8 KiB segments
+    for i in range(40):
+        spool.append(1, f"{i:04d}".encode() + b"y" * 900)
+    spool.close()
+    segments = sorted(p for p in tmp_path.iterdir() if p.suffix == ".seg")
+    assert len(segments) >= 3
+    contents = [[int(r.payload[4:8]) for r in read_records(p) if isinstance(r, Record)] for p in segments]
+    damaged = bytearray(segments[1].read_bytes())
+    damaged[len(MAGIC) + 8 + 20] ^= 0xFF  # flip a payload byte of its first record
+    segments[1].write_bytes(bytes(damaged))
+    segments[2].write_bytes(segments[2].read_bytes()[:-300])  # torn tail
+
+    again, _, corrupt = open_spool(tmp_path, max_bytes=64 * 1024)
+    got = [int(b[:4]) for b in drain(again)]
+    assert len(corrupt) == 2
+    assert "checksum mismatch" in corrupt[0] and "truncated" in corrupt[1]
+    torn_keeps = contents[2][:-1]  # the tear cut into its last record only
+    expected = contents[0] + torn_keeps + [i for seg in contents[3:] for i in seg]
+    assert got == expected, "the damaged segment is skipped, the torn one read up to the tear"
+
+
+def test_records_survive_sigkill_of_the_writer(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        from pathlib import Path
+        from falcon_gpu.delivery.spool import Spool
+        spool = Spool(Path({str(tmp_path)!r}), 1 << 20, on_evict=lambda n, m: None, on_corrupt=print)
+        for i in range(50):
+            spool.append(3, b"rec-%d" % i)
+        print("written", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL and b"written" in proc.stdout
+    spool, _, corrupt = open_spool(tmp_path)
+    assert drain(spool) == [b"rec-%d" % i for i in range(50)]
+    assert corrupt == []

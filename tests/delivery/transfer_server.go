@@ -1,0 +1,81 @@
+// A stand-in for Open-Falcon transfer's RPC port, built by the tests with the
+// standard library only: Go's net/rpc over the jsonrpc codec, exactly the
+// framing the real transfer speaks, and transfer's validation rules. Accepted
+// items are appended as JSON lines to the file named by the second argument.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/rpc"
+	"net/rpc/jsonrpc"
+	"os"
+	"sync"
+)
+
+type MetricValue struct {
+	Endpoint  string      `json:"endpoint"`
+	Metric    string      `json:"metric"`
+	Value     interface{} `json:"value"`
+	Step      int64       `json:"step"`
+	Type      string      `json:"counterType"`
+	Tags      string      `json:"tags"`
+	Timestamp int64       `json:"timestamp"`
+}
+
+type TransferResponse struct {
+	Message string
+	Total   int
+	Invalid int
+	Latency int64
+}
+
+type Transfer int
+
+var (
+	mu  sync.Mutex
+	out *os.File
+)
+
+func (t *Transfer) Update(args []*MetricValue, reply *TransferResponse) error {
+	mu.Lock()
+	defer mu.Unlock()
+	invalid := 0
+	for _, v := range args {
+		okType := v.Type == "GAUGE" || v.Type == "COUNTER" || v.Type == "DERIVE"
+		if v.Metric == "" || v.Endpoint == "" || !okType || v.Step <= 0 || len(v.Metric)+len(v.Tags) > 510 {
+			invalid++
+			continue
+		}
+		line, _ := json.Marshal(v)
+		out.Write(append(line, '\n'))
+	}
+	reply.Message = "ok"
+	reply.Total = len(args)
+	reply.Invalid = invalid
+	return nil
+}
+
+func main() {
+	var err error
+	out, err = os.OpenFile(os.Args[2], os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		panic(err)
+	}
+	if err := rpc.Register(new(Transfer)); err != nil {
+		panic(err)
+	}
+	ln, err := net.Listen("tcp", os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("listening")
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			continue
+		}
+		go jsonrpc.ServeConn(conn)
+	}
+}
