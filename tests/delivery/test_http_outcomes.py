@@ -1,0 +1,151 @@
+"""How the shared delivery stages treat a server's answers, TLS and auth (HTTP peer)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from falcon_gpu.sinks.config import FalconAgentSinkConfig, RemoteWriteSinkConfig
+from falcon_gpu.sinks.falcon_agent import FalconAgentSink
+from falcon_gpu.sinks.remote_write import RemoteWriteSink
+from falcon_gpu.telemetry import Telemetry
+from tests.delivery.conftest import HttpPeer, falcon_cycle, outcomes, prom_cycle, wait_until
+
+
+def rw_sink(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> RemoteWriteSink:
+    cfg = RemoteWriteSinkConfig(type="remote_write", url=url, batch_max_age=0, retry_initial_delay=0.02,
+                                retry_max_delay=0.2, **extra)  # type: ignore[arg-type]
+    return RemoteWriteSink(cfg, spool_dir=tmp_path / "spool", spool_max_bytes=1 << 20, telemetry=telemetry)
+
+
+def test_400_drops_the_batch_once_and_moves_on(http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    http_peer.answers.append((400, {}, b"out of order sample"))
+    http_peer.default = (204, {}, b"")
+    sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
+    now = int(time.time() * 1000)
+    sink.submit(prom_cycle(now, 0.5))
+    assert sink.flush(10)
+    sink.submit(prom_cycle(now + 1000, 0.6))
+    assert sink.flush(10)
+    sink.close(5)
+    assert len(http_peer.requests) == 2, "a 400 is never retried"
+    assert http_peer.requests[0].body != http_peer.requests[1].body
+    assert outcomes(telemetry, "remote_write") == {"sent": 4, "spooled": 0, "dropped": 4}
+    refusals = [r.message for r in caplog.records if "out of order sample" in r.message]
+    assert len(refusals) == 1 and "HTTP 400" in refusals[0]
+
+
+def test_500_is_retried_until_accepted(http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry) -> None:
+    http_peer.answers.extend([(500, {}, b"boom"), (503, {}, b"busy")])
+    http_peer.default = (204, {}, b"")
+    sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
+    sink.submit(prom_cycle(int(time.time() * 1000), 0.5))
+    assert sink.flush(10)
+    sink.close(5)
+    assert len(http_peer.requests) == 3
+    assert len({r.body for r in http_peer.requests}) == 1, "the same batch is sent again"
+    assert outcomes(telemetry, "remote_write") == {"sent": 4, "spooled": 4, "dropped": 0}
+    assert telemetry.view().errors_total["sink"] == 2
+
+
+def test_429_with_retry_after_waits_that_long(http_peer: HttpPeer, tmp_path: Path,
+                                              telemetry: Telemetry) -> None:
+    http_peer.answers.append((429, {"Retry-After": "2"}, b"slow down"))
+    http_peer.default = (204, {}, b"")
+    sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
+    sink.submit(prom_cycle(int(time.time() * 1000), 0.5))
+    assert sink.flush(10)
+    sink.close(5)
+    first, second = http_peer.requests
+    assert second.at - first.at >= 2.0, "Retry-After: 2 must be honoured (backoff alone is 20-200 ms)"
+    assert outcomes(telemetry, "remote_write")["sent"] == 4
+
+
+def test_nightingale_fail_count_is_dropped(http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry) -> None:
+    http_peer.default = (200, {"Content-Type": "application/json"}, b'{"succ":2,"fail":1,"msg":"received"}')
+    cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/openfalcon/push", batch_max_age=0)
+    sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=telemetry)
+    sink.submit(falcon_cycle(1_700_000_000, 50.0))
+    assert sink.flush(10)
+    sink.close(5)
+    (req,) = http_peer.requests
+    assert req.path == "/openfalcon/push" and req.body.startswith(b"[{")
+    assert outcomes(telemetry, "falcon_agent") == {"sent": 2, "spooled": 0, "dropped": 1}
+
+
+# -- TLS and auth ---------------------------------------------------------------------
+def make_ca_and_server_cert(tmp_path: Path) -> tuple[Path, Path, Path]:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed")
+
+    def run(*args: str) -> None:
+        subprocess.run([openssl, *args], check=True, capture_output=True, cwd=tmp_path, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+        "-subj", "/CN=falcon-gpu test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+        "-subj", "/CN=127.0.0.1")
+    (tmp_path / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "server.pem", "-days", "1", "-extfile", "san.ext")
+    return tmp_path / "ca.pem", tmp_path / "server.pem", tmp_path / "server.key"
+
+
+def test_tls_with_own_ca_and_rotated_bearer_token(tmp_path: Path, telemetry: Telemetry,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    ca, cert, key = make_ca_and_server_cert(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    peer = HttpPeer(tls=ctx)
+    peer.default = (204, {}, b"")
+    token = tmp_path / "token"
+    token.write_text("s3cret-one\n")
+    try:
+        sink = rw_sink(peer.url + "/api/v1/write", tmp_path, telemetry, ca_file=ca, bearer_token_file=token,
+                       headers={"X-Scope-OrgID": "team-gpu"})
+        now = int(time.time() * 1000)
+        sink.submit(prom_cycle(now, 0.1))
+        assert sink.flush(10)
+        token.write_text("s3cret-two\n")  # a rotated Kubernetes secret
+        sink.submit(prom_cycle(now + 1000, 0.2))
+        assert sink.flush(10)
+        sink.close(5)
+    finally:
+        peer.close()
+    auth = [r.headers["Authorization"] for r in peer.requests]
+    assert auth == ["Bearer s3cret-one", "Bearer s3cret-two"]
+    assert all(r.headers["X-Scope-OrgID"] == "team-gpu" for r in peer.requests)
+    assert outcomes(telemetry, "remote_write")["sent"] == 8
+    assert "s3cret" not in caplog.text
+
+
+def test_untrusted_certificate_is_retried_and_secret_stays_out_of_logs(
+        tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture) -> None:
+    _, cert, key = make_ca_and_server_cert(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    peer = HttpPeer(tls=ctx)
+    token = tmp_path / "token"
+    token.write_text("hunter2-token")
+    caplog.set_level(logging.INFO)
+    try:
+        sink = rw_sink(peer.url + "/api/v1/write", tmp_path, telemetry, bearer_token_file=token)
+        sink.submit(prom_cycle(int(time.time() * 1000), 0.1))
+        wait_until(lambda: telemetry.view().errors_total.get("sink", 0) >= 2, 10, "failed TLS attempts")
+        assert not sink.flush(0.2), "nothing can be delivered to an untrusted server"
+        sink.close(0.5)
+    finally:
+        peer.close()
+    assert outcomes(telemetry, "remote_write") == {"sent": 0, "spooled": 4, "dropped": 0}
+    tls_lines = [r.message for r in caplog.records if "TLS error" in r.message]
+    assert len(tls_lines) == 1, "logged once, not every retry"
+    assert "hunter2" not in caplog.text
+    assert "hunter2" not in repr(sink.__dict__)
