@@ -27,7 +27,7 @@ class Interrupted(Exception):
 
 
 def _retry_after_wait(initial: float, cap: float) -> Callable[[tenacity.RetryCallState], float]:
-    backoff = tenacity.wait_exponential_jitter(initial=initial, max=cap, jitter=initial)
+    backoff = tenacity.wait_exponential(multiplier=initial, max=cap) + tenacity.wait_random(0, initial)
 
     def wait(state: tenacity.RetryCallState) -> float:
         delay = float(backoff(state))
