@@ -38,6 +38,8 @@ from falcon_gpu.settings import Settings
 from falcon_gpu.telemetry import Telemetry
 
 KUBE_API_PERIOD = 60.0
+MISS_REFRESH_GAP = 5.0
+"""At most one early refresh per this many seconds when a cycle meets an unknown container."""
 """Relist of this node's pods for labels; labels rarely change, and a list per minute is cheap."""
 
 
@@ -81,8 +83,8 @@ class Attributor:
 
         period = max(5.0, min(settings.interval, 30.0))
         self._refresher = Refresher()
-        self._refresher.add("kubelet", self._refresh_kubelet, period=period, min_gap=5.0)
-        self._refresher.add("logs", self._refresh_logs, period=period, min_gap=5.0)
+        self._refresher.add("kubelet", self._refresh_kubelet, period=period, min_gap=MISS_REFRESH_GAP)
+        self._refresher.add("logs", self._refresh_logs, period=period, min_gap=MISS_REFRESH_GAP)
         if settings.pod_labels:
             self._refresher.add("kube_api", self._refresh_labels, period=KUBE_API_PERIOD, min_gap=15.0)
 

@@ -1,0 +1,162 @@
+"""Pod labels from a loopback HTTP server that answers like the API server."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from falcon_gpu.attribution import Attributor
+from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabelSource, sanitise_label
+from falcon_gpu.settings import Settings
+from falcon_gpu.telemetry import Telemetry
+
+from .helpers import HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
+
+TOKEN = "s3cr3t-token"
+
+
+def pod_item(ns: str, name: str, uid: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"namespace": ns, "name": name, "uid": uid, "labels": labels}}
+
+
+class FakeApiServer:
+    """Answers GET /api/v1/pods in two pages, only with the right token and field selector."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, list[str]]] = []
+        self.status = 200
+        pages = [
+            [pod_item("ml", "train-0", pod_uid(1), {"app.kubernetes.io/name": "trainer", "team": "a"})],
+            [pod_item("ml", "idle-0", pod_uid(2), {"team": "b", "secret-ish": "x"})],
+        ]
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                query = parse_qs(url.query)
+                owner.requests.append(query)
+                if owner.status != 200:
+                    self._send(owner.status, {"kind": "Status"})
+                elif self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    self._send(401, {"kind": "Status"})
+                elif url.path != "/api/v1/pods" or query.get("fieldSelector") != ["spec.nodeName=node-7"]:
+                    self._send(400, {"kind": "Status"})
+                else:
+                    page = 1 if query.get("continue") == ["page2"] else 0
+                    meta = {"continue": "page2"} if page == 0 else {}
+                    self._send(200, {"kind": "PodList", "metadata": meta, "items": pages[page]})
+
+            def _send(self, code: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    server = FakeApiServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def token(tmp_path: Path) -> Path:
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    return path
+
+
+def test_sanitise() -> None:
+    assert sanitise_label("app.kubernetes.io/name") == "label_app_kubernetes_io_name"
+    assert sanitise_label("team") == "label_team"
+
+
+def test_lists_only_this_node_and_keeps_only_allowed_labels(api: FakeApiServer, token: Path) -> None:
+    source = PodLabelSource(KubeApiConfig(api.url, token, None), "node-7", ["app.kubernetes.io/name", "team"])
+    labels = source.fetch()
+    source.close()
+    assert labels.by_uid == {
+        pod_uid(1): (("label_app_kubernetes_io_name", "trainer"), ("label_team", "a")),
+        pod_uid(2): (("label_team", "b"),),
+    }
+    assert labels.by_name[("ml", "idle-0")] == (("label_team", "b"),)
+    assert len(api.requests) == 2  # paginated
+
+
+def test_refusal_names_the_fix_and_hides_the_token(api: FakeApiServer, token: Path) -> None:
+    api.status = 403
+    source = PodLabelSource(KubeApiConfig(api.url, token, None), "node-7", ["team"])
+    with pytest.raises(KubeApiError, match="get/list on pods") as err:
+        source.fetch()
+    assert TOKEN not in str(err.value)
+    source.close()
+
+
+def test_attributor_copies_labels_onto_pod_series(tmp_path: Path, api: FakeApiServer, token: Path) -> None:
+    tree = HostTree(tmp_path)
+    tree.process(10, systemd_cgroup(pod_uid(1), container_id(1)))
+    tree.container("ml", "train-0", pod_uid(1), "main", container_id(1))
+    settings = Settings(
+        proc_root=tree.proc,
+        log_root=tree.log,
+        kubelet_socket=tmp_path / "none.sock",
+        node="node-7",
+        pod_labels=["team"],
+    )
+    telemetry = Telemetry()
+    attributor = Attributor(settings, telemetry, kube_api=KubeApiConfig(api.url, token, None))
+    try:
+        attributor.refresh_now()
+        result = attributor.attribute(snapshot(gpu(0, (proc(10, 1, 0.2),))))
+        assert [p.container.labels for p in result.pods] == [(("label_team", "a"),)]
+        assert result.sources_ok["kube_api"] is True
+        api.status = 500  # the API server fails: the last labels stay
+        attributor.refresh_now()
+        result = attributor.attribute(snapshot(gpu(0, (proc(10, 1, 0.2),))))
+        assert [p.container.labels for p in result.pods] == [(("label_team", "a"),)]
+        assert result.sources_ok["kube_api"] is False
+        assert telemetry.view().errors_total["kube_api"] == 1
+    finally:
+        attributor.close()
+
+
+def test_pod_labels_outside_a_cluster_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    settings = Settings(
+        proc_root=tmp_path,
+        log_root=tmp_path,
+        kubelet_socket=tmp_path / "none.sock",
+        node="n",
+        pod_labels=["a"],
+    )
+    telemetry = Telemetry()
+    attributor = Attributor(settings, telemetry)
+    try:
+        attributor.refresh_now()
+        assert attributor.attribute(snapshot(gpu(0))).sources_ok["kube_api"] is False
+    finally:
+        attributor.close()
+    assert telemetry.is_failing("kube_api")
