@@ -1,0 +1,239 @@
+"""The one helper every NVML call goes through.
+
+NVML answers many "errors" that are really answers: NOT_SUPPORTED (this device
+has no fan), NOT_FOUND (an empty MIG slot, no new utilisation samples),
+FUNCTION_NOT_FOUND or a missing pynvml attribute (an older driver or binding).
+:meth:`NvmlCaller.call` turns those into :data:`ABSENT` and remembers the
+permanent ones, so a field a device does not support is asked once, logged once,
+and never again. Errors that mean the device itself is gone (GPU_IS_LOST, ...)
+raise :class:`DeviceGone` so the source can mark that device down; any other
+error is recorded in :attr:`NvmlCaller.errors` for the reader framework to count,
+and answers ABSENT. No pynvml exception leaves this module.
+
+Versioned functions (process lists v3 -> v2 -> v1, memory info v2 -> v1) go through
+:meth:`NvmlCaller.call_first`, which probes the variants once and caches the choice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import pynvml
+
+from falcon_gpu.sources.nvml.library import NvmlLibrary
+
+log = logging.getLogger("falcon_gpu.nvml")
+
+DEVICE_FATAL: Final = frozenset(
+    {
+        pynvml.NVML_ERROR_GPU_IS_LOST,
+        pynvml.NVML_ERROR_RESET_REQUIRED,
+        pynvml.NVML_ERROR_GPU_NOT_FOUND,
+        pynvml.NVML_ERROR_UNINITIALIZED,
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
+        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+    }
+)
+"""Codes after which nothing more can be read from the device this cycle."""
+
+VARIANT_FALLBACK: Final = frozenset(
+    {pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH}
+)
+
+Variant = tuple[str, str, tuple[Any, ...], dict[str, Any]]
+"""(label, function name, positional args, keyword args) of one generation of a call."""
+
+
+class Absent:
+    """The answer "not available": distinct from None, which some calls return on success."""
+
+    _instance: Absent | None = None
+
+    def __new__(cls) -> Absent:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Final = Absent()
+
+
+class NvmlFailure(Exception):
+    """An NVML call failed; ``code`` is the NVML return code (None: not an NVML error)."""
+
+    def __init__(self, code: int | None, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class DeviceGone(NvmlFailure):
+    """The device stopped answering (GPU_IS_LOST, RESET_REQUIRED, driver gone, ...)."""
+
+
+def nvml_code(exc: BaseException) -> int | None:
+    if isinstance(exc, pynvml.NVMLError):
+        value = getattr(exc, "value", None)
+        return value if isinstance(value, int) else None
+    return None
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line description of a failed call, with the NVML code when there is one."""
+    code = nvml_code(exc)
+    if code is None:
+        return f"{type(exc).__name__}: {exc}"
+    try:
+        text = str(exc)
+    except Exception:
+        text = "NVML error"
+    return f"{text} (NVML_ERROR code {code})"
+
+
+def text(value: Any) -> str:
+    """pynvml returns str, older bindings bytes."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class NvmlCaller:
+    """Calls ``nvml*`` functions of one library by name; see the module docstring."""
+
+    def __init__(self, lib: NvmlLibrary) -> None:
+        self.lib = lib
+        self.errors: list[str] = []
+        """Unexpected failures since the framework last cleared it (one reader's worth)."""
+        self._missing: set[str] = set()
+        self._not_supported: set[tuple[str, str]] = set()
+        self._variant: dict[str, str] = {}
+
+    # -- what is known not to work ------------------------------------------
+    def supported(self, scope: str, field: str) -> bool:
+        return (scope, field) not in self._not_supported
+
+    def mark_not_supported(self, scope: str, field: str) -> None:
+        if (scope, field) not in self._not_supported:
+            self._not_supported.add((scope, field))
+            log.info("NVML: %s is not supported on %s; not asking again", field, scope)
+
+    def forget(self, scope: str) -> None:
+        """Drop what was learnt about ``scope`` (its device was replaced)."""
+        self._not_supported = {k for k in self._not_supported if k[0] != scope}
+
+    def _mark_missing(self, fn_name: str) -> None:
+        if fn_name not in self._missing:
+            self._missing.add(fn_name)
+            log.info("NVML: %s is not available in this driver/binding; not calling it again", fn_name)
+
+    def _function(self, fn_name: str) -> Any:
+        if fn_name in self._missing:
+            return None
+        fn = getattr(self.lib, fn_name, None)
+        if fn is None:
+            self._mark_missing(fn_name)
+        return fn
+
+    # -- calls ------------------------------------------------------------
+    def invoke(self, fn_name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call and return, or raise NvmlFailure (DeviceGone for device-fatal codes).
+
+        For the few callers that need the exact outcome (init, event waits)."""
+        fn = self._function(fn_name)
+        if fn is None:
+            raise NvmlFailure(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, f"{fn_name} is not available")
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            code = nvml_code(exc)
+            if code == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                self._mark_missing(fn_name)
+            kind = DeviceGone if code in DEVICE_FATAL else NvmlFailure
+            raise kind(code, f"{fn_name}: {describe(exc)}") from None
+
+    def call(
+        self,
+        scope: str,
+        field: str,
+        fn_name: str,
+        *args: Any,
+        answers: Mapping[int, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The value, or ABSENT. ``answers`` maps return codes that are answers (e.g.
+        CORRUPTED_INFOROM -> False) to values. Raises DeviceGone only."""
+        if (scope, field) in self._not_supported:
+            return ABSENT
+        fn = self._function(fn_name)
+        if fn is None:
+            return ABSENT
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            return self._failed(exc, scope, field, fn_name, answers)
+
+    def _failed(
+        self, exc: Exception, scope: str, field: str, fn_name: str, answers: Mapping[int, Any] | None
+    ) -> Any:
+        code = nvml_code(exc)
+        if answers is not None and code is not None and code in answers:
+            return answers[code]
+        if code == pynvml.NVML_ERROR_NOT_SUPPORTED:
+            self.mark_not_supported(scope, field)
+        elif code == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+            self._mark_missing(fn_name)
+        elif code == pynvml.NVML_ERROR_NOT_FOUND:
+            pass
+        elif code in DEVICE_FATAL:
+            raise DeviceGone(code, f"{fn_name}: {describe(exc)}") from None
+        else:
+            self.errors.append(f"{field}: {fn_name} failed: {describe(exc)}")
+        return ABSENT
+
+    def call_first(
+        self,
+        scope: str,
+        field: str,
+        family: str,
+        variants: Sequence[Variant],
+        fallback: frozenset[int] = VARIANT_FALLBACK,
+    ) -> Any:
+        """Call the newest variant that exists, probing once per ``family`` and caching
+        the choice. A variant is skipped when its function is missing, rejects the
+        arguments (TypeError with keyword args) or answers a code in ``fallback``."""
+        if (scope, field) in self._not_supported:
+            return ABSENT
+        chosen = self._variant.get(family)
+        labels = [v[0] for v in variants]
+        start = labels.index(chosen) if chosen in labels else 0
+        tail = variants[start:]
+        for i, (label, fn_name, args, kwargs) in enumerate(tail):
+            last = i == len(tail) - 1
+            fn = self._function(fn_name)
+            if fn is None:
+                continue
+            try:
+                value = fn(*args, **kwargs)
+            except TypeError as exc:
+                if kwargs and not last:
+                    continue
+                return self._failed(exc, scope, field, fn_name, None)
+            except Exception as exc:
+                if nvml_code(exc) in fallback and not last:
+                    continue
+                return self._failed(exc, scope, field, fn_name, None)
+            if self._variant.get(family) != label:
+                self._variant[family] = label
+                log.debug("NVML: using %s for %s", label, family)
+            return value
+        return ABSENT
+
+    def chosen(self, family: str) -> str | None:
+        """The variant label cached for ``family`` (for tests and ``doctor``)."""
+        return self._variant.get(family)

@@ -1,0 +1,38 @@
+"""SM and memory clocks (MHz -> Hz) and the active clock event (throttle) reasons.
+
+``nvmlDeviceGetCurrentClocksEventReasons`` replaced ``...ThrottleReasons`` in
+newer drivers; the bit layout is the same (``CLOCK_EVENT_REASONS`` order).
+"""
+
+from __future__ import annotations
+
+import pynvml
+
+from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
+from falcon_gpu.sources.nvml.calls import ABSENT, Variant
+from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
+
+MHZ = 1_000_000.0
+
+
+def reasons_from_mask(mask: int) -> frozenset[str]:
+    return frozenset(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
+
+
+def read_clocks(ctx: DeviceContext) -> Fields:
+    call, scope, h = ctx.nvml.call, ctx.scope, ctx.handle
+    out: Fields = {}
+    sm = call(scope, "sm_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_SM)
+    if sm is not ABSENT:
+        out["sm_clock_hertz"] = sm * MHZ
+    mem = call(scope, "memory_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_MEM)
+    if mem is not ABSENT:
+        out["memory_clock_hertz"] = mem * MHZ
+    variants: list[Variant] = [
+        ("events", "nvmlDeviceGetCurrentClocksEventReasons", (h,), {}),
+        ("throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", (h,), {}),
+    ]
+    mask = ctx.nvml.call_first(scope, "clock_event_reasons", "clock_event_reasons", variants)
+    if mask is not ABSENT:
+        out["clock_event_reasons"] = reasons_from_mask(int(mask))
+    return out

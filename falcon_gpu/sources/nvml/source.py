@@ -1,0 +1,251 @@
+"""The NVML source: one :class:`Snapshot` per cycle, whatever state NVML and the GPUs are in.
+
+A cycle: make sure NVML is up (:class:`NvmlSession`, init with backoff), call
+``nvmlDeviceGetCount()`` exactly once (the simulator counts cycles by it), then
+for every index run the registered readers (:data:`READERS`) on the cached
+handle. Each reader runs in isolation: an unexpected error in one marks only
+that reader failing (``errors_total{kind="nvml_field"}``, logged once) and
+leaves its fields None. A device that answers GPU_IS_LOST (or another
+device-fatal code, even half-way through its readers) is reported ``up=False``
+with the identity of its last good cycle while the others keep being read
+(``errors_total{kind="gpu"}``). :meth:`NvmlSource.collect` never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from falcon_gpu.model.snapshot import DeviceReading, Snapshot
+from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller, text
+from falcon_gpu.sources.nvml.library import NvmlLibrary
+from falcon_gpu.sources.nvml.process_names import ProcessNames
+from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields
+from falcon_gpu.sources.nvml.session import NvmlSession
+from falcon_gpu.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from falcon_gpu.sources.nvml.xid import XidWatcher
+
+log = logging.getLogger("falcon_gpu.nvml")
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    uuid: str
+    name: str
+    pci_bus_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlDeviceInfo:
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlInfo:
+    """What ``doctor`` shows about NVML."""
+
+    ok: bool
+    error: str | None
+    driver_version: str | None
+    cuda_version: str | None
+    device_count: int
+    devices: tuple[NvmlDeviceInfo, ...] = ()
+
+
+class NvmlSource:
+    def __init__(
+        self,
+        library: NvmlLibrary,
+        telemetry: Telemetry,
+        *,
+        clock: Callable[[], float] = time.time,
+        xid: XidWatcher | None = None,
+    ) -> None:
+        self._nvml = NvmlCaller(library)
+        self._telemetry = telemetry
+        self._session = NvmlSession(self._nvml, telemetry, clock)
+        self._xid = xid
+        self._count: int | None = None
+        self._handles: dict[int, Any] = {}
+        self._identity: dict[int, Identity] = {}
+        self._names = ProcessNames(self._nvml)
+        self._last_seen: dict[str, int] = {}
+
+    @property
+    def caller(self) -> NvmlCaller:
+        return self._nvml
+
+    # -- the cycle ---------------------------------------------------------
+    def collect(self, timestamp: float) -> Snapshot:
+        """One cycle's readings. Never raises: NVML down -> ``Snapshot(nvml_ok=False)``."""
+        try:
+            return self._collect(timestamp)
+        except Exception as exc:  # the last line of defence: a bug must not stop the agent
+            log.debug("NVML collection failed", exc_info=True)
+            message = f"NVML collection failed unexpectedly: {type(exc).__name__}: {exc}"
+            self._telemetry.failing("nvml:collect", "nvml", message)
+            return Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=message)
+
+    def _collect(self, timestamp: float) -> Snapshot:
+        if not self._session.ensure():
+            return Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=self._session.error)
+        count, error = self._device_count()
+        if count is None:
+            return Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=error)
+        xid_counts: dict[str, dict[int, int]] = {}
+        if self._xid is not None:
+            self._xid.drain_now()
+            xid_counts = self._xid.counts()
+        devices = tuple(self._read_device(i, timestamp, xid_counts) for i in range(count))
+        self._names.end_cycle()
+        self._telemetry.recovered("nvml:collect", "NVML collection works again")
+        return Snapshot(
+            timestamp=timestamp,
+            nvml_ok=True,
+            driver_version=self._session.driver_version,
+            cuda_version=self._session.cuda_version,
+            devices=devices,
+        )
+
+    def _device_count(self) -> tuple[int | None, str | None]:
+        self._nvml.errors.clear()
+        try:
+            count = self._nvml.call("system", "device_count", "nvmlDeviceGetCount")
+        except DeviceGone as gone:
+            self._forget_devices()
+            self._session.lost(gone.message)
+            return None, self._session.error
+        if count is ABSENT:
+            error = self._nvml.errors[0] if self._nvml.errors else "nvmlDeviceGetCount is not available"
+            self._telemetry.failing("nvml:count", "nvml", f"NVML cannot count the GPUs: {error}")
+            return None, error
+        self._telemetry.recovered("nvml:count", "NVML counts the GPUs again")
+        if count != self._count:
+            if self._count is not None:
+                log.info("NVML: the GPU count changed from %s to %s; looking the devices up again",
+                         self._count, count)  # fmt: skip
+            self._forget_devices()
+            self._count = int(count)
+        return int(count), None
+
+    def _forget_devices(self) -> None:
+        self._handles.clear()
+        self._identity.clear()
+        self._count = None
+
+    # -- one device --------------------------------------------------------
+    def _handle(self, index: int) -> Any:
+        handle = self._handles.get(index)
+        if handle is None:
+            handle = self._nvml.call(f"gpu{index}", "handle", "nvmlDeviceGetHandleByIndex", index)
+            if handle is ABSENT:
+                raise DeviceGone(None, "; ".join(self._nvml.errors) or "no handle for this index")
+            self._handles[index] = handle
+        return handle
+
+    def _read_identity(self, index: int, handle: Any) -> Identity:
+        scope = f"gpu{index}"
+        uuid = self._nvml.call(scope, "uuid", "nvmlDeviceGetUUID", handle)
+        name = self._nvml.call(scope, "name", "nvmlDeviceGetName", handle)
+        pci = self._nvml.call(scope, "pci_info", "nvmlDeviceGetPciInfo", handle)
+        if self._nvml.errors:
+            raise DeviceGone(None, "; ".join(self._nvml.errors))
+        return Identity(
+            uuid="" if uuid is ABSENT else text(uuid),
+            name="" if name is ABSENT else text(name),
+            pci_bus_id="" if pci is ABSENT else text(pci.busId),
+        )
+
+    def _read_device(
+        self, index: int, timestamp: float, xid_counts: dict[str, dict[int, int]]
+    ) -> DeviceReading:
+        self._nvml.errors.clear()
+        ident = self._identity.get(index)
+        try:
+            handle = self._handle(index)
+            if ident is None:
+                ident = self._read_identity(index, handle)
+                self._identity[index] = ident
+            fields = self._run_readers(index, ident, handle, timestamp)
+        except DeviceGone as gone:
+            known = ident or Identity("", "", "")
+            self._telemetry.failing(
+                f"gpu:{known.uuid or index}",
+                "gpu",
+                f"GPU {index} ({known.uuid or 'uuid unknown'}) is down: {gone}",
+            )
+            return DeviceReading(
+                index=index, uuid=known.uuid, name=known.name, pci_bus_id=known.pci_bus_id, up=False,
+                error=str(gone), xid_counts=dict(xid_counts.get(known.uuid, {})),
+            )  # fmt: skip
+        self._telemetry.recovered(f"gpu:{ident.uuid or index}", f"GPU {index} ({ident.uuid}) answers again")
+        return DeviceReading(
+            index=index, uuid=ident.uuid, name=ident.name, pci_bus_id=ident.pci_bus_id,
+            xid_counts=dict(xid_counts.get(ident.uuid, {})), **fields,
+        )  # fmt: skip
+
+    def _run_readers(self, index: int, ident: Identity, handle: Any, timestamp: float) -> Fields:
+        ctx = DeviceContext(
+            nvml=self._nvml, handle=handle, scope=ident.uuid or f"gpu{index}", index=index,
+            timestamp=timestamp, names=self._names, last_seen_us=self._last_seen,
+        )  # fmt: skip
+        for name, reader in READERS:
+            self._nvml.errors.clear()
+            try:
+                ctx.fields.update(reader(ctx))
+            except DeviceGone:
+                raise
+            except Exception as exc:  # a reader must never take the device (or the agent) down
+                log.debug("NVML reader %s failed", name, exc_info=True)
+                self._nvml.errors.append(f"{type(exc).__name__}: {exc}")
+            key = f"reader:{name}:{ctx.scope}"
+            if self._nvml.errors:
+                problem = "; ".join(self._nvml.errors)
+                self._telemetry.failing(
+                    key, "nvml_field", f"GPU {index} ({ctx.scope}): reading {name}: {problem}"
+                )
+            else:
+                self._telemetry.recovered(key, f"GPU {index} ({ctx.scope}): reading {name} works again")
+        return ctx.fields
+
+    # -- doctor and shutdown -------------------------------------------------
+    def info(self) -> NvmlInfo:
+        """NVML and driver state with each device's identity, for ``doctor``. Never raises.
+
+        Calls ``nvmlDeviceGetCount()`` once, so in the simulator it starts a cycle."""
+        try:
+            if not self._session.ensure():
+                return NvmlInfo(False, self._session.error, None, None, 0)
+            count, error = self._device_count()
+            if count is None:
+                return NvmlInfo(False, error, self._session.driver_version, self._session.cuda_version, 0)
+            devices = []
+            for i in range(count):
+                self._nvml.errors.clear()
+                try:
+                    ident = self._identity.get(i) or self._read_identity(i, self._handle(i))
+                    self._identity[i] = ident
+                    devices.append(NvmlDeviceInfo(i, ident.uuid, ident.name, ident.pci_bus_id))
+                except DeviceGone as gone:
+                    devices.append(NvmlDeviceInfo(i, "", "", "", error=str(gone)))
+            ok = all(d.error is None for d in devices)
+            error = None if ok else "some GPUs do not answer"
+            return NvmlInfo(
+                ok, error, self._session.driver_version, self._session.cuda_version, count, tuple(devices)
+            )
+        except Exception as exc:
+            return NvmlInfo(False, f"{type(exc).__name__}: {exc}", None, None, 0)
+
+    def close(self) -> None:
+        """Shut NVML down (the XID watcher, if any, is stopped by its owner)."""
+        self._session.close()
+        self._forget_devices()

@@ -1,0 +1,211 @@
+"""XID critical-error events, counted per GPU UUID and XID code.
+
+NVML delivers XIDs only as events: an event set, ``nvmlDeviceRegisterEvents`` per
+device, then ``nvmlEventSetWait``, which blocks. The agent runs :meth:`XidWatcher.start`
+(a daemon thread waiting 1000 ms at a time, so it never blocks the cycle); ``--once``
+and the plugin have no thread and call :meth:`XidWatcher.drain_now`, which waits
+with timeout 0 until NVML answers TIMEOUT. :meth:`counts` is cumulative since start.
+
+The watcher holds its own ``nvmlInit`` reference (NVML counts them) and finds
+devices by probing ``nvmlDeviceGetHandleByIndex`` until INVALID_ARGUMENT, rather
+than calling ``nvmlDeviceGetCount``: the source calls that exactly once per cycle
+(the simulator counts cycles by it). Devices that cannot register (NOT_SUPPORTED,
+lost) are skipped; if NVML cannot start, setup is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+import pynvml
+
+from falcon_gpu.sources.nvml.calls import NvmlCaller, NvmlFailure, text
+from falcon_gpu.sources.nvml.library import NvmlLibrary
+from falcon_gpu.telemetry import Telemetry
+
+log = logging.getLogger("falcon_gpu.nvml")
+
+MAX_DEVICES = 64
+MAX_DRAIN = 10_000
+"""Upper bound of events taken by one drain (a flood must not stall the cycle)."""
+
+
+_SETUP_AGAIN = frozenset(
+    {
+        pynvml.NVML_ERROR_UNINITIALIZED,
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
+        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+        pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    }
+)
+"""Wait failures after which the event set is created (and NVML started) again."""
+
+
+class _Wait(Enum):
+    EVENT = 1
+    TIMEOUT = 2
+    ERROR = 3
+
+
+def _handle_key(handle: Any) -> int:
+    """A handle's identity: the pointer value of a ctypes handle, else the object."""
+    try:
+        value = ctypes.cast(handle, ctypes.c_void_p).value
+        return int(value) if value is not None else id(handle)
+    except (TypeError, ctypes.ArgumentError):
+        return id(handle)
+
+
+class XidWatcher:
+    def __init__(
+        self,
+        library: NvmlLibrary,
+        telemetry: Telemetry,
+        *,
+        wait_ms: int = 1000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._nvml = NvmlCaller(library)
+        self._telemetry = telemetry
+        self._wait_ms = wait_ms
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._wait_lock = threading.Lock()
+        self._counts: dict[str, dict[int, int]] = defaultdict(dict)
+        self._event_set: Any = None
+        self._inited = False
+        self._uuids: dict[int, str] = {}
+        self._retry_at = float("-inf")
+        self._delay = 1.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- setup ---------------------------------------------------------------
+    def _ensure_set(self) -> bool:
+        if self._event_set is not None:
+            return True
+        if self._clock() < self._retry_at:
+            return False
+        try:
+            if not self._inited:
+                self._nvml.invoke("nvmlInit")
+                self._inited = True
+            event_set = self._nvml.invoke("nvmlEventSetCreate")
+        except NvmlFailure as failure:
+            self._telemetry.failing(
+                "xid:setup", "xid", f"XID events unavailable: {failure.message} (will retry)"
+            )
+            self._retry_at = self._clock() + self._delay
+            self._delay = min(self._delay * 2, 300.0)
+            return False
+        self._register_all(event_set)
+        self._event_set = event_set
+        self._delay = 1.0
+        self._telemetry.recovered("xid:setup", "XID events are watched")
+        return True
+
+    def _register_all(self, event_set: Any) -> None:
+        xid_type = pynvml.nvmlEventTypeXidCriticalError
+        for index in range(MAX_DEVICES):
+            try:
+                handle = self._nvml.invoke("nvmlDeviceGetHandleByIndex", index)
+            except NvmlFailure as failure:
+                if failure.code in (pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_NOT_FOUND):
+                    return
+                log.info("XID: GPU %d has no handle (%s); not watching it", index, failure.message)
+                continue
+            try:
+                uuid = text(self._nvml.invoke("nvmlDeviceGetUUID", handle))
+                self._nvml.invoke("nvmlDeviceRegisterEvents", handle, xid_type, event_set)
+            except NvmlFailure as failure:
+                log.info("XID: not watching GPU %d: %s", index, failure.message)
+                continue
+            self._uuids[_handle_key(handle)] = uuid
+
+    # -- waiting ---------------------------------------------------------------
+    def _wait_once(self, timeout_ms: int) -> _Wait:
+        try:
+            data = self._nvml.invoke("nvmlEventSetWait", self._event_set, timeout_ms)
+        except NvmlFailure as failure:
+            if failure.code == pynvml.NVML_ERROR_TIMEOUT:
+                self._telemetry.recovered("xid:wait", "XID event wait works again")
+                return _Wait.TIMEOUT
+            self._telemetry.failing("xid:wait", "xid", f"XID event wait failed: {failure.message}")
+            if failure.code in _SETUP_AGAIN:
+                self._event_set = None
+                self._inited = self._inited and failure.code != pynvml.NVML_ERROR_UNINITIALIZED
+            return _Wait.ERROR
+        self._telemetry.recovered("xid:wait", "XID event wait works again")
+        if int(data.eventType) & pynvml.nvmlEventTypeXidCriticalError:
+            self._record(data)
+        return _Wait.EVENT
+
+    def _record(self, data: Any) -> None:
+        uuid = self._uuids.get(_handle_key(data.device))
+        if uuid is None:
+            try:
+                uuid = text(self._nvml.invoke("nvmlDeviceGetUUID", data.device))
+            except NvmlFailure:
+                uuid = "unknown"
+        xid = int(data.eventData)
+        with self._lock:
+            per_gpu = self._counts[uuid]
+            per_gpu[xid] = per_gpu.get(xid, 0) + 1
+        log.warning("XID %d on GPU %s", xid, uuid)
+
+    def drain_now(self) -> None:
+        """Take every pending event without blocking. A no-op while the thread runs."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        with self._wait_lock:
+            if not self._ensure_set():
+                return
+            for _ in range(MAX_DRAIN):
+                if self._wait_once(0) is not _Wait.EVENT:
+                    return
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._wait_lock:
+                ready = self._ensure_set()
+                outcome = self._wait_once(self._wait_ms) if ready else _Wait.ERROR
+            if outcome is _Wait.ERROR:
+                self._stop.wait(1.0)
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        """Watch in a daemon thread (idempotent)."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="falcon-gpu-xid", daemon=True)
+        self._thread.start()
+
+    def counts(self) -> dict[str, dict[int, int]]:
+        """uuid -> xid -> cumulative count (a copy)."""
+        with self._lock:
+            return {uuid: dict(per_gpu) for uuid, per_gpu in self._counts.items()}
+
+    def stop(self) -> None:
+        """Stop the thread (waits at most one wait period) and release the event set."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self._wait_ms / 1000 + 2)
+            self._thread = None
+        with self._wait_lock:
+            if self._event_set is not None:
+                with contextlib.suppress(NvmlFailure):
+                    self._nvml.invoke("nvmlEventSetFree", self._event_set)
+                self._event_set = None
+            if self._inited:
+                with contextlib.suppress(NvmlFailure):
+                    self._nvml.invoke("nvmlShutdown")
+                self._inited = False
