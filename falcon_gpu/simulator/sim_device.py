@@ -67,9 +67,13 @@ class DeviceCalls(SimCore):
         else:
             total = self._int(dev, "memory_total_bytes")
             used = self._int(dev, "memory_used_bytes")
-            reserved = 0
             if version:
                 reserved = self._int(dev, "memory_reserved_bytes")
+            else:  # v1 has no reserved field: NVML counts the reserved memory as used
+                has_reserved = "memory_reserved_bytes" in dev.gpu.values and dev.gpu.supports(
+                    "memory_reserved_bytes"
+                )
+                reserved = self._int(dev, "memory_reserved_bytes") if has_reserved else 0
         if not version:
             used += reserved
             return NvmlStruct(total=total, free=max(total - used, 0), used=used)
