@@ -75,11 +75,17 @@ class LatestSink(Sink, Generic[S]):
             return self._cond.wait_for(lambda: self._slot is None and not self._busy, timeout)
 
     def close(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for the newest state unless the server is failing, then stop."""
         if self._closed:
             return
         self._closed = True
         deadline = time.monotonic() + timeout
-        self.flush(timeout)
+        with self._cond:  # deliver the last state unless the server is failing
+            while (self._slot is not None or self._busy) and not self._telemetry.is_failing(self._key):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.1))
         self._stop.set()
         with self._cond:
             self._cond.notify_all()

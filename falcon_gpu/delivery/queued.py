@@ -32,6 +32,7 @@ A sink subclasses :class:`QueuedSink` and supplies ``explode``, ``encode`` and
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import queue
 import threading
@@ -111,6 +112,9 @@ class QueuedSink(Sink, Generic[T]):
     def flush(self, timeout: float) -> bool:
         """Spool everything submitted, then wait up to ``timeout`` s for delivery.
         True when everything was delivered; False when some waits in the spool."""
+        return self._flush(timeout, while_failing=True)
+
+    def _flush(self, timeout: float, *, while_failing: bool) -> bool:
         if not self._threads:
             self._start()
         deadline = time.monotonic() + timeout
@@ -124,17 +128,25 @@ class QueuedSink(Sink, Generic[T]):
         spooled_at = time.monotonic()
         self._wake.set()
         with self._caught_up:
-            return self._caught_up.wait_for(lambda: self._caught_up_at >= spooled_at,
-                                            max(0.0, deadline - time.monotonic()))
+            while self._caught_up_at < spooled_at:
+                left = deadline - time.monotonic()
+                if left <= 0 or (not while_failing and self._telemetry.is_failing(self._key)):
+                    return False
+                self._caught_up.wait(min(left, 0.1))
+            return True
 
     def close(self, timeout: float) -> None:
+        """Spool what is pending; wait up to ``timeout`` for delivery unless the server is
+        failing (then the spool keeps it for the next start: no point holding up a
+        shutdown for a server that is down); stop the threads."""
         if self._closed:
             return
         self._closed = True
         deadline = time.monotonic() + timeout
         if self._threads:
-            self.flush(timeout)
-            self._queue.put(None)
+            self._flush(timeout, while_failing=False)
+            with contextlib.suppress(queue.Full):  # else the batcher is stuck on the disk (a daemon)
+                self._queue.put(None, timeout=max(0.1, deadline - time.monotonic()))
             self._stop.set()
             self._wake.set()
             for t in self._threads:
