@@ -101,8 +101,9 @@ class Node:
     def snapshot(self, cycle: int) -> Snapshot:
         by_gpu: dict[int, list[ProcessReading]] = {g: [] for g in range(GPUS)}
         for n, (_, _, pid, gpu) in self.pods.items():
+            memory = (n % 7 + 1) << 28
             by_gpu[gpu].append(
-                ProcessReading(pid=pid, name="python", used_memory_bytes=(n % 7 + 1) << 28, sm_util_ratio=0.05)
+                ProcessReading(pid=pid, name="python", used_memory_bytes=memory, sm_util_ratio=0.05)
             )
         devices = tuple(
             DeviceReading(
@@ -201,7 +202,9 @@ def bench_churn(total_pods: int, per_step: int = 16) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cycles", type=int, default=300)
     parser.add_argument("--churn-pods", type=int, default=10000)
     parser.add_argument("--json", type=Path, default=None)
