@@ -24,7 +24,8 @@ def test_daemonset_has_host_pids_and_read_only_mounts() -> None:
     (container,) = spec["containers"]
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     defaults = Settings(node="n")
-    for path in (defaults.kubelet_socket.parent, defaults.log_root / "pods", defaults.log_root / "containers"):
+    needed = (defaults.kubelet_socket.parent, defaults.log_root / "pods", defaults.log_root / "containers")
+    for path in needed:
         assert mounts[str(path)].get("readOnly") is True, path
     host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     for mount in container["volumeMounts"]:
