@@ -1,0 +1,150 @@
+"""Builders for the NVML source tests: sources on scenarios, a quirk-injecting library
+wrapper, a fake clock, and the readings a scenario should produce (computed from the
+scenario itself, independently of the simulator's NVML units)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pynvml
+
+from falcon_gpu.model.snapshot import EccCounts, RemappedRows, RetiredPages
+from falcon_gpu.simulator.library import SimulatedNvml
+from falcon_gpu.simulator.scenario import GpuScenario, Scenario, at, load_scenario, parse_scenario, resolve_scenario
+from falcon_gpu.sources.nvml.source import NvmlSource
+from falcon_gpu.telemetry import Telemetry
+
+GIB = 1 << 30
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Quirky:
+    """A pynvml stand-in that delegates to a SimulatedNvml, minus ``hide`` (AttributeError,
+    like an old binding) and with ``override`` functions in place of the simulator's."""
+
+    def __init__(
+        self, sim: SimulatedNvml, hide: tuple[str, ...] = (), override: dict[str, Callable[..., Any]] | None = None
+    ) -> None:
+        self.sim = sim
+        self.hide = set(hide)
+        self.override = dict(override or {})
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.hide:
+            raise AttributeError(name)
+        if name in self.override:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return self.override[name]
+        return getattr(self.sim, name)
+
+
+def raising(code: int) -> Callable[..., Any]:
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        raise pynvml.NVMLError(code)
+
+    return fn
+
+
+def scenario_named(name: str) -> Scenario:
+    return load_scenario(resolve_scenario(name))
+
+
+def scenario_of(*gpus: dict[str, object]) -> Scenario:
+    return parse_scenario({"gpus": list(gpus)})
+
+
+def gpu(uuid: str = "GPU-a", **extra: object) -> dict[str, object]:
+    out: dict[str, object] = {"uuid": uuid, "name": "NVIDIA A100-SXM4-40GB", "pci_bus_id": "00000000:07:00.0"}
+    out.update(extra)
+    return out
+
+
+def source_on(lib: Any, clock: Callable[[], float] | None = None, **kwargs: Any) -> tuple[NvmlSource, Telemetry]:
+    telemetry = Telemetry()
+    source = NvmlSource(lib, telemetry, clock=clock or FakeClock(), **kwargs)
+    return source, telemetry
+
+
+def _v(gpu: GpuScenario, key: str, cycle: int) -> float | None:
+    series = gpu.values.get(key)
+    return at(series, cycle) if series is not None and gpu.supports(key) else None
+
+
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+def expected_device(gpu: GpuScenario, cycle: int) -> dict[str, Any]:
+    """The DeviceReading fields a scenario GPU must yield at ``cycle``, in base units."""
+    v = lambda key: _v(gpu, key, cycle)  # noqa: E731
+    total, used, reserved = v("memory_total_bytes"), v("memory_used_bytes"), v("memory_reserved_bytes")
+    util, mem_util = v("utilization_gpu_percent"), v("utilization_memory_percent")
+    out: dict[str, Any] = {
+        "uuid": gpu.uuid,
+        "name": gpu.name,
+        "pci_bus_id": gpu.pci_bus_id,
+        "memory_total_bytes": total,
+        "memory_used_bytes": used,
+        "memory_reserved_bytes": reserved,
+        "memory_free_bytes": None if None in (total, used, reserved) else total - used - reserved,  # type: ignore[operator]
+        "utilization_ratio": None if None in (util, mem_util) else _scaled(util, 0.01),
+        "memory_utilization_ratio": None if None in (util, mem_util) else _scaled(mem_util, 0.01),
+        "temperature_celsius": v("temperature_celsius"),
+        "memory_temperature_celsius": v("memory_temperature_celsius"),
+        "power_watts": v("power_watts"),
+        "power_limit_watts": v("power_limit_watts"),
+        "energy_joules": v("energy_joules"),
+        "performance_state": None if v("performance_state") is None else int(v("performance_state") or 0),
+        "sm_clock_hertz": _scaled(v("sm_clock_mhz"), 1e6),
+        "memory_clock_hertz": _scaled(v("memory_clock_mhz"), 1e6),
+        "fan_speed_ratio": _scaled(v("fan_speed_percent"), 0.01),
+        "encoder_utilization_ratio": _scaled(v("encoder_percent"), 0.01),
+        "decoder_utilization_ratio": _scaled(v("decoder_percent"), 0.01),
+        "pcie_replays": None if v("pcie_replays") is None else int(v("pcie_replays") or 0),
+        "inforom_valid": gpu.inforom_valid if gpu.supports("inforom") else None,
+        "mig_enabled": bool(gpu.mig),
+    }
+    ecc = gpu.ecc if gpu.supports("ecc") else None
+    out["ecc"] = None if ecc is None else EccCounts(
+        *(None if s is None else int(at(s, cycle)) for s in (
+            ecc.corrected_volatile, ecc.uncorrected_volatile, ecc.corrected_aggregate, ecc.uncorrected_aggregate))
+    )  # fmt: skip
+    pages = gpu.retired_pages if gpu.supports("retired_pages") else None
+    out["retired_pages"] = None if pages is None else RetiredPages(
+        int(at(pages.single_bit, cycle)), int(at(pages.double_bit, cycle)), pages.pending
+    )  # fmt: skip
+    rows = gpu.remapped_rows if gpu.supports("remapped_rows") else None
+    out["remapped_rows"] = None if rows is None else RemappedRows(
+        int(at(rows.correctable, cycle)), int(at(rows.uncorrectable, cycle)), rows.pending, rows.failed
+    )  # fmt: skip
+    reasons = gpu.clock_event_reasons if gpu.supports("clock_event_reasons") else None
+    out["clock_event_reasons"] = None if reasons is None else frozenset(reasons)
+    return out
+
+
+def expected_processes(gpu: GpuScenario, cycle: int) -> dict[tuple[int, int | None], dict[str, Any]]:
+    """(pid, gpu instance) -> name, types, memory, SM ratio; the SM share needs process
+    utilisation support (one sample per cycle, so the average is that cycle's value)."""
+    sampled = gpu.supports("process_utilization")
+    out: dict[tuple[int, int | None], dict[str, Any]] = {}
+    groups = [(None, gpu.processes)] + [(m.gpu_instance_id, m.processes) for m in gpu.mig]
+    for gi, procs in groups:
+        for p in procs:
+            out[(p.pid, gi)] = {
+                "name": p.name,
+                "types": p.types,
+                "used_memory_bytes": None if p.used_memory_bytes is None else int(at(p.used_memory_bytes, cycle)),
+                "sm_util_ratio": None
+                if p.sm_util_percent is None or not sampled
+                else at(p.sm_util_percent, cycle) / 100,
+            }
+    return out
