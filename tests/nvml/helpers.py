@@ -11,7 +11,14 @@ import pynvml
 
 from falcon_gpu.model.snapshot import EccCounts, RemappedRows, RetiredPages
 from falcon_gpu.simulator.library import SimulatedNvml
-from falcon_gpu.simulator.scenario import GpuScenario, Scenario, at, load_scenario, parse_scenario, resolve_scenario
+from falcon_gpu.simulator.scenario import (
+    GpuScenario,
+    Scenario,
+    at,
+    load_scenario,
+    parse_scenario,
+    resolve_scenario,
+)
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.telemetry import Telemetry
 
@@ -31,7 +38,10 @@ class Quirky:
     like an old binding) and with ``override`` functions in place of the simulator's."""
 
     def __init__(
-        self, sim: SimulatedNvml, hide: tuple[str, ...] = (), override: dict[str, Callable[..., Any]] | None = None
+        self,
+        sim: SimulatedNvml,
+        hide: tuple[str, ...] = (),
+        override: dict[str, Callable[..., Any]] | None = None,
     ) -> None:
         self.sim = sim
         self.hide = set(hide)
@@ -68,7 +78,9 @@ def gpu(uuid: str = "GPU-a", **extra: object) -> dict[str, object]:
     return out
 
 
-def source_on(lib: Any, clock: Callable[[], float] | None = None, **kwargs: Any) -> tuple[NvmlSource, Telemetry]:
+def source_on(
+    lib: Any, clock: Callable[[], float] | None = None, **kwargs: Any
+) -> tuple[NvmlSource, Telemetry]:
     telemetry = Telemetry()
     source = NvmlSource(lib, telemetry, clock=clock or FakeClock(), **kwargs)
     return source, telemetry
@@ -114,18 +126,35 @@ def expected_device(gpu: GpuScenario, cycle: int) -> dict[str, Any]:
         "mig_enabled": bool(gpu.mig),
     }
     ecc = gpu.ecc if gpu.supports("ecc") else None
-    out["ecc"] = None if ecc is None else EccCounts(
-        *(None if s is None else int(at(s, cycle)) for s in (
-            ecc.corrected_volatile, ecc.uncorrected_volatile, ecc.corrected_aggregate, ecc.uncorrected_aggregate))
-    )  # fmt: skip
+    out["ecc"] = (
+        None
+        if ecc is None
+        else EccCounts(
+            *(
+                None if s is None else int(at(s, cycle))
+                for s in (
+                    ecc.corrected_volatile,
+                    ecc.uncorrected_volatile,
+                    ecc.corrected_aggregate,
+                    ecc.uncorrected_aggregate,
+                )
+            )
+        )
+    )
     pages = gpu.retired_pages if gpu.supports("retired_pages") else None
-    out["retired_pages"] = None if pages is None else RetiredPages(
-        int(at(pages.single_bit, cycle)), int(at(pages.double_bit, cycle)), pages.pending
-    )  # fmt: skip
+    out["retired_pages"] = (
+        None
+        if pages is None
+        else RetiredPages(int(at(pages.single_bit, cycle)), int(at(pages.double_bit, cycle)), pages.pending)
+    )
     rows = gpu.remapped_rows if gpu.supports("remapped_rows") else None
-    out["remapped_rows"] = None if rows is None else RemappedRows(
-        int(at(rows.correctable, cycle)), int(at(rows.uncorrectable, cycle)), rows.pending, rows.failed
-    )  # fmt: skip
+    out["remapped_rows"] = (
+        None
+        if rows is None
+        else RemappedRows(
+            int(at(rows.correctable, cycle)), int(at(rows.uncorrectable, cycle)), rows.pending, rows.failed
+        )
+    )
     reasons = gpu.clock_event_reasons if gpu.supports("clock_event_reasons") else None
     out["clock_event_reasons"] = None if reasons is None else frozenset(reasons)
     return out
@@ -142,7 +171,9 @@ def expected_processes(gpu: GpuScenario, cycle: int) -> dict[tuple[int, int | No
             out[(p.pid, gi)] = {
                 "name": p.name,
                 "types": p.types,
-                "used_memory_bytes": None if p.used_memory_bytes is None else int(at(p.used_memory_bytes, cycle)),
+                "used_memory_bytes": None
+                if p.used_memory_bytes is None
+                else int(at(p.used_memory_bytes, cycle)),
                 "sm_util_ratio": None
                 if p.sm_util_percent is None or not sampled
                 else at(p.sm_util_percent, cycle) / 100,

@@ -22,7 +22,12 @@ PROCS = [
 def sim_with_processes() -> SimulatedNvml:
     return SimulatedNvml(
         scenario_of(
-            gpu(memory_total_bytes=40 * GIB, memory_used_bytes=5 * GIB, memory_reserved_bytes=GIB, processes=PROCS)
+            gpu(
+                memory_total_bytes=40 * GIB,
+                memory_used_bytes=5 * GIB,
+                memory_reserved_bytes=GIB,
+                processes=PROCS,
+            )
         )
     )
 
@@ -36,7 +41,9 @@ WANT = {11: (3 * GIB, ("compute",)), 12: (GIB, ("compute", "graphics"))}
 
 def test_v3_process_call_missing_attribute_falls_back_to_v2_once() -> None:
     sim = sim_with_processes()
-    lib = Quirky(sim, hide=("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v3"))
+    lib = Quirky(
+        sim, hide=("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v3")
+    )
     source, telemetry = source_on(lib)
     for t in range(3):
         assert pids_and_memory(source.collect(1000.0 + t)) == WANT
@@ -107,7 +114,11 @@ def test_memory_info_v1_only(quirk: str) -> None:
         return sim.nvmlDeviceGetMemoryInfo(handle)
 
     fn = old_binding if quirk == "no_version_argument" else memory_v1_only
-    lib = Quirky(sim, hide=("nvmlMemory_v2",) if quirk == "no_v2_constant" else (), override={"nvmlDeviceGetMemoryInfo": fn})
+    lib = Quirky(
+        sim,
+        hide=("nvmlMemory_v2",) if quirk == "no_v2_constant" else (),
+        override={"nvmlDeviceGetMemoryInfo": fn},
+    )
     source, telemetry = source_on(lib)
     for t in range(2):
         device = source.collect(1000.0 + t).devices[0]
@@ -159,8 +170,12 @@ OPTIONAL_CALLS = (
 )
 
 
-def test_not_supported_everywhere_is_none_asked_once_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
-    sim = SimulatedNvml(scenario_of(gpu(not_supported=["inforom", "mig", "processes", "process_utilization"])))
+def test_not_supported_everywhere_is_none_asked_once_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sim = SimulatedNvml(
+        scenario_of(gpu(not_supported=["inforom", "mig", "processes", "process_utilization"]))
+    )
     lib = Quirky(sim, override={"nvmlDeviceGetFieldValues": raising(pynvml.NVML_ERROR_NOT_SUPPORTED)})
     source, telemetry = source_on(lib)
     with caplog.at_level(logging.INFO, logger="falcon_gpu"):
@@ -171,12 +186,27 @@ def test_not_supported_everywhere_is_none_asked_once_and_logged_once(caplog: pyt
             assert again == device
     assert device.up
     for name in (
-        "memory_total_bytes", "memory_used_bytes", "utilization_ratio", "temperature_celsius",
-        "memory_temperature_celsius", "power_watts", "power_limit_watts", "energy_joules", "performance_state",
-        "sm_clock_hertz", "memory_clock_hertz", "fan_speed_ratio", "encoder_utilization_ratio",
-        "decoder_utilization_ratio", "pcie_replays", "ecc", "retired_pages", "remapped_rows",
-        "clock_event_reasons", "inforom_valid",
-    ):  # fmt: skip
+        "memory_total_bytes",
+        "memory_used_bytes",
+        "utilization_ratio",
+        "temperature_celsius",
+        "memory_temperature_celsius",
+        "power_watts",
+        "power_limit_watts",
+        "energy_joules",
+        "performance_state",
+        "sm_clock_hertz",
+        "memory_clock_hertz",
+        "fan_speed_ratio",
+        "encoder_utilization_ratio",
+        "decoder_utilization_ratio",
+        "pcie_replays",
+        "ecc",
+        "retired_pages",
+        "remapped_rows",
+        "clock_event_reasons",
+        "inforom_valid",
+    ):
         assert getattr(device, name) is None, name
     assert device.processes == () and device.mig == () and not device.mig_enabled
     for fn in OPTIONAL_CALLS:
@@ -206,7 +236,9 @@ def test_clock_event_reasons_fall_back_to_throttle_reasons() -> None:
     assert source.caller.chosen("clock_event_reasons") == "throttle"
 
 
-def test_unexpected_error_fails_one_reader_counted_every_cycle_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+def test_unexpected_error_fails_one_reader_counted_every_cycle_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     sim = SimulatedNvml(scenario_of(gpu(power_watts=100, power_limit_watts=300, temperature_celsius=40)))
     broken = {"nvmlDeviceGetPowerUsage": raising(pynvml.NVML_ERROR_UNKNOWN)}
     lib = Quirky(sim, override=broken)
@@ -216,7 +248,9 @@ def test_unexpected_error_fails_one_reader_counted_every_cycle_logged_once(caplo
             device = source.collect(1000.0 + t).devices[0]
             assert device.up and device.power_watts is None
             assert device.power_limit_watts == 300 and device.temperature_celsius == 40
-        assert lib.calls["nvmlDeviceGetPowerUsage"] == 3  # unexpected errors are retried, unlike NOT_SUPPORTED
+        assert (
+            lib.calls["nvmlDeviceGetPowerUsage"] == 3
+        )  # unexpected errors are retried, unlike NOT_SUPPORTED
         assert telemetry.view().errors_total == {"nvml_field": 3}
         assert telemetry.is_failing("reader:thermal_power:GPU-a")
         lib.override.clear()
@@ -228,7 +262,9 @@ def test_unexpected_error_fails_one_reader_counted_every_cycle_logged_once(caplo
 
 
 def test_a_reader_crashing_on_a_strange_answer_is_contained() -> None:
-    sim = SimulatedNvml(scenario_of(gpu(power_watts=100, utilization_gpu_percent=5, utilization_memory_percent=1)))
+    sim = SimulatedNvml(
+        scenario_of(gpu(power_watts=100, utilization_gpu_percent=5, utilization_memory_percent=1))
+    )
     lib = Quirky(sim, override={"nvmlDeviceGetUtilizationRates": lambda h: object()})
     source, telemetry = source_on(lib)
     device = source.collect(1000.0).devices[0]

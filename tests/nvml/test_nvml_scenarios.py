@@ -47,8 +47,11 @@ def test_snapshot_equals_the_scenario_every_cycle(name: str) -> None:
             actual = {f.name: getattr(device, f.name) for f in dataclasses.fields(device)}
             for key, value in expected_device(gpu, cycle).items():
                 assert actual[key] == (pytest.approx(value) if isinstance(value, float) else value), (
-                    name, cycle, gpu.uuid, key,
-                )  # fmt: skip
+                    name,
+                    cycle,
+                    gpu.uuid,
+                    key,
+                )
             want = expected_processes(gpu, cycle)
             got = {(p.pid, p.gpu_instance_id): p for p in device.processes}
             assert set(got) == set(want), (name, cycle, gpu.uuid)
@@ -61,15 +64,18 @@ def test_snapshot_equals_the_scenario_every_cycle(name: str) -> None:
             for mig, reading in zip(gpu.mig, device.mig, strict=True):
                 assert (reading.uuid, reading.profile) == (mig.uuid, mig.profile)
                 assert (reading.gpu_instance_id, reading.compute_instance_id) == (
-                    mig.gpu_instance_id, mig.compute_instance_id,
-                )  # fmt: skip
+                    mig.gpu_instance_id,
+                    mig.compute_instance_id,
+                )
                 assert reading.memory_total_bytes == at(mig.memory_total_bytes or (0,), cycle)
                 assert reading.memory_used_bytes == at(mig.memory_used_bytes or (0,), cycle)
                 assert {p.pid for p in reading.processes} == {p.pid for p in mig.processes}
                 assert all(p.gpu_instance_id == mig.gpu_instance_id for p in reading.processes)
     lost = sum(1 for g in scenario.gpus if g.lost_at_cycle is not None and g.lost_at_cycle < CYCLES)
     errors = telemetry.view().errors_total
-    assert errors.get("gpu", 0) == sum(CYCLES - g.lost_at_cycle for g in scenario.gpus if g.lost_at_cycle is not None)
+    assert errors.get("gpu", 0) == sum(
+        CYCLES - g.lost_at_cycle for g in scenario.gpus if g.lost_at_cycle is not None
+    )
     assert set(errors) <= ({"gpu"} if lost else set()), errors  # NOT_SUPPORTED is never an error
     xid.stop()
     source.close()
@@ -81,7 +87,10 @@ def test_faulty_node_reads_every_fault() -> None:
     source, _ = source_on(sim)
     snaps = [source.collect(1000.0 + 30 * c) for c in range(3)]
     flaky, lost, old = snaps[2].devices
-    assert flaky.ecc is not None and flaky.ecc.corrected_volatile == 40 and flaky.ecc.uncorrected_aggregate == 1
+    assert not lost.up and lost.error is not None
+    assert (
+        flaky.ecc is not None and flaky.ecc.corrected_volatile == 40 and flaky.ecc.uncorrected_aggregate == 1
+    )
     assert [s.devices[0].ecc.corrected_aggregate for s in snaps if s.devices[0].ecc] == [120, 132, 160]
     assert flaky.clock_event_reasons == frozenset({"hw_thermal", "sw_power_cap"})
     assert flaky.retired_pages is not None and flaky.retired_pages.pending

@@ -1,0 +1,214 @@
+"""XID events (drain and thread), process SM shares since the last sample, process names, MIG slots."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml
+import pytest
+
+from falcon_gpu.simulator.library import SimulatedNvml
+from falcon_gpu.sources.nvml.readers.clocks import reasons_from_mask
+from falcon_gpu.sources.nvml.readers.mig import profile_from_name
+from falcon_gpu.sources.nvml.session import cuda_version_text
+from falcon_gpu.sources.nvml.xid import XidWatcher
+from falcon_gpu.telemetry import Telemetry
+from tests.nvml.helpers import GIB, Quirky, gpu, raising, scenario_named, scenario_of, source_on
+
+
+# -- XID -----------------------------------------------------------------------
+def test_drain_now_counts_events_per_uuid_and_xid() -> None:
+    scenario = scenario_named("faulty-node")
+    sim = SimulatedNvml(scenario)
+    sim.nvmlInit()
+    telemetry = Telemetry()
+    xid = XidWatcher(sim, telemetry)
+    flaky, lost = scenario.gpus[0].uuid, scenario.gpus[1].uuid
+    history = []
+    for _ in range(4):
+        sim.nvmlDeviceGetCount()
+        xid.drain_now()
+        history.append(xid.counts())
+    assert history == [
+        {},
+        {flaky: {48: 1}, lost: {79: 1}},
+        {flaky: {48: 2}, lost: {79: 1}},
+        {flaky: {48: 2}, lost: {79: 1}},
+    ]
+    assert telemetry.view().errors_total == {}
+    xid.stop()
+    sim.nvmlShutdown()
+    assert not sim.initialized  # the watcher released its own NVML reference
+
+
+def test_watcher_thread_collects_events_while_cycles_run() -> None:
+    scenario = scenario_named("faulty-node")
+    sim = SimulatedNvml(scenario)
+    telemetry = Telemetry()
+    xid = XidWatcher(sim, telemetry, wait_ms=1000)
+    source, _ = source_on(sim, xid=xid)
+    source.collect(0.0)
+    xid.start()
+    xid.start()  # idempotent
+    source.collect(30.0)
+    source.collect(60.0)
+    deadline = time.monotonic() + 10
+    want = {scenario.gpus[0].uuid: {48: 2}, scenario.gpus[1].uuid: {79: 1}}
+    while xid.counts() != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert xid.counts() == want
+    snap = source.collect(90.0)  # drain_now is a no-op while the thread runs
+    assert snap.devices[0].xid_counts == {48: 2}
+    assert snap.devices[1].xid_counts == {79: 1} and not snap.devices[1].up
+    xid.stop()
+    assert sim.calls["nvmlEventSetFree"] == 1
+
+
+def test_watcher_survives_no_event_support_and_init_failure() -> None:
+    sim = SimulatedNvml(
+        scenario_of(gpu(not_supported=["xid_events"]), gpu("GPU-b", xid_events=[{"xid": 13}]))
+    )
+    sim.fail_init_times = 1
+    telemetry = Telemetry()
+    now = [0.0]
+    xid = XidWatcher(sim, telemetry, clock=lambda: now[0])
+    xid.drain_now()
+    assert xid.counts() == {} and telemetry.view().errors_total == {"xid": 1}
+    xid.drain_now()  # inside the backoff: no new attempt
+    assert sim.calls["nvmlInit"] == 1
+    now[0] = 1.0
+    sim.nvmlInit()
+    sim.nvmlDeviceGetCount()
+    xid.drain_now()
+    assert xid.counts() == {"GPU-b": {13: 1}}  # GPU-a could not register and is skipped
+    xid.stop()
+
+
+def test_event_wait_errors_are_counted_not_raised() -> None:
+    sim = SimulatedNvml(scenario_of(gpu()))
+    lib = Quirky(sim, override={"nvmlEventSetWait": raising(pynvml.NVML_ERROR_UNKNOWN)})
+    telemetry = Telemetry()
+    xid = XidWatcher(lib, telemetry)
+    xid.drain_now()
+    xid.drain_now()
+    assert telemetry.view().errors_total == {"xid": 2}
+    assert xid.counts() == {}
+    xid.stop()
+
+
+# -- processes -------------------------------------------------------------------
+def sample(pid: int, stamp: int, sm: int) -> SimpleNamespace:
+    return SimpleNamespace(pid=pid, timeStamp=stamp, smUtil=sm, memUtil=0, encUtil=0, decUtil=0)
+
+
+def test_sm_share_averages_new_samples_and_skips_seen_ones() -> None:
+    procs = [
+        {"pid": 1, "name": "a", "used_memory_bytes": GIB},
+        {"pid": 2, "name": "b", "used_memory_bytes": GIB},
+    ]
+    sim = SimulatedNvml(scenario_of(gpu(processes=procs)))
+    asked: list[int] = []
+    answers: list[Any] = [
+        [sample(1, 1_000_000_100, 20), sample(1, 1_000_000_200, 40), sample(2, 1_000_000_150, 90)],
+        [sample(1, 1_000_000_200, 40), sample(1, 1_030_000_500, 10)],  # the first one was already used
+        pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND),
+    ]
+
+    def utilisation(handle: Any, last_seen: int) -> Any:
+        asked.append(last_seen)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    source, telemetry = source_on(Quirky(sim, override={"nvmlDeviceGetProcessUtilization": utilisation}))
+    shares = []
+    for now in (1000.0, 1030.0, 1060.0):
+        shares.append({p.pid: p.sm_util_ratio for p in source.collect(now).devices[0].processes})
+    assert shares[0] == {1: pytest.approx(0.30), 2: pytest.approx(0.90)}
+    assert shares[1] == {1: pytest.approx(0.10), 2: None}
+    assert shares[2] == {1: None, 2: None}  # NOT_FOUND: no new samples, not an error
+    assert asked == [0, 1_000_000_200, 1_030_000_500]
+    assert telemetry.view().errors_total == {}
+
+
+def test_last_seen_is_at_least_the_previous_cycle_time() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(processes=[{"pid": 1, "used_memory_bytes": 1}])))
+    asked: list[int] = []
+
+    def utilisation(handle: Any, last_seen: int) -> Any:
+        asked.append(last_seen)
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+
+    source, _ = source_on(Quirky(sim, override={"nvmlDeviceGetProcessUtilization": utilisation}))
+    source.collect(1000.0)
+    source.collect(1030.0)
+    assert asked == [0, 1_000_000_000]
+
+
+def test_process_names_are_asked_once_per_pid_and_forgotten_when_it_exits() -> None:
+    procs = [{"pid": 1, "name": "a", "used_memory_bytes": 1}, {"pid": 2, "name": "b", "used_memory_bytes": 1}]
+    sim = SimulatedNvml(scenario_of(gpu(processes=procs), gpu("GPU-b", processes=procs[:1])))
+    lib = Quirky(sim)
+    source, _ = source_on(lib)
+    for t in range(3):
+        names = {p.pid: p.name for p in source.collect(float(t)).devices[0].processes}
+        assert names == {1: "a", 2: "b"}
+    assert sim.calls["nvmlSystemGetProcessName"] == 2
+    lib.override["nvmlDeviceGetComputeRunningProcesses_v3"] = lambda h: []
+    source.collect(10.0)
+    lib.override.clear()
+    source.collect(11.0)
+    assert sim.calls["nvmlSystemGetProcessName"] == 4  # looked up again after the PIDs went away
+
+
+def test_mig_empty_slots_are_skipped_and_processes_carry_instances() -> None:
+    scenario = scenario_named("mig-node")
+    sim = SimulatedNvml(scenario)
+    source, telemetry = source_on(sim)
+    device = source.collect(0.0).devices[0]
+    assert device.mig_enabled and [m.profile for m in device.mig] == [
+        "1g.10gb",
+        "1g.10gb",
+        "2g.20gb",
+        "3g.40gb",
+    ]
+    assert sim.calls["nvmlDeviceGetMigDeviceHandleByIndex"] == 7  # 3 empty slots answered NOT_FOUND
+    assert {(p.pid, p.gpu_instance_id) for p in device.processes} == {(7001, 9), (7002, 10), (7003, 5)}
+    assert device.mig[0].processes[0].sm_util_ratio == pytest.approx(0.9)
+    assert device.mig[3].processes == ()
+    assert telemetry.view().errors_total == {}
+    source.collect(30.0)
+    assert sim.calls["nvmlDeviceGetMigDeviceHandleByIndex"] == 14  # empty slots are not "not supported"
+
+
+def test_mig_processes_only_on_instance_handles_are_added_to_the_device() -> None:
+    scenario = scenario_named("mig-node")
+    sim = SimulatedNvml(scenario)
+    parent_lists = {"nvmlDeviceGetComputeRunningProcesses_v3"}
+
+    def only_instances(handle: Any) -> Any:
+        if hasattr(handle, "mig"):
+            return sim.nvmlDeviceGetComputeRunningProcesses_v3(handle)
+        return []  # an unprivileged parent list: empty under MIG
+
+    lib = Quirky(sim, override={name: only_instances for name in parent_lists})
+    source, _ = source_on(lib)
+    device = source.collect(0.0).devices[0]
+    assert {(p.pid, p.gpu_instance_id, p.compute_instance_id) for p in device.processes} == {
+        (7001, 9, 0),
+        (7002, 10, 0),
+        (7003, 5, 0),
+    }
+
+
+# -- small pure helpers ------------------------------------------------------------
+def test_pure_conversions() -> None:
+    assert profile_from_name("NVIDIA A100-SXM4-40GB MIG 1g.5gb") == "1g.5gb"
+    assert profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me") == "1g.10gb+me"
+    assert profile_from_name("NVIDIA L4") == ""
+    assert cuda_version_text(12040) == "12.4" and cuda_version_text(11080) == "11.8"
+    assert reasons_from_mask(0) == frozenset()
+    assert reasons_from_mask(0x1 | 0x4 | 0x100) == frozenset({"idle", "sw_power_cap", "display_clocks"})
