@@ -35,7 +35,7 @@ class LatestSink(Sink, Generic[S]):
         self.name = config.name
         self._cfg = config
         self._telemetry = telemetry
-        self._key = f"sink:{self.name}"
+        self._key = f"delivery:{self.name}"  # "sink:<name>" is the cycle's key for submit()
         telemetry.register_sink(self.name)
         self._cond = threading.Condition()
         self._slot: tuple[S, int] | None = None

@@ -64,7 +64,7 @@ class QueuedSink(Sink, Generic[T]):
         self.name = config.name
         self._cfg = config
         self._telemetry = telemetry
-        self._key = f"sink:{self.name}"
+        self._key = f"delivery:{self.name}"  # "sink:<name>" is the cycle's key for submit()
         telemetry.register_sink(self.name)
         self._spool = Spool(Path(spool_dir) / self.name, spool_max_bytes,
                             on_evict=self._evicted, on_corrupt=self._corrupt)
