@@ -69,7 +69,7 @@ class _Acc:
 class JoinResult:
     attribution: Attribution
     misses: frozenset[str]
-    """Pod UIDs / container IDs seen in cgroups but not (yet) in the name maps."""
+    """Container IDs (or pod UIDs) seen in cgroups that could not be named (yet)."""
     in_pod: int
     """Processes whose cgroup names a pod."""
     attributed: int
@@ -116,13 +116,12 @@ class Joiner:
                 c = lookups.names.containers.get(ident.container_id)
                 if c is not None:
                     return (c.namespace, c.pod, c.container)
-                misses.add(ident.container_id)
             p = lookups.names.pods.get(ident.pod_uid)
-            if p is None:
-                misses.add(ident.pod_uid)
-                return None
-            only = single_gpu_container.get((p.namespace, p.pod))
-            return (p.namespace, p.pod, only) if only else None
+            only = single_gpu_container.get((p.namespace, p.pod)) if p is not None else None
+            if p is not None and only:
+                return (p.namespace, p.pod, only)  # the pod's one GPU container: no log link needed
+            misses.add(ident.container_id or ident.pod_uid)
+            return None
 
         for dev in snapshot.devices:
             unattributed.setdefault((dev.uuid, None), _Acc())

@@ -241,7 +241,7 @@ def test_unknown_container_is_a_miss_and_unattributed() -> None:
     ids = identities()
     ids[101] = CgroupIdentity(pod_uid(99), container_id(99))
     result = Joiner().join(node((0,) * 5), ids, Lookups.build(names(), kubelet(), None), 0.0)
-    assert result.misses == {pod_uid(99), container_id(99)}
+    assert result.misses == {container_id(99)}
     assert (result.in_pod, result.attributed) == (8, 7)
     unattr = {(u.gpu_uuid, u.mig_uuid): u for u in result.attribution.unattributed}
     assert unattr[(gpu(0).uuid, None)].processes == 2
@@ -254,7 +254,15 @@ def test_known_pod_unknown_container_uses_the_single_gpu_container() -> None:
     ids[101] = CgroupIdentity(pod_uid(ALICE[3]), container_id(77))  # no log file for this container yet
     result = Joiner().join(node((0,) * 5), ids, Lookups.build(names(), kubelet(), None), 0.0)
     assert by_container(result.attribution.pods)[key(ALICE, 0)].processes == 1
-    assert result.misses == {container_id(77)}
+    assert result.misses == frozenset()
+
+
+def test_pod_level_process_of_a_pod_with_several_gpu_containers_is_a_miss() -> None:
+    ids = identities()
+    ids[201] = CgroupIdentity(pod_uid(PRE[3]), None)  # pipeline-0 has two GPU containers
+    result = Joiner().join(node((0,) * 5), ids, Lookups.build(names(), kubelet(), None), 0.0)
+    assert result.misses == {pod_uid(PRE[3])}
+    assert by_container(result.attribution.pods)[key(PRE, 1)].processes == 0
 
 
 def test_process_metrics_carry_the_container() -> None:
