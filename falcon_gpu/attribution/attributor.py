@@ -180,6 +180,17 @@ class Attributor:
         identities = {pid: self._pids.lookup(pid) for pid in pids}
         self._pids.retain(pids)
         cgroup_ok = not pids or any(self._pids.was_readable(pid) for pid in pids)
+        if cgroup_ok:
+            proc_root = self._settings.proc_root
+            self._telemetry.recovered("cgroup", f"GPU processes visible under {proc_root} again")
+        else:
+            self._telemetry.failing(
+                "cgroup",
+                "cgroup",
+                f"none of the {len(pids)} GPU process IDs exists under {self._settings.proc_root}: run the "
+                "agent with hostPID: true (or mount the host's /proc and set proc_root); "
+                "every process stays unattributed",
+            )
         sources_ok = {"cgroup": cgroup_ok, **self._ok}
         if not self._settings.pod_labels:
             sources_ok.pop("kube_api")

@@ -111,6 +111,27 @@ def test_unknown_container_triggers_a_background_rescan(
         attributor.close()
 
 
+def test_invisible_host_pids_are_reported_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings(
+        proc_root=tmp_path, log_root=tmp_path, kubelet_socket=tmp_path / "none.sock", node="n"
+    )
+    telemetry = Telemetry()
+    attributor = Attributor(settings, telemetry)
+    snap = snapshot(gpu(0, (proc(31337, 1, 0.5),)))
+    try:
+        for _ in range(3):
+            result = attributor.attribute(snap)
+        rows = {check: (ok, detail) for check, ok, detail in attributor.diagnose(snap)}
+    finally:
+        attributor.close()
+    assert result.sources_ok["cgroup"] is False
+    assert [(u.processes, u.memory_used_bytes > 0) for u in result.unattributed] == [(1, True)]
+    assert telemetry.view().errors_total["cgroup"] == 3
+    assert len([r for r in caplog.records if "hostPID" in r.getMessage()]) == 1
+    assert rows["host PIDs visible"][0] is False and "hostPID" in rows["host PIDs visible"][1]
+    assert rows["kubelet socket"][0] is False and rows["log dirs"][0] is False
+
+
 def test_missing_log_dirs_are_counted_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     settings = Settings(
         proc_root=tmp_path, log_root=tmp_path / "nope", kubelet_socket=tmp_path / "none.sock", node="n"
