@@ -15,7 +15,13 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    JobEvent,
+)
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
@@ -48,10 +54,14 @@ def run_every(
                 f"a cycle took longer than the interval ({interval}s); skipping runs until it ends",
                 level=logging.WARNING,
             )
+        elif event.code == EVENT_JOB_EXECUTED:
+            telemetry.recovered("cycle_overrun", "cycles keep up with the interval again")
         elif event.code == EVENT_JOB_ERROR:
             telemetry.failing("cycle", "cycle", f"cycle failed: {getattr(event, 'exception', None)!r}")
 
-    scheduler.add_listener(on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED | EVENT_JOB_ERROR)
+    scheduler.add_listener(
+        on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED | EVENT_JOB_ERROR | EVENT_JOB_EXECUTED
+    )
     scheduler.add_job(
         cycle,
         IntervalTrigger(seconds=interval),

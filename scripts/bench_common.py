@@ -1,0 +1,54 @@
+"""Helpers shared by the benchmark scripts: a synthetic node, a cycle runner, RSS, medians."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_scenario import scenario  # noqa: E402
+
+from falcon_gpu.agent.cycle import CycleRunner  # noqa: E402
+from falcon_gpu.simulator.scenario import load_scenario  # noqa: E402
+from falcon_gpu.sinks.config import StdoutSinkConfig  # noqa: E402
+from falcon_gpu.sinks.stdout import StdoutSink  # noqa: E402
+from falcon_gpu.sources.nvml.library import load_nvml  # noqa: E402
+from falcon_gpu.sources.nvml.source import NvmlSource  # noqa: E402
+from falcon_gpu.telemetry import Telemetry  # noqa: E402
+
+
+def write_scenario(gpus: int, processes: int, pods: bool = False) -> Path:
+    fd = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    json.dump(scenario(gpus, processes, pods), fd)
+    fd.close()
+    return Path(fd.name)
+
+
+def make_runner(path: Path, stream: TextIO, fmt: str = "prometheus") -> CycleRunner:
+    """collect + health + schemas + stdout encode, no attribution (measured on its own)."""
+    telemetry = Telemetry()
+    lib = load_nvml(load_scenario(path))
+    sink = StdoutSink(StdoutSinkConfig(type="stdout", format=fmt), telemetry=telemetry, stream=stream)  # type: ignore[arg-type]
+    return CycleRunner(
+        node="bench",
+        step=30,
+        source=NvmlSource(lib, telemetry),
+        attributor=None,
+        sinks=[sink],
+        telemetry=telemetry,
+    )
+
+
+def rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def median_ms(xs: list[float]) -> float:
+    return statistics.median(xs) * 1000

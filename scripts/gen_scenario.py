@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Write a synthetic scenario (CONTRACT section 5) of N GPUs and P processes, for benchmarks.
+
+Usage: scripts/gen_scenario.py --gpus 8 --processes 64 [--pods] > node.json
+With ``--pods`` every process gets a pod cgroup, log files and a kubelet allocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid as uuidlib
+from typing import Any
+
+
+def scenario(gpus: int, processes: int, pods: bool) -> dict[str, Any]:
+    rnd = uuidlib.UUID(int=0x5EED)
+    devices: list[dict[str, Any]] = []
+    host: dict[str, Any] = {"proc": {}, "pod_resources": [], "log_containers": [], "log_pods": []}
+    for g in range(gpus):
+        guid = f"GPU-{uuidlib.UUID(int=rnd.int + g)}"
+        devices.append(
+            {
+                "uuid": guid,
+                "name": "NVIDIA H100 80GB HBM3",
+                "pci_bus_id": f"00000000:{0x18 + g:02x}:00.0",
+                "memory_total_bytes": 85520809984,
+                "memory_used_bytes": [1e9 * (g + 1), 2e9 * (g + 1)],
+                "memory_reserved_bytes": 0,
+                "utilization_gpu_percent": [50 + g % 50, 60],
+                "utilization_memory_percent": 30,
+                "temperature_celsius": 60,
+                "memory_temperature_celsius": 70,
+                "power_watts": 350.5,
+                "power_limit_watts": 700,
+                "energy_joules": [1000 * g + i * 10.0 for i in range(5)],
+                "performance_state": 0,
+                "sm_clock_mhz": 1980,
+                "memory_clock_mhz": 2619,
+                "fan_speed_percent": 30,
+                "encoder_percent": 0,
+                "decoder_percent": 0,
+                "pcie_replays": 0,
+                "ecc": {
+                    "corrected_volatile": 0,
+                    "uncorrected_volatile": 0,
+                    "corrected_aggregate": 0,
+                    "uncorrected_aggregate": 0,
+                },
+                "retired_pages": {"single_bit": 0, "double_bit": 0, "pending": False},
+                "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failed": False},
+                "clock_event_reasons": [],
+                "processes": [],
+            }
+        )
+    for p in range(processes):
+        g = p % gpus
+        pid = 10000 + p
+        devices[g]["processes"].append(
+            {
+                "pid": pid,
+                "name": "python",
+                "type": "compute",
+                "used_memory_bytes": 1 << 30,
+                "sm_util_percent": 100 // max(1, processes // gpus),
+            }
+        )
+        if pods:
+            puid = str(uuidlib.UUID(int=rnd.int + 1000 + p))
+            cid = f"{p:064x}"
+            pod, ns = f"job-{p}", "bench"
+            host["proc"][str(pid)] = {
+                "cgroup": "0::/kubepods.slice/kubepods-burstable.slice/"
+                f"kubepods-burstable-pod{puid.replace('-', '_')}.slice/cri-containerd-{cid}.scope\n"
+            }
+            host["log_containers"].append(f"{pod}_{ns}_main-{cid}.log")
+            host["log_pods"].append(f"{ns}_{pod}_{puid}")
+            host["pod_resources"].append(
+                {
+                    "namespace": ns,
+                    "name": pod,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "devices": [
+                                {
+                                    "resource_name": "nvidia.com/gpu.shared",
+                                    "device_ids": [f"{devices[g]['uuid']}::{p}"],
+                                }
+                            ],
+                        }
+                    ],
+                }
+            )
+    out: dict[str, Any] = {"driver_version": "550.54.15", "cuda_version": "12.4", "gpus": devices}
+    if pods:
+        out["host"] = host
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--processes", type=int, default=64)
+    ap.add_argument("--pods", action="store_true")
+    a = ap.parse_args()
+    json.dump(scenario(a.gpus, a.processes, a.pods), sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

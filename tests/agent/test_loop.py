@@ -1,0 +1,64 @@
+"""The scheduled loop: never overlapping, skips counted, stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from falcon_gpu.agent.loop import run_every
+from falcon_gpu.telemetry import Telemetry
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_slow_cycle_is_skipped_and_counted_not_overlapped() -> None:
+    telemetry = Telemetry()
+    stop = threading.Event()
+    running = 0
+    max_running = 0
+    calls = 0
+    lock = threading.Lock()
+
+    def slow_cycle() -> None:
+        nonlocal running, max_running, calls
+        with lock:
+            running += 1
+            calls += 1
+            max_running = max(max_running, running)
+        time.sleep(0.35)
+        with lock:
+            running -= 1
+
+    threading.Timer(1.3, stop.set).start()
+    run_every(0.1, slow_cycle, telemetry, stop)
+    view = telemetry.view()
+    assert max_running == 1
+    assert calls >= 2
+    assert view.cycles_skipped_total >= 1
+    assert view.errors_total["cycle_overrun"] == view.cycles_skipped_total
+
+
+def test_run_loop_cycles_then_stops_on_sigterm(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[[sinks]]\ntype = "stdout"\nformat = "falcon"\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "--interval", "0.3", "--config", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(3)]  # three cycles, one JSON array each
+    os.kill(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert all(line.startswith("[") for line in lines)
+    stamps = [__import__("json").loads(line)[0]["timestamp"] for line in lines]
+    assert stamps == sorted(stamps)
+    assert "SIGTERM" in err
