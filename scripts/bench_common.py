@@ -10,21 +10,20 @@ from pathlib import Path
 from typing import TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gen_scenario import scenario  # noqa: E402
+from gen_scenario import scenario
 
-from falcon_gpu.agent.cycle import CycleRunner  # noqa: E402
-from falcon_gpu.simulator.scenario import load_scenario  # noqa: E402
-from falcon_gpu.sinks.config import StdoutSinkConfig  # noqa: E402
-from falcon_gpu.sinks.stdout import StdoutSink  # noqa: E402
-from falcon_gpu.sources.nvml.library import load_nvml  # noqa: E402
-from falcon_gpu.sources.nvml.source import NvmlSource  # noqa: E402
-from falcon_gpu.telemetry import Telemetry  # noqa: E402
+from falcon_gpu.agent.cycle import CycleRunner
+from falcon_gpu.simulator.scenario import load_scenario
+from falcon_gpu.sinks.config import StdoutSinkConfig
+from falcon_gpu.sinks.stdout import StdoutSink
+from falcon_gpu.sources.nvml.library import load_nvml
+from falcon_gpu.sources.nvml.source import NvmlSource
+from falcon_gpu.telemetry import Telemetry
 
 
 def write_scenario(gpus: int, processes: int, pods: bool = False) -> Path:
-    fd = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-    json.dump(scenario(gpus, processes, pods), fd)
-    fd.close()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fd:
+        json.dump(scenario(gpus, processes, pods), fd)
     return Path(fd.name)
 
 

@@ -62,9 +62,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for gpus, procs, target in ((8, 64, 5), (16, 256, 25)):
         ours, peer = measure(gpus, procs, a.cycles)
-        print(
-            f"| {gpus} GPUs x {procs} processes | {ours:.2f} | {peer:.2f} | {ours / peer:.1f}x | <= {target} ms |"
-        )
+        node = f"{gpus} GPUs x {procs} processes"
+        print(f"| {node} | {ours:.2f} | {peer:.2f} | {ours / peer:.1f}x | <= {target} ms |")
 
 
 if __name__ == "__main__":

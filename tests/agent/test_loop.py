@@ -56,7 +56,7 @@ def test_run_loop_cycles_then_stops_on_sigterm(tmp_path: Path) -> None:
     assert proc.stdout is not None
     lines = [proc.stdout.readline() for _ in range(3)]  # three cycles, one JSON array each
     os.kill(proc.pid, signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert all(line.startswith("[") for line in lines)
     stamps = [__import__("json").loads(line)[0]["timestamp"] for line in lines]
