@@ -15,6 +15,13 @@ relies on the source calling it exactly once per cycle, at the start (it does:
 see :mod:`falcon_gpu.sources.nvml.source`). Scenario lists are indexed by this
 cycle; ``lost_at_cycle`` and ``xid_events`` are compared with it.
 
+**A lost GPU** answers GPU_IS_LOST to every reading from ``lost_at_cycle`` on.
+Its handle and identity (``nvmlDeviceGetHandleByIndex``, ``...GetUUID``,
+``...GetName``, ``...GetPciInfo``) keep answering, the way NVML serves them from
+what it enumerated at init, so that a GPU lost from cycle 0 can still be named
+in a one-shot run. (On some real failures even the handle lookup fails; the
+source copes with that too, reporting the device down without a UUID.)
+
 **Init.** ``nvmlInit`` is reference-counted like NVML's; every other call made
 without it raises UNINITIALIZED. Tests can make the next N inits fail with
 ``sim.fail_init_times = N`` (and ``sim.init_error = code``), a knob kept out of

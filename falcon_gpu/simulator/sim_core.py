@@ -97,25 +97,28 @@ class SimCore:
         if lost is not None and self.cycle >= lost:
             fail(pynvml.NVML_ERROR_GPU_IS_LOST)
 
-    def _device(self, handle: Any, fn: str) -> SimDevice:
-        """A physical device handle; a MIG handle answers NOT_SUPPORTED, anything else INVALID_ARGUMENT."""
+    def _device(self, handle: Any, fn: str, *, identity: bool = False) -> SimDevice:
+        """A physical device handle; a MIG handle answers NOT_SUPPORTED, anything else INVALID_ARGUMENT.
+        ``identity`` calls keep answering for a lost GPU (see the library docstring)."""
         self._enter(fn)
         if isinstance(handle, SimMigDevice):
             self._check_lost(handle.parent)
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         if not isinstance(handle, SimDevice):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        self._check_lost(handle)
+        if not identity:
+            self._check_lost(handle)
         return handle
 
-    def _any(self, handle: Any, fn: str) -> tuple[SimDevice, SimMigDevice | None]:
+    def _any(self, handle: Any, fn: str, *, identity: bool = False) -> tuple[SimDevice, SimMigDevice | None]:
         self._enter(fn)
         if isinstance(handle, SimMigDevice):
             self._check_lost(handle.parent)
             return handle.parent, handle
         if not isinstance(handle, SimDevice):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        self._check_lost(handle)
+        if not identity:
+            self._check_lost(handle)
         return handle, None
 
     def _value(self, dev: SimDevice, key: str) -> float:

@@ -44,15 +44,15 @@ class DeviceCalls(SimCore):
 
     # -- identity --------------------------------------------------------
     def nvmlDeviceGetName(self, handle: Any) -> str:
-        dev, mig = self._any(handle, "nvmlDeviceGetName")
+        dev, mig = self._any(handle, "nvmlDeviceGetName", identity=True)
         return f"{dev.gpu.name} MIG {mig.mig.profile}" if mig else dev.gpu.name
 
     def nvmlDeviceGetUUID(self, handle: Any) -> str:
-        dev, mig = self._any(handle, "nvmlDeviceGetUUID")
+        dev, mig = self._any(handle, "nvmlDeviceGetUUID", identity=True)
         return mig.mig.uuid if mig else dev.gpu.uuid
 
     def nvmlDeviceGetPciInfo(self, handle: Any) -> NvmlStruct:
-        dev = self._device(handle, "nvmlDeviceGetPciInfo")
+        dev = self._device(handle, "nvmlDeviceGetPciInfo", identity=True)
         return NvmlStruct(busId=dev.gpu.pci_bus_id, busIdLegacy=dev.gpu.pci_bus_id[4:])
 
     # -- memory and utilisation -------------------------------------------

@@ -5,6 +5,9 @@ A scenario's ``xid_events`` entry ``{cycle, xid}`` is delivered by
 set, as soon as the simulated cycle is at or past ``cycle``. Without a pending
 event the wait sleeps min(timeout, 50 ms) (waking early when a cycle begins) and
 raises ``NVMLError(NVML_ERROR_TIMEOUT)``, as NVML does.
+
+Registering a lost GPU succeeds: a GPU lost from cycle 0 stands for one that fell
+off the bus before the agent's first cycle, and its XID 79 must still be seen.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class EventCalls(SimCore):
         return SimEventSet()
 
     def nvmlDeviceRegisterEvents(self, handle: Any, eventTypes: int, eventSet: Any) -> None:
-        dev = self._device(handle, "nvmlDeviceRegisterEvents")
+        dev = self._device(handle, "nvmlDeviceRegisterEvents", identity=True)  # see the module docstring
         if not isinstance(eventSet, SimEventSet) or eventSet.freed:
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if not dev.gpu.supports("xid_events") or not eventTypes & pynvml.nvmlEventTypeXidCriticalError:

@@ -78,13 +78,35 @@ def test_gpu_lost_mid_cycle_others_still_read(caplog: pytest.LogCaptureFixture) 
     assert sum("answers again" in m for m in messages) == 1
 
 
-def test_gpu_lost_before_its_first_good_cycle() -> None:
+def test_gpu_lost_from_the_first_cycle_is_named_when_nvml_still_names_it() -> None:
     sim = SimulatedNvml(scenario_of(gpu(power_watts=5, lost_at_cycle=0), gpu("GPU-b", power_watts=6)))
     source, telemetry = source_on(sim)
     snap = source.collect(1000.0)
-    assert not snap.devices[0].up and snap.devices[0].uuid == "" and snap.devices[0].index == 0
+    assert not snap.devices[0].up and snap.devices[0].uuid == "GPU-a" and snap.devices[0].power_watts is None
     assert snap.devices[1].up and snap.devices[1].power_watts == 6
     assert telemetry.view().errors_total == {"gpu": 1}
+
+
+def test_gpu_whose_handle_cannot_be_had_is_down_without_identity() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(power_watts=5), gpu("GPU-b", power_watts=6)))
+
+    def handle(index: int) -> Any:
+        if index == 0:
+            raise pynvml.NVMLError(
+                pynvml.NVML_ERROR_UNKNOWN
+            )  # what real drivers answer for a GPU off the bus
+        return sim.nvmlDeviceGetHandleByIndex(index)
+
+    lib = Quirky(sim, override={"nvmlDeviceGetHandleByIndex": handle})
+    source, telemetry = source_on(lib)
+    for t in range(2):
+        snap = source.collect(1000.0 + t)
+        down = snap.devices[0]
+        assert (down.up, down.index, down.uuid, down.name) == (False, 0, "", "")
+        assert "Unknown Error" in (down.error or "")
+        assert snap.devices[1].up and snap.devices[1].power_watts == 6
+    assert lib.calls["nvmlDeviceGetHandleByIndex"] == 3  # retried each cycle; GPU-b's handle is cached
+    assert telemetry.view().errors_total == {"gpu": 2}
 
 
 def test_init_fails_then_recovers_on_the_backoff_schedule(caplog: pytest.LogCaptureFixture) -> None:

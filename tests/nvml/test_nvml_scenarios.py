@@ -83,11 +83,13 @@ def test_snapshot_equals_the_scenario_every_cycle(name: str) -> None:
 
 
 def test_faulty_node_reads_every_fault() -> None:
-    sim = SimulatedNvml(scenario_named("faulty-node"))
+    scenario = scenario_named("faulty-node")
+    sim = SimulatedNvml(scenario)
     source, _ = source_on(sim)
     snaps = [source.collect(1000.0 + 30 * c) for c in range(3)]
-    flaky, lost, old = snaps[2].devices
-    assert not lost.up and lost.error is not None
+    flaky, lost, old, falling = snaps[2].devices
+    assert [s.devices[1].up for s in snaps] == [False, False, False] and lost.uuid == scenario.gpus[1].uuid
+    assert [s.devices[3].up for s in snaps] == [True, True, False] and falling.memory_used_bytes is None
     assert (
         flaky.ecc is not None and flaky.ecc.corrected_volatile == 40 and flaky.ecc.uncorrected_aggregate == 1
     )
@@ -96,6 +98,5 @@ def test_faulty_node_reads_every_fault() -> None:
     assert flaky.retired_pages is not None and flaky.retired_pages.pending
     assert flaky.remapped_rows is not None and flaky.remapped_rows.pending
     assert flaky.pcie_replays == 12
-    assert [s.devices[1].up for s in snaps] == [True, True, False]
     assert old.inforom_valid is False and old.energy_joules is None and old.ecc is None
     assert old.processes[0].types == ("graphics",) and old.processes[0].sm_util_ratio is None

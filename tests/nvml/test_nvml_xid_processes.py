@@ -25,17 +25,17 @@ def test_drain_now_counts_events_per_uuid_and_xid() -> None:
     sim.nvmlInit()
     telemetry = Telemetry()
     xid = XidWatcher(sim, telemetry)
-    flaky, lost = scenario.gpus[0].uuid, scenario.gpus[1].uuid
+    flaky, lost, falling = scenario.gpus[0].uuid, scenario.gpus[1].uuid, scenario.gpus[3].uuid
     history = []
     for _ in range(4):
         sim.nvmlDeviceGetCount()
         xid.drain_now()
         history.append(xid.counts())
     assert history == [
-        {},
-        {flaky: {48: 1}, lost: {79: 1}},
-        {flaky: {48: 2}, lost: {79: 1}},
-        {flaky: {48: 2}, lost: {79: 1}},
+        {lost: {79: 1}},  # lost from cycle 0: its XID 79 is still seen
+        {flaky: {48: 1}, lost: {79: 1}, falling: {79: 1}},
+        {flaky: {48: 2}, lost: {79: 1}, falling: {79: 1}},
+        {flaky: {48: 2}, lost: {79: 1}, falling: {79: 1}},
     ]
     assert telemetry.view().errors_total == {}
     xid.stop()
@@ -55,7 +55,7 @@ def test_watcher_thread_collects_events_while_cycles_run() -> None:
     source.collect(30.0)
     source.collect(60.0)
     deadline = time.monotonic() + 10
-    want = {scenario.gpus[0].uuid: {48: 2}, scenario.gpus[1].uuid: {79: 1}}
+    want = {scenario.gpus[0].uuid: {48: 2}, scenario.gpus[1].uuid: {79: 1}, scenario.gpus[3].uuid: {79: 1}}
     while xid.counts() != want and time.monotonic() < deadline:
         time.sleep(0.01)
     assert xid.counts() == want

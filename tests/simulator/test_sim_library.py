@@ -169,9 +169,18 @@ def test_lost_gpu_answers_gpu_is_lost_from_its_cycle() -> None:
     h0, h1 = sim.nvmlDeviceGetHandleByIndex(0), sim.nvmlDeviceGetHandleByIndex(1)
     assert sim.nvmlDeviceGetPowerUsage(h0) == 1000
     sim.nvmlDeviceGetCount()
-    for fn in (sim.nvmlDeviceGetPowerUsage, sim.nvmlDeviceGetUUID, sim.nvmlDeviceGetFanSpeed):
+    for fn in (
+        sim.nvmlDeviceGetPowerUsage,
+        sim.nvmlDeviceGetFanSpeed,
+        sim.nvmlDeviceGetComputeRunningProcesses,
+    ):
         with pytest.raises(pynvml.NVMLError_GpuIsLost):
             fn(h0)
+    with pytest.raises(pynvml.NVMLError_GpuIsLost):
+        sim.nvmlDeviceGetTemperature(h0, pynvml.NVML_TEMPERATURE_GPU)
+    # identity is still served, so the lost GPU can be named
+    assert sim.nvmlDeviceGetHandleByIndex(0) is h0
+    assert (sim.nvmlDeviceGetUUID(h0), sim.nvmlDeviceGetPciInfo(h0).busId) == ("GPU-a", "00000000:07:00.0")
     assert sim.nvmlDeviceGetPowerUsage(h1) == 2000
 
 
