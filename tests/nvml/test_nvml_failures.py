@@ -12,7 +12,9 @@ import pynvml
 import pytest
 
 from falcon_gpu.simulator.library import SimulatedNvml
+from falcon_gpu.sources.nvml.library import load_nvml
 from falcon_gpu.sources.nvml.session import MAX_DELAY_S
+from falcon_gpu.sources.nvml.xid import XidWatcher
 from tests.nvml.helpers import FakeClock, Quirky, gpu, raising, scenario_named, scenario_of, source_on
 
 
@@ -255,3 +257,27 @@ def test_collect_never_starts_a_process(monkeypatch: pytest.MonkeyPatch) -> None
         for t in range(3):
             assert source.collect(float(t)).nvml_ok
         source.close()
+
+
+def test_real_pynvml_without_a_driver_is_a_value_not_a_crash() -> None:
+    """On this (GPU-less) machine the real library cannot load: the agent must carry on."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        pass
+    else:  # a machine with a driver: nothing to check here
+        pynvml.nvmlShutdown()
+        pytest.skip("NVML works on this machine")
+    clock = FakeClock(0.0)
+    source, telemetry = source_on(load_nvml(None), clock)
+    snap = source.collect(0.0)
+    assert not snap.nvml_ok and snap.devices == ()
+    assert snap.nvml_error is not None and snap.nvml_error.startswith("NVML cannot start")
+    info = source.info()
+    assert not info.ok and info.error == snap.nvml_error
+    xid = XidWatcher(load_nvml(None), telemetry)
+    xid.drain_now()
+    assert xid.counts() == {}
+    xid.stop()
+    source.close()
+    assert telemetry.view().errors_total == {"nvml_init": 1, "xid": 1}

@@ -114,6 +114,7 @@ def test_sm_share_averages_new_samples_and_skips_seen_ones() -> None:
         [sample(1, 1_000_000_100, 20), sample(1, 1_000_000_200, 40), sample(2, 1_000_000_150, 90)],
         [sample(1, 1_000_000_200, 40), sample(1, 1_030_000_500, 10)],  # the first one was already used
         pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND),
+        pynvml.NVMLError(pynvml.NVML_SUCCESS),  # pynvml's way of saying "zero samples"
     ]
 
     def utilisation(handle: Any, last_seen: int) -> Any:
@@ -125,12 +126,13 @@ def test_sm_share_averages_new_samples_and_skips_seen_ones() -> None:
 
     source, telemetry = source_on(Quirky(sim, override={"nvmlDeviceGetProcessUtilization": utilisation}))
     shares = []
-    for now in (1000.0, 1030.0, 1060.0):
+    for now in (1000.0, 1030.0, 1060.0, 1090.0):
         shares.append({p.pid: p.sm_util_ratio for p in source.collect(now).devices[0].processes})
     assert shares[0] == {1: pytest.approx(0.30), 2: pytest.approx(0.90)}
     assert shares[1] == {1: pytest.approx(0.10), 2: None}
     assert shares[2] == {1: None, 2: None}  # NOT_FOUND: no new samples, not an error
-    assert asked == [0, 1_000_000_200, 1_030_000_500]
+    assert shares[3] == {1: None, 2: None}
+    assert asked == [0, 1_000_000_200, 1_030_000_500, 1_060_000_000]
     assert telemetry.view().errors_total == {}
 
 

@@ -8,13 +8,16 @@ PID and MIG instance, since one process can use several instances).
 SM share comes from ``nvmlDeviceGetProcessUtilization(handle, lastSeen)``: the
 samples newer than ``lastSeen`` are averaged per PID. ``lastSeen`` is the later of
 the previous cycle's timestamp and the newest sample already used, so no sample
-counts twice. NOT_FOUND means "no new samples": the share is None, not an error.
+counts twice. NOT_FOUND means "no new samples": the share is None, not an error
+(so does pynvml's NVMLError(NVML_SUCCESS), raised when the driver reports zero samples).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
+
+import pynvml
 
 from falcon_gpu.model.snapshot import ProcessReading
 from falcon_gpu.sources.nvml.calls import ABSENT, Variant
@@ -73,9 +76,11 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
 
 def _sm_shares(ctx: DeviceContext) -> dict[int, float]:
     last_seen = ctx.last_seen_us.get(ctx.scope, 0)
+    # pynvml raises NVMLError(NVML_SUCCESS) when the driver has no samples at all: also "none".
     samples = ctx.nvml.call(
-        ctx.scope, "process_utilization", "nvmlDeviceGetProcessUtilization", ctx.handle, last_seen
-    )
+        ctx.scope, "process_utilization", "nvmlDeviceGetProcessUtilization", ctx.handle, last_seen,
+        answers={pynvml.NVML_SUCCESS: []},
+    )  # fmt: skip
     newest = max(last_seen, int(ctx.timestamp * 1_000_000))
     by_pid: dict[int, list[float]] = defaultdict(list)
     if samples is not ABSENT:
