@@ -18,9 +18,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import requests
+if TYPE_CHECKING:
+    import requests
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
@@ -72,7 +73,9 @@ class PodLabelSource:
         self._node = node
         self._allow = tuple(allow)
         self._timeout = timeout
-        self._session = requests.Session()
+        import requests  # lazy: only agents with pod_labels pay for it (the plugin starts faster)
+
+        self._session: requests.Session = requests.Session()
         self._session.trust_env = False  # no proxy: the API server is reached directly
 
     def fetch(self) -> PodLabels:
@@ -108,6 +111,8 @@ class PodLabelSource:
                     f"cannot read the service account token {token_file}: {exc.strerror}; "
                     "set automountServiceAccountToken or clear pod_labels"
                 ) from None
+        import requests
+
         ca = self._config.ca_file
         verify: bool | str = str(ca) if ca is not None and ca.exists() else True
         try:

@@ -15,12 +15,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import grpc
+if TYPE_CHECKING:
+    import grpc
 
 from falcon_gpu.attribution.device_ids import DeviceRef, is_gpu_resource, parse_device_ids
-from falcon_gpu.attribution.podresources.stubs import api_pb2, api_pb2_grpc
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The kubelet's own client limit; a node's full List fits well under it."""
@@ -63,6 +63,11 @@ class PodResourcesClient:
         self._stub: Any = None
 
     def _connect(self) -> Any:
+        """Lazy: grpc and the stubs load on the first call, only where a socket exists."""
+        import grpc
+
+        from falcon_gpu.attribution.podresources.stubs import api_pb2_grpc
+
         if self._stub is None:
             self._channel = grpc.insecure_channel(
                 f"unix://{self.socket_path}",
@@ -90,6 +95,10 @@ class PodResourcesClient:
                 f"kubelet socket {self.socket_path} does not exist: mount the host's "
                 "/var/lib/kubelet/pod-resources into the agent (read-only) or set kubelet_socket"
             )
+        import grpc
+
+        from falcon_gpu.attribution.podresources.stubs import api_pb2
+
         with self._lock:
             stub = self._connect()
             try:
