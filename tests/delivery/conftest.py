@@ -86,6 +86,9 @@ class ManagedServer:
                 return False
 
         wait_until(ready, 30, f"{self.argv[0]} to be ready")
+        time.sleep(0.2)  # a second server on a taken port fails to bind after answering nothing
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.argv[0]} exited: {self._log.read_text()[-2000:]}")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -130,7 +133,8 @@ def victoria(tmp_path: Path) -> Iterator[ManagedServer]:
 def pushgateway(tmp_path: Path) -> Iterator[ManagedServer]:
     binary = need("prometheus-pushgateway")
     port = free_port()
-    server = ManagedServer([binary, f"--web.listen-address=127.0.0.1:{port}"],
+    # Debian's build persists to /var/lib/prometheus by default: keep every test's groups to itself
+    server = ManagedServer([binary, f"--web.listen-address=127.0.0.1:{port}", "--persistence.file="],
                            f"http://127.0.0.1:{port}/-/ready", f"http://127.0.0.1:{port}",
                            tmp_path / "pushgateway.log")
     server.start()
