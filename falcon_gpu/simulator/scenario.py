@@ -11,130 +11,44 @@ A number may be a list: one value per cycle from cycle 0, the last repeating
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
-from falcon_gpu.simulator.host_scenario import HostScenario
 from falcon_gpu.simulator.scenario_host import parse_host
+from falcon_gpu.simulator.scenario_model import (
+    PROCESS_TYPES,
+    EccScenario,
+    GpuScenario,
+    MigScenario,
+    ProcessScenario,
+    RemappedRowsScenario,
+    RetiredPagesScenario,
+    Scenario,
+    Series,
+    XidEvent,
+    at,
+)
 from falcon_gpu.simulator.strict_json import Obj, ScenarioError
 
 __all__ = [
+    "EccScenario",
     "GpuScenario",
     "MigScenario",
     "ProcessScenario",
+    "RemappedRowsScenario",
+    "RetiredPagesScenario",
     "Scenario",
     "ScenarioError",
+    "Series",
+    "XidEvent",
     "at",
+    "bundled_names",
     "load_scenario",
+    "parse_scenario",
     "resolve_scenario",
 ]
-
-Series = tuple[float, ...]
-"""One value per cycle from cycle 0; the last value repeats."""
-
-PROCESS_TYPES = ("compute", "graphics", "mps")
-
-# Names accepted in ``not_supported``: every optional GPU key, plus a few readings
-# that have no value key of their own.
-NOT_SUPPORTED_NAMES = frozenset(
-    {
-        "memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes",
-        "utilization_gpu_percent", "utilization_memory_percent", "temperature_celsius",
-        "memory_temperature_celsius", "power_watts", "power_limit_watts", "energy_joules",
-        "performance_state", "sm_clock_mhz", "memory_clock_mhz", "fan_speed_percent",
-        "encoder_percent", "decoder_percent", "pcie_replays", "ecc", "retired_pages",
-        "remapped_rows", "clock_event_reasons", "inforom", "mig", "processes",
-        "process_utilization", "xid_events",
-    }
-)  # fmt: skip
-
-
-def at(series: Series, cycle: int) -> float:
-    """The value of ``series`` at ``cycle`` (the last one once the list runs out)."""
-    return series[min(max(cycle, 0), len(series) - 1)]
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessScenario:
-    pid: int
-    name: str | None
-    types: tuple[str, ...]
-    used_memory_bytes: Series | None
-    sm_util_percent: Series | None
-
-
-@dataclass(frozen=True, slots=True)
-class MigScenario:
-    gpu_instance_id: int
-    compute_instance_id: int
-    profile: str
-    uuid: str
-    memory_total_bytes: Series | None
-    memory_used_bytes: Series | None
-    processes: tuple[ProcessScenario, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class EccScenario:
-    corrected_volatile: Series | None
-    uncorrected_volatile: Series | None
-    corrected_aggregate: Series | None
-    uncorrected_aggregate: Series | None
-
-
-@dataclass(frozen=True, slots=True)
-class RetiredPagesScenario:
-    single_bit: Series
-    double_bit: Series
-    pending: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RemappedRowsScenario:
-    correctable: Series
-    uncorrectable: Series
-    pending: bool
-    failed: bool
-
-
-@dataclass(frozen=True, slots=True)
-class XidEvent:
-    cycle: int
-    xid: int
-
-
-@dataclass(frozen=True, slots=True)
-class GpuScenario:
-    uuid: str
-    name: str
-    pci_bus_id: str
-    values: dict[str, Series]
-    """The plain numeric keys (``memory_used_bytes``, ``power_watts``, ...) that are present."""
-    ecc: EccScenario | None
-    retired_pages: RetiredPagesScenario | None
-    remapped_rows: RemappedRowsScenario | None
-    clock_event_reasons: tuple[str, ...] | None
-    inforom_valid: bool
-    not_supported: frozenset[str]
-    lost_at_cycle: int | None
-    xid_events: tuple[XidEvent, ...]
-    processes: tuple[ProcessScenario, ...]
-    mig: tuple[MigScenario, ...]
-
-    def supports(self, name: str) -> bool:
-        return name not in self.not_supported
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    driver_version: str
-    cuda_version: str
-    gpus: tuple[GpuScenario, ...]
-    host: HostScenario | None = None
-
 
 NUMERIC_KEYS = (
     "memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_gpu_percent",
@@ -142,6 +56,11 @@ NUMERIC_KEYS = (
     "power_limit_watts", "energy_joules", "performance_state", "sm_clock_mhz", "memory_clock_mhz",
     "fan_speed_percent", "encoder_percent", "decoder_percent", "pcie_replays",
 )  # fmt: skip
+NOT_SUPPORTED_NAMES = frozenset(NUMERIC_KEYS) | {
+    "ecc", "retired_pages", "remapped_rows", "clock_event_reasons", "inforom", "mig", "processes",
+    "process_utilization", "xid_events",
+}  # fmt: skip
+"""Names accepted in ``not_supported``: every numeric key, plus readings without a key of their own."""
 
 
 def _process(o: Obj) -> ProcessScenario:

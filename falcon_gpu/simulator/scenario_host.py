@@ -22,7 +22,7 @@ from falcon_gpu.simulator.host_scenario import (
 from falcon_gpu.simulator.strict_json import Obj, ScenarioError
 
 if TYPE_CHECKING:
-    from falcon_gpu.simulator.scenario import GpuScenario
+    from falcon_gpu.simulator.scenario_model import GpuScenario
 
 
 def _devices(o: Obj) -> tuple[PodResourcesDevice, ...]:

@@ -1,0 +1,101 @@
+"""The typed scenario that :mod:`falcon_gpu.simulator.scenario` parses and the simulator serves.
+
+Plain frozen dataclasses, with no behaviour beyond :func:`at` (a per-cycle list,
+the last value repeating) and :meth:`GpuScenario.supports`; kept apart from the
+parser so that the simulator depends on the data, not on JSON handling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from falcon_gpu.simulator.host_scenario import HostScenario
+
+Series = tuple[float, ...]
+"""One value per cycle from cycle 0; the last value repeats."""
+
+PROCESS_TYPES = ("compute", "graphics", "mps")
+
+
+def at(series: Series, cycle: int) -> float:
+    """The value of ``series`` at ``cycle`` (the last one once the list runs out)."""
+    return series[min(max(cycle, 0), len(series) - 1)]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessScenario:
+    pid: int
+    name: str | None
+    types: tuple[str, ...]
+    used_memory_bytes: Series | None
+    sm_util_percent: Series | None
+
+
+@dataclass(frozen=True, slots=True)
+class MigScenario:
+    gpu_instance_id: int
+    compute_instance_id: int
+    profile: str
+    uuid: str
+    memory_total_bytes: Series | None
+    memory_used_bytes: Series | None
+    processes: tuple[ProcessScenario, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EccScenario:
+    corrected_volatile: Series | None
+    uncorrected_volatile: Series | None
+    corrected_aggregate: Series | None
+    uncorrected_aggregate: Series | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetiredPagesScenario:
+    single_bit: Series
+    double_bit: Series
+    pending: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RemappedRowsScenario:
+    correctable: Series
+    uncorrectable: Series
+    pending: bool
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    cycle: int
+    xid: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuScenario:
+    uuid: str
+    name: str
+    pci_bus_id: str
+    values: dict[str, Series]
+    """The plain numeric keys (``memory_used_bytes``, ``power_watts``, ...) that are present."""
+    ecc: EccScenario | None
+    retired_pages: RetiredPagesScenario | None
+    remapped_rows: RemappedRowsScenario | None
+    clock_event_reasons: tuple[str, ...] | None
+    inforom_valid: bool
+    not_supported: frozenset[str]
+    lost_at_cycle: int | None
+    xid_events: tuple[XidEvent, ...]
+    processes: tuple[ProcessScenario, ...]
+    mig: tuple[MigScenario, ...]
+
+    def supports(self, name: str) -> bool:
+        return name not in self.not_supported
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    driver_version: str
+    cuda_version: str
+    gpus: tuple[GpuScenario, ...]
+    host: HostScenario | None = None
