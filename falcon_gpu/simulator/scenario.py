@@ -113,7 +113,7 @@ def _required_series(o: Obj, key: str) -> Series:
     return value if value is not None else (0.0,)
 
 
-def _gpu(o: Obj) -> GpuScenario:
+def _gpu(o: Obj, index: int) -> GpuScenario:
     values = {k: s for k in NUMERIC_KEYS if (s := o.series(k)) is not None}
     ecc = _ecc(e) if (e := o.obj("ecc")) else None
     retired = None
@@ -153,7 +153,7 @@ def _gpu(o: Obj) -> GpuScenario:
     gpu = GpuScenario(
         uuid=o.string("uuid"),
         name=o.string("name"),
-        pci_bus_id=o.string("pci_bus_id"),
+        pci_bus_id=o.string("pci_bus_id", f"00000000:{index + 1:02X}:00.0"),
         values=values,
         ecc=ecc,
         retired_pages=retired,
@@ -173,7 +173,7 @@ def _gpu(o: Obj) -> GpuScenario:
 def parse_scenario(data: Any) -> Scenario:
     """Build a :class:`Scenario` from parsed JSON. Raises ScenarioError naming the path."""
     top = Obj(data, "")
-    gpus = tuple(_gpu(g) for g in top.objects("gpus"))
+    gpus = tuple(_gpu(g, i) for i, g in enumerate(top.objects("gpus")))
     host_obj = top.obj("host")
     scenario = Scenario(
         driver_version=top.string("driver_version", "550.54.15"),

@@ -158,6 +158,8 @@ def test_series_values_and_the_last_repeating() -> None:
     assert [at(values["memory_used_bytes"], c) for c in range(4)] == [1.0, 2.5, 2.5, 2.5]
     assert at(values["power_watts"], 9) == 7.0
     assert "fan_speed_percent" not in values
+    bare = parse_scenario({"gpus": [{"uuid": "GPU-x", "name": "n"}, {"uuid": "GPU-y", "name": "n"}]})
+    assert [g.pci_bus_id for g in bare.gpus] == ["00000000:01:00.0", "00000000:02:00.0"]
 
 
 def test_host_section_is_typed() -> None:

@@ -123,10 +123,6 @@ class NvmlCaller:
             self._not_supported.add((scope, field))
             log.info("NVML: %s is not supported on %s; not asking again", field, scope)
 
-    def forget(self, scope: str) -> None:
-        """Drop what was learnt about ``scope`` (its device was replaced)."""
-        self._not_supported = {k for k in self._not_supported if k[0] != scope}
-
     def _mark_missing(self, fn_name: str) -> None:
         if fn_name not in self._missing:
             self._missing.add(fn_name)
