@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +20,7 @@ from tests.nvml.helpers import GIB, Quirky, gpu, raising, scenario_named, scenar
 
 
 # -- XID -----------------------------------------------------------------------
-def test_drain_now_counts_events_per_uuid_and_xid() -> None:
+def test_drain_now_counts_events_per_uuid_and_xid(caplog: pytest.LogCaptureFixture) -> None:
     scenario = scenario_named("faulty-node")
     sim = SimulatedNvml(scenario)
     sim.nvmlInit()
@@ -27,10 +28,18 @@ def test_drain_now_counts_events_per_uuid_and_xid() -> None:
     xid = XidWatcher(sim, telemetry)
     flaky, lost, falling = scenario.gpus[0].uuid, scenario.gpus[1].uuid, scenario.gpus[3].uuid
     history = []
-    for _ in range(4):
-        sim.nvmlDeviceGetCount()
-        xid.drain_now()
-        history.append(xid.counts())
+    with caplog.at_level(logging.DEBUG, logger="falcon_gpu"):
+        for _ in range(4):
+            sim.nvmlDeviceGetCount()
+            xid.drain_now()
+            history.append(xid.counts())
+    xid_logs = [r for r in caplog.records if r.getMessage().startswith("XID ")]
+    assert len(xid_logs) == 4  # every event is logged, but only the first per (GPU, XID) as a warning
+    assert [r.getMessage().split(" (")[0] for r in xid_logs if r.levelno == logging.WARNING] == [
+        f"XID 79 on GPU {lost}",
+        f"XID 48 on GPU {flaky}",
+        f"XID 79 on GPU {falling}",
+    ]
     assert history == [
         {lost: {79: 1}},  # lost from cycle 0: its XID 79 is still seen
         {flaky: {48: 1}, lost: {79: 1}, falling: {79: 1}},

@@ -158,8 +158,11 @@ class XidWatcher:
         xid = int(data.eventData)
         with self._lock:
             per_gpu = self._counts[uuid]
-            per_gpu[xid] = per_gpu.get(xid, 0) + 1
-        log.warning("XID %d on GPU %s", xid, uuid)
+            count = per_gpu[xid] = per_gpu.get(xid, 0) + 1
+        # The first of each (GPU, XID) is a warning; repeats (XID 13/31 can come in floods) are debug.
+        log.log(
+            logging.WARNING if count == 1 else logging.DEBUG, "XID %d on GPU %s (%d so far)", xid, uuid, count
+        )
 
     def drain_now(self) -> None:
         """Take every pending event without blocking. A no-op while the thread runs."""
