@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import requests
 
-from falcon_gpu.delivery.outcome import PermanentError, RetryableError, truncate
+from falcon_gpu.delivery.outcome import DeliveryError, PermanentError, RetryableError, truncate
 from falcon_gpu.delivery.secrets import SecretError, SecretFile
 from falcon_gpu.sinks.config import NetworkSinkConfig
 
@@ -105,6 +105,20 @@ class HttpTransport:
             raise RetryableError(f"cannot connect to {url}: {_reason(exc)}") from None
         except requests.exceptions.RequestException as exc:
             raise PermanentError(f"invalid request to {url}: {type(exc).__name__}") from None
+
+    def probe(self, url: str) -> tuple[bool, str]:
+        """For ``doctor``: one GET with the sink's TLS and auth. Any HTTP answer means the
+        server is reachable (a write endpoint may well answer 405 to a GET); 401/403 means
+        the credentials are refused. Never shows a secret."""
+        try:
+            response = self.request("GET", url)
+        except DeliveryError as exc:
+            return False, str(exc)
+        status = response.status_code
+        if status in (401, 403):
+            return False, (f"{url} refuses the credentials (HTTP {status}): check bearer_token_file "
+                           "or basic_auth_user/basic_auth_password_file")
+        return True, f"{url} reachable (HTTP {status} to a GET)"
 
     def close(self) -> None:
         self._session.close()

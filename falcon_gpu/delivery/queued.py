@@ -66,8 +66,12 @@ class QueuedSink(Sink, Generic[T]):
         self._telemetry = telemetry
         self._key = f"delivery:{self.name}"  # "sink:<name>" is the cycle's key for submit()
         telemetry.register_sink(self.name)
-        self._spool = Spool(Path(spool_dir) / self.name, spool_max_bytes,
-                            on_evict=self._evicted, on_corrupt=self._corrupt)
+        directory = Path(spool_dir) / self.name
+        try:
+            self._spool = Spool(directory, spool_max_bytes, on_evict=self._evicted, on_corrupt=self._corrupt)
+        except OSError as exc:
+            raise OSError(exc.errno, f"sink {self.name}: cannot use the spool directory {directory} "
+                                     f"({exc.strerror}); set spool_dir to a writable directory") from None
         telemetry.spool_bytes(self.name, self._spool.size_bytes)
         self._queue: queue.Queue[list[T] | _Flush | None] = queue.Queue(config.queue_max_batches)
         self._stop = threading.Event()

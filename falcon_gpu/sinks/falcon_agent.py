@@ -66,5 +66,8 @@ class FalconAgentSink(QueuedSink[FalconItem]):
         ack = parse_answer(response.text)
         return Ack(rejected=min(ack.rejected, samples))
 
+    def check(self) -> tuple[bool, str]:
+        return self._transport.probe(self._url)
+
     def close_transport(self) -> None:
         self._transport.close()

@@ -33,7 +33,7 @@ class _RpcConnection:
 
     def __init__(self, address: str, timeout: float) -> None:
         host, _, port = address.rpartition(":")
-        self._addr = (host.strip("[]"), int(port))
+        self.addr = (host.strip("[]"), int(port))
         self._address = address
         self._timeout = timeout
         self._sock: socket.socket | None = None
@@ -47,7 +47,7 @@ class _RpcConnection:
         request = b'{"method":"%s","params":[%s],"id":%d}\n' % (method.encode(), params, self._id)
         try:
             if self._sock is None:
-                self._sock = socket.create_connection(self._addr, timeout=self._timeout)
+                self._sock = socket.create_connection(self.addr, timeout=self._timeout)
                 self._buf = b""
             self._sock.sendall(request)
             reply = self._read_reply()
@@ -90,6 +90,7 @@ class FalconTransferSink(QueuedSink[FalconItem]):
     def __init__(self, config: FalconTransferSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int,
                  telemetry: Telemetry) -> None:
         super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
+        self._address = config.address
         self._conn = _RpcConnection(config.address, config.timeout)
 
     def explode(self, rendered: Rendered) -> Sequence[FalconItem]:
@@ -105,6 +106,14 @@ class FalconTransferSink(QueuedSink[FalconItem]):
         result = reply.get("result")
         invalid = result.get("Invalid", 0) if isinstance(result, dict) else 0
         return Ack(rejected=min(invalid, samples) if isinstance(invalid, int) else 0)
+
+    def check(self) -> tuple[bool, str]:
+        """For ``doctor``: can a TCP connection to transfer be opened?"""
+        try:
+            socket.create_connection(self._conn.addr, timeout=self._cfg.timeout).close()
+        except OSError as exc:
+            return False, f"cannot connect to transfer at {self._address}: {exc}"
+        return True, f"transfer at {self._address} accepts connections"
 
     def close_transport(self) -> None:
         self._conn.close()

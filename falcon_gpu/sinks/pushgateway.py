@@ -64,6 +64,9 @@ class PushgatewaySink(LatestSink[PromBatch]):
         classify(self._transport.request("PUT", self._url, body, headers), self._url)
         return Ack()
 
+    def check(self) -> tuple[bool, str]:
+        return self._transport.probe(self._url)
+
     def on_close(self, timeout: float) -> None:
         try:
             if self._delete:

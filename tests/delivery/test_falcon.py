@@ -116,3 +116,12 @@ def test_parse_answer(answer: str, rejected: int) -> None:
     assert parse_answer(answer).rejected == rejected
 
 
+
+
+def test_check_for_doctor(transfer: TransferServer, tmp_path: Path, telemetry: Telemetry) -> None:
+    sink = transfer_sink(transfer.address, tmp_path, telemetry)
+    assert sink.check() == (True, f"transfer at {transfer.address} accepts connections")
+    transfer.stop()
+    ok, detail = sink.check()
+    assert not ok and detail.startswith(f"cannot connect to transfer at {transfer.address}")
+    sink.close(1)

@@ -149,3 +149,21 @@ def test_untrusted_certificate_is_retried_and_secret_stays_out_of_logs(
     assert len(tls_lines) == 1, "logged once, not every retry"
     assert "hunter2" not in caplog.text
     assert "hunter2" not in repr(sink.__dict__)
+
+
+def test_check_for_doctor(http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry) -> None:
+    token = tmp_path / "token"
+    token.write_text("doctor-secret")
+    http_peer.answers.append((405, {}, b"method not allowed"))
+    sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry, bearer_token_file=token)
+    ok, detail = sink.check()
+    assert ok and "reachable (HTTP 405" in detail
+    http_peer.answers.append((401, {}, b"bad token"))
+    ok, detail = sink.check()
+    assert not ok and "refuses the credentials (HTTP 401)" in detail and "doctor-secret" not in detail
+    assert http_peer.requests[-1].headers["Authorization"] == "Bearer doctor-secret"
+    sink.close(1)
+    closed = rw_sink("http://127.0.0.1:9/api/v1/write", tmp_path / "b", telemetry)
+    ok, detail = closed.check()
+    assert not ok and "cannot connect to http://127.0.0.1:9/api/v1/write" in detail
+    closed.close(1)

@@ -107,5 +107,8 @@ class RemoteWriteSink(QueuedSink[RwSample]):
         except ValueError as exc:
             raise PermanentError(f"spooled batch cannot be converted to remote-write 1.0: {exc}") from None
 
+    def check(self) -> tuple[bool, str]:
+        return self._transport.probe(self._url)
+
     def close_transport(self) -> None:
         self._transport.close()
