@@ -160,19 +160,24 @@ def test_last_seen_is_at_least_the_previous_cycle_time() -> None:
 
 
 def test_process_names_are_asked_once_per_pid_and_forgotten_when_it_exits() -> None:
-    procs = [{"pid": 1, "name": "a", "used_memory_bytes": 1}, {"pid": 2, "name": "b", "used_memory_bytes": 1}]
+    procs = [
+        {"pid": 1, "name": "a", "used_memory_bytes": 1},
+        {"pid": 2, "name": "b", "used_memory_bytes": 1},
+        {"pid": 3, "used_memory_bytes": 1},  # NVML cannot name it (NOT_FOUND)
+    ]
     sim = SimulatedNvml(scenario_of(gpu(processes=procs), gpu("GPU-b", processes=procs[:1])))
     lib = Quirky(sim)
-    source, _ = source_on(lib)
+    source, telemetry = source_on(lib)
     for t in range(3):
         names = {p.pid: p.name for p in source.collect(float(t)).devices[0].processes}
-        assert names == {1: "a", 2: "b"}
-    assert sim.calls["nvmlSystemGetProcessName"] == 2
+        assert names == {1: "a", 2: "b", 3: None}
+    assert sim.calls["nvmlSystemGetProcessName"] == 3
     lib.override["nvmlDeviceGetComputeRunningProcesses_v3"] = lambda h: []
     source.collect(10.0)
     lib.override.clear()
     source.collect(11.0)
-    assert sim.calls["nvmlSystemGetProcessName"] == 4  # looked up again after the PIDs went away
+    assert sim.calls["nvmlSystemGetProcessName"] == 6  # looked up again after the PIDs went away
+    assert telemetry.view().errors_total == {}
 
 
 def test_mig_empty_slots_are_skipped_and_processes_carry_instances() -> None:

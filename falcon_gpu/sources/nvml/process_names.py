@@ -1,7 +1,8 @@
 """Process names by PID: asked of NVML once per PID, kept only while the PID is running.
 
 ``nvmlSystemGetProcessName`` is a syscall-backed lookup; names do not change
-while a process lives, so the cache is filled once per PID and pruned at the end
+while a process lives, so the cache is filled once per PID (a failed lookup
+included: None is cached too) and pruned at the end
 of every cycle to the PIDs seen in that cycle (bounded by the running processes,
 and a reused PID is looked up again once the old process disappeared). A hard
 cap guards against a pathological process count.
@@ -31,10 +32,9 @@ class ProcessNames:
             return self._names[pid]
         value = self._nvml.call("system", "process_name", "nvmlSystemGetProcessName", pid)
         name = None if value is ABSENT else text(value) or None
-        if name is not None:
-            self._names[pid] = name
-            while len(self._names) > self._max:
-                self._names.popitem(last=False)
+        self._names[pid] = name  # a name NVML cannot give is not asked again while the PID lives
+        while len(self._names) > self._max:
+            self._names.popitem(last=False)
         return name
 
     def end_cycle(self) -> None:
