@@ -6,10 +6,11 @@
    replays the spool. Reported: time from the sink's start until the spool is empty
    and every sample is confirmed, spool size, samples. Checked: Prometheus holds every
    sample of the hour afterwards.
-2. Memory with the receiver down: RSS after each cycle while 240 cycles are submitted
-   to a sink whose receiver refuses connections (the data goes to the spool, not memory).
+2. Memory with the receiver down: RSS after each cycle while 960 cycles (4 h at 15 s) are
+   submitted to a sink whose receiver refuses connections (the data goes to the spool, not memory).
 
-Needs the ``prometheus`` binary. Usage: python scripts/bench_spool.py [--gpus 16] [--cycles 240]
+Needs the ``prometheus`` binary.
+Usage: python scripts/bench_spool.py [--gpus 16] [--cycles 240] [--memory-cycles 960]
 """
 
 from __future__ import annotations
@@ -119,30 +120,38 @@ def replay(gpus: int, cycles: int) -> None:
 
 
 def memory_with_receiver_down(gpus: int, cycles: int) -> None:
+    """Cycles are rendered one at a time (none kept) and submitted as fast as the sink spools
+    them (an hour of cycles in seconds); RSS is read after each."""
     root = Path(tempfile.mkdtemp(prefix="bench-mem-"))
-    hour = hour_of_cycles(gpus, cycles)
+    stream = io.StringIO()  # the runner's own stdout sink writes here; emptied every cycle
+    runner = make_runner(write_scenario(gpus, gpus * 2), stream)
     telemetry = Telemetry()
     s = sink(f"http://127.0.0.1:{free_port()}/api/v1/write", root, telemetry)  # nobody listens
+    start = int(time.time() * 1000) - cycles * INTERVAL_MS
     rss = []
-    for c in hour:
-        s.submit(c)
+    for i in range(cycles):
+        s.submit(Cycle(PromBatch(start + i * INTERVAL_MS, runner.run().prometheus.families)))
+        stream.seek(0)
+        stream.truncate()
+        while not s._queue.empty():  # the batcher has taken it; on a real 15 s interval it always has
+            time.sleep(0.001)
         rss.append(rss_kib())
-    s.flush(2.0)
-    rss.append(rss_kib())
     s.close(0.5)
     spooled = telemetry.view().spool_bytes.get("remote_write", 0)
     shutil.rmtree(root, ignore_errors=True)
-    print(f"memory: RSS after cycle 10 {rss[9] / 1024:.1f} MiB, after cycle 60 {rss[59] / 1024:.1f} MiB, "
-          f"after cycle {cycles} {rss[-1] / 1024:.1f} MiB (spool on disk {spooled:,} bytes)")
+    marks = [m for m in (10, 60, 240, 960) if m <= cycles]
+    print("memory: RSS " + ", ".join(f"after cycle {m} {rss[m - 1] / 1024:.1f} MiB" for m in marks)
+          + f" (spool on disk {spooled:,} bytes)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpus", type=int, default=16)
-    ap.add_argument("--cycles", type=int, default=240)
+    ap.add_argument("--cycles", type=int, default=240, help="outage length for the replay (240 = 1 h)")
+    ap.add_argument("--memory-cycles", type=int, default=960, help="cycles with the receiver down (4 h)")
     a = ap.parse_args()
     replay(a.gpus, a.cycles)
-    memory_with_receiver_down(a.gpus, a.cycles)
+    memory_with_receiver_down(a.gpus, a.memory_cycles)
 
 
 if __name__ == "__main__":
