@@ -311,7 +311,7 @@ class _Progress:
                      self._batches, left)
 
     def done(self) -> None:
-        if self._total:
+        if self._total and self._batches:
             log.info("sink %s: spool replayed: %d batches in %.1f s", self._sink, self._batches,
                      time.monotonic() - self._started)
-            self._total = 0
+        self._total = 0

@@ -73,6 +73,10 @@ class Spool:
             if seq < start.seq:  # fully acknowledged before a crash, not yet deleted
                 (directory / segment_name(seq)).unlink(missing_ok=True)
         seqs = [s for s in seqs if s >= start.seq]
+        acked = directory / segment_name(start.seq)
+        if seqs and seqs[0] == start.seq and start.offset >= acked.stat().st_size:
+            acked.unlink()  # every record acknowledged (the active segment at a clean shutdown)
+            seqs = seqs[1:]
         self._bytes = sum((directory / segment_name(s)).stat().st_size for s in seqs)
         self.backlog_at_start = self._bytes
         self._reader = SpoolReader(directory, start)

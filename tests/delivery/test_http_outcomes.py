@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import shutil
 import ssl
@@ -167,3 +168,27 @@ def test_check_for_doctor(http_peer: HttpPeer, tmp_path: Path, telemetry: Teleme
     ok, detail = closed.check()
     assert not ok and "cannot connect to http://127.0.0.1:9/api/v1/write" in detail
     closed.close(1)
+
+
+def test_basic_auth_password_file_and_insecure_skip_verify(tmp_path: Path, telemetry: Telemetry,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    _, cert, key = make_ca_and_server_cert(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    peer = HttpPeer(tls=ctx)
+    peer.default = (204, {}, b"")
+    password = tmp_path / "password"
+    password.write_text("pa55word\n")
+    try:
+        sink = rw_sink(peer.url + "/api/v1/write", tmp_path, telemetry, insecure_skip_verify=True,
+                       basic_auth_user="falcon", basic_auth_password_file=password)
+        sink.submit(prom_cycle(int(time.time() * 1000), 0.1))
+        assert sink.flush(10)
+        sink.close(5)
+    finally:
+        peer.close()
+    (req,) = peer.requests
+    assert req.headers["Authorization"] == "Basic " + base64.b64encode(b"falcon:pa55word").decode()
+    warned = [r for r in caplog.records if "insecure_skip_verify" in r.message]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    assert "pa55word" not in caplog.text

@@ -45,6 +45,8 @@ def test_fifo_across_restart_resumes_after_last_ack(tmp_path: Path) -> None:
     assert drain(again) == [b"newer"]
     again.close()
     third, _, _ = open_spool(tmp_path)
+    assert third.backlog_at_start == 0, "a fully acknowledged segment is removed at start"
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".seg"] == []
     assert drain(third) == []
     assert third.size_bytes == 0
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".seg"] == []
