@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError
+from falcon_gpu.delivery.progress import ReplayProgress
 from falcon_gpu.delivery.retry import Interrupted, push_with_retry
 from falcon_gpu.delivery.spool import Entry, Spool
 from falcon_gpu.sinks.base import Rendered, Sink
@@ -50,7 +51,6 @@ from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger("falcon_gpu.delivery")
 T = TypeVar("T")
-PROGRESS_EVERY = 10.0
 
 
 class _Flush:
@@ -213,7 +213,7 @@ class QueuedSink(Sink, Generic[T]):
         self._wake.set()
 
     def _send_loop(self) -> None:
-        progress = _Progress(self.name, self._spool.backlog_at_start)
+        progress = ReplayProgress(self.name, self._spool.backlog_at_start)
         while not self._stop.is_set():
             try:
                 entry = self._spool.next()
@@ -283,35 +283,3 @@ class QueuedSink(Sink, Generic[T]):
     def _corrupt(self, message: str) -> None:
         self._telemetry.error("spool_corrupt")
         log.warning("sink %s: corrupt spool: %s", self.name, message)
-
-
-class _Progress:
-    """Logs a long replay: at most every PROGRESS_EVERY seconds, and once when it ends."""
-
-    def __init__(self, sink: str, backlog: int) -> None:
-        self._sink = sink
-        self._total = backlog
-        self._batches = 0
-        self._started = time.monotonic()
-        self._last = self._started
-
-    def begin(self, backlog: int) -> None:
-        if backlog and not self._total:
-            self._total, self._batches = backlog, 0
-            self._started = self._last = time.monotonic()
-
-    def step(self, left: int) -> None:
-        if not self._total:
-            return
-        self._batches += 1
-        now = time.monotonic()
-        if now - self._last >= PROGRESS_EVERY:
-            self._last = now
-            log.info("sink %s: replaying the spool: %d batches sent, %d bytes left", self._sink,
-                     self._batches, left)
-
-    def done(self) -> None:
-        if self._total and self._batches:
-            log.info("sink %s: spool replayed: %d batches in %.1f s", self._sink, self._batches,
-                     time.monotonic() - self._started)
-        self._total = 0

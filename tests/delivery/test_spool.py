@@ -3,12 +3,16 @@ damaged segments and a SIGKILL of the writing process."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from falcon_gpu.delivery import progress
 from falcon_gpu.delivery.segment import MAGIC, Record, read_records
 from falcon_gpu.delivery.spool import Spool
 
@@ -104,3 +108,19 @@ def test_records_survive_sigkill_of_the_writer(tmp_path: Path) -> None:
     spool, _, corrupt = open_spool(tmp_path)
     assert drain(spool) == [b"rec-%d" % i for i in range(50)]
     assert corrupt == []
+
+
+def test_a_long_replay_logs_its_progress(caplog: pytest.LogCaptureFixture,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)
+    caplog.set_level(logging.INFO, logger="falcon_gpu.delivery")
+    replay = progress.ReplayProgress("rw", backlog=2000)
+    replay.step(1500)
+    replay.step(0)
+    replay.done()
+    replay.done()  # caught up already: says nothing more
+    assert [r.message for r in caplog.records][:2] == [
+        "sink rw: replaying the spool: 1 batches sent, 1500 bytes left",
+        "sink rw: replaying the spool: 2 batches sent, 0 bytes left"]
+    assert len(caplog.records) == 3
+    assert caplog.records[2].message.startswith("sink rw: spool replayed: 2 batches in ")
