@@ -7,7 +7,8 @@ here, so each sink gets the same guarantees:
 - :mod:`.segment`, :mod:`.spool_writer`, :mod:`.spool_reader`, :mod:`.spool`:
   the durable per-sink spool (append-only segment files, checksummed records,
   an acknowledgement ledger).
-- :mod:`.retry`: tenacity retry with exponential backoff, jitter and ``Retry-After``.
+- :mod:`.retry`: tenacity retry with exponential backoff, jitter and ``Retry-After``;
+  :mod:`.progress` logs a long replay.
 - :mod:`.queued`: the per-sink worker threads (batcher and sender) and
   :class:`~falcon_gpu.delivery.queued.QueuedSink`, the base class of the
   durable sinks (Open-Falcon agent, transfer, remote_write).
