@@ -256,6 +256,8 @@ class QueuedSink(Sink, Generic[T]):
                                   initial=self._cfg.retry_initial_delay, cap=self._cfg.retry_max_delay,
                                   stop=self._stop, on_failure=on_failure)
         except Interrupted:
+            if not self._spool.holds(entry):  # evicted by the cap while in flight: lost now
+                self._telemetry.samples(self.name, "dropped", entry.samples)
             return None
         except PermanentError as exc:
             self._telemetry.samples(self.name, "dropped", entry.samples)

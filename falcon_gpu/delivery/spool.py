@@ -77,9 +77,11 @@ class Spool:
         if seqs and seqs[0] == start.seq and start.offset >= acked.stat().st_size:
             acked.unlink()  # every record acknowledged (the active segment at a clean shutdown)
             seqs = seqs[1:]
-        self._bytes = sum((directory / segment_name(s)).stat().st_size for s in seqs)
-        self.backlog_at_start = self._bytes
+        self._bytes = sum((directory / segment_name(s)).stat().st_size for s in seqs)  # on disk
         self._reader = SpoolReader(directory, start)
+        # the acknowledged head of the oldest segment, if that segment is still there
+        self._acked = start if seqs and seqs[0] == start.seq else Position(start.seq, 0)
+        self.backlog_at_start = self.size_bytes
         segment_max = max(4096, min(16 << 20, max_bytes // 8))
         self._writer = SpoolWriter(directory, segment_max, max([*seqs, start.seq]) + 1)
 
@@ -135,6 +137,12 @@ class Spool:
             tmp = self._dir / (LEDGER + ".tmp")
             tmp.write_text(f"{entry.position.seq} {entry.position.offset}\n")
             os.replace(tmp, self._dir / LEDGER)
+            self._acked = entry.position
+
+    def holds(self, entry: Entry) -> bool:
+        """Whether ``entry`` is still on disk (False when the cap evicted its segment while it
+        was in flight: if it is not delivered now, it is gone)."""
+        return (self._dir / segment_name(entry.position.seq)).exists()
 
     def _delete_before(self, seq: int) -> None:
         for old in list_segments(self._dir):
@@ -157,8 +165,11 @@ class Spool:
 
     @property
     def size_bytes(self) -> int:
+        """Bytes on disk not yet acknowledged: what an outage has piled up (segment files
+        minus the acknowledged head of the one being read)."""
         with self._lock:
-            return self._bytes
+            acked = self._acked.offset if self._acked.seq == self._reader.seq else 0
+            return max(0, self._bytes - acked)
 
     def close(self) -> None:
         with self._lock:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import shutil
 import ssl
@@ -192,3 +193,29 @@ def test_basic_auth_password_file_and_insecure_skip_verify(tmp_path: Path, telem
     warned = [r for r in caplog.records if "insecure_skip_verify" in r.message]
     assert len(warned) == 1 and warned[0].levelno == logging.WARNING
     assert "pa55word" not in caplog.text
+
+
+def test_spool_cap_drops_the_oldest_and_counts_it(http_peer: HttpPeer, tmp_path: Path) -> None:
+    down = Telemetry()
+    cfg = FalconAgentSinkConfig(type="falcon_agent", url="http://127.0.0.1:9/v1/push", batch_max_age=0,
+                                retry_initial_delay=0.02, retry_max_delay=0.1)
+    sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=down)
+    for i in range(300):  # ~150 KB of batches into a 64 KiB spool while nobody listens
+        sink.submit(falcon_cycle(1_700_000_000 + 15 * i, float(i), n=4))
+        sink.flush(0)
+    sink.close(0.5)
+    dropped = outcomes(down, "falcon_agent")["dropped"]
+    assert dropped > 0 and dropped % 4 == 0
+    assert 0 < down.view().spool_bytes["falcon_agent"] <= 64 * 1024
+    assert down.view().errors_total["spool_full"] > 0
+
+    up = Telemetry()
+    http_peer.default = (200, {}, b"success")
+    cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0)
+    again = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=up)
+    assert again.flush(10)
+    again.close(5)
+    stamps = [item["timestamp"] for r in http_peer.requests for item in json.loads(r.body)][::4]
+    assert stamps == sorted(stamps) and stamps[-1] == 1_700_000_000 + 15 * 299, "the newest data is kept"
+    assert len(stamps) * 4 + dropped == 300 * 4, "what arrived plus what was counted dropped is everything"
+    assert up.view().spool_bytes["falcon_agent"] == 0

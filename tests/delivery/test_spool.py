@@ -124,3 +124,23 @@ def test_a_long_replay_logs_its_progress(caplog: pytest.LogCaptureFixture,
         "sink rw: replaying the spool: 2 batches sent, 0 bytes left"]
     assert len(caplog.records) == 3
     assert caplog.records[2].message.startswith("sink rw: spool replayed: 2 batches in ")
+
+
+def test_size_counts_only_what_is_not_acknowledged(tmp_path: Path) -> None:
+    spool, _, _ = open_spool(tmp_path)
+    assert spool.size_bytes == 0
+    for _ in range(4):
+        spool.append(1, b"z" * 100)
+    full = spool.size_bytes
+    assert full == len(MAGIC) + 4 * (8 + 4 + 100)
+    first = spool.next()
+    assert first is not None
+    spool.ack(first)
+    assert spool.size_bytes == full - len(MAGIC) - 112
+    spool.close()
+    again, _, _ = open_spool(tmp_path)
+    assert again.backlog_at_start == 3 * 112
+    drain(again)
+    again.append(1, b"y")
+    drain(again)
+    assert again.size_bytes == 0, "the segment still being written is fully acknowledged"
