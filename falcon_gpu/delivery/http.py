@@ -8,8 +8,8 @@ auth, extra headers, and the classification of an HTTP answer.
   re-read when the file is rotated. Secrets go only into request headers and
   never into a log line, a metric or an error message.
 - Classification (:func:`classify`): 2xx ok; 429 and 5xx retryable (with the
-  ``Retry-After`` they carry); other 4xx permanent; connection errors and
-  timeouts retryable.
+  ``Retry-After`` they carry); other 4xx permanent, and so are redirects (not
+  followed: fix the URL); connection errors and timeouts retryable.
 
 The session is used from the sink's sender thread only.
 """
@@ -96,7 +96,9 @@ class HttpTransport:
         except SecretError as exc:
             raise RetryableError(str(exc)) from None
         try:
-            return self._session.request(method, url, data=body, headers=all_headers, timeout=self._timeout)
+            # no redirects: requests would turn a redirected POST into a GET and report success
+            return self._session.request(method, url, data=body, headers=all_headers, timeout=self._timeout,
+                                         allow_redirects=False)
         except requests.exceptions.SSLError as exc:
             raise RetryableError(f"TLS error talking to {url}: {_reason(exc)}") from None
         except requests.exceptions.Timeout:

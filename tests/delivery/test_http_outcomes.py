@@ -219,3 +219,14 @@ def test_spool_cap_drops_the_oldest_and_counts_it(http_peer: HttpPeer, tmp_path:
     assert stamps == sorted(stamps) and stamps[-1] == 1_700_000_000 + 15 * 299, "the newest data is kept"
     assert len(stamps) * 4 + dropped == 300 * 4, "what arrived plus what was counted dropped is everything"
     assert up.view().spool_bytes["falcon_agent"] == 0
+
+
+def test_a_redirect_is_not_followed_into_a_false_success(http_peer: HttpPeer, tmp_path: Path,
+                                                         telemetry: Telemetry) -> None:
+    http_peer.answers.append((301, {"Location": http_peer.url + "/elsewhere"}, b""))
+    sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
+    sink.submit(prom_cycle(int(time.time() * 1000), 0.5))
+    assert sink.flush(10)
+    sink.close(5)
+    assert [r.method for r in http_peer.requests] == ["POST"]
+    assert outcomes(telemetry, "remote_write") == {"sent": 0, "spooled": 0, "dropped": 4}
