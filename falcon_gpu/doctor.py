@@ -13,24 +13,15 @@ import time
 from typing import TextIO
 
 from falcon_gpu.agent.runtime import build
+from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.settings import Settings
 
 Row = tuple[str, bool, str]
 
 
-def _nvml_rows(rt_source: object, snapshot: object) -> list[Row]:
-    from falcon_gpu.model.snapshot import Snapshot
-
-    assert isinstance(snapshot, Snapshot)
-    if not snapshot.nvml_ok:
-        return [
-            (
-                "NVML",
-                False,
-                f"{snapshot.nvml_error}; fix: install the NVIDIA driver, or run the "
-                "container with the NVIDIA runtime so libnvidia-ml.so.1 is visible",
-            )
-        ]
+def _nvml_rows(snapshot: Snapshot) -> list[Row]:
+    if not snapshot.nvml_ok:  # the source's message already says how to fix it
+        return [("NVML", False, snapshot.nvml_error or "NVML cannot start")]
     rows: list[Row] = [
         (
             "NVML",
@@ -60,7 +51,7 @@ def collect_rows(settings: Settings, simulate: str | None) -> list[Row]:
     try:
         rt.attributor.refresh_now()
         snapshot = rt.source.collect(time.time())
-        rows = _nvml_rows(rt.source, snapshot)
+        rows = _nvml_rows(snapshot)
         rows += rt.attributor.diagnose(snapshot)
         rows.append(_spool_row(rt.settings))
         for sink in rt.sinks:

@@ -1,0 +1,38 @@
+"""Every TOML example in the docs is a valid configuration (copy-paste must work)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from falcon_gpu.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+BLOCK = re.compile(r"```toml\n(.*?)```", re.S)
+
+
+def examples() -> list[tuple[str, str]]:
+    out = []
+    for doc in ("README.md", "docs/SINKS.md", "docs/ATTRIBUTION.md"):
+        path = ROOT / doc
+        if path.exists():
+            out += [(f"{doc}#{i}", b) for i, b in enumerate(BLOCK.findall(path.read_text()))]
+    out.append(("conf/falcon-gpu.toml", (ROOT / "conf/falcon-gpu.toml").read_text()))
+    return out
+
+
+@pytest.mark.parametrize(("where", "text"), examples(), ids=[w for w, _ in examples()])
+def test_example_is_valid_configuration(where: str, text: str, tmp_path: Path) -> None:
+    cfg = tmp_path / "example.toml"
+    cfg.write_text(text)
+    settings = load_settings(cfg)
+    assert settings.sinks, where
+
+
+def test_readme_has_an_example_for_every_sink_type() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for sink_type in ("stdout", "falcon_agent", "falcon_transfer", "pushgateway", "remote_write"):
+        assert f'type = "{sink_type}"' in readme or sink_type == "stdout", sink_type
+    assert "X-Scope-OrgID" in readme and "/openfalcon/push" in readme
