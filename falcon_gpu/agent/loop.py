@@ -43,6 +43,7 @@ def run_every(
     interval: float, cycle: Callable[[], object], telemetry: Telemetry, stop: threading.Event
 ) -> None:
     """Run ``cycle`` now and then every ``interval`` seconds until ``stop`` is set."""
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we report skips ourselves, once
     scheduler = BackgroundScheduler(timezone=timezone.utc)
 
     def on_event(event: JobEvent) -> None:
@@ -71,7 +72,6 @@ def run_every(
         misfire_grace_time=max(1, int(interval / 2)),
         next_run_time=datetime.now(timezone.utc),
     )
-    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we report skips ourselves, once
     scheduler.start()
     try:
         while not stop.wait(0.5):
