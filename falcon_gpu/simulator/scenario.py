@@ -214,6 +214,9 @@ def bundled_names() -> tuple[str, ...]:
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
 
 
+DEFAULT_SCENARIO = "mixed-4gpu"
+
+
 def resolve_scenario(arg: str | None) -> Path:
     """Where the scenario named by ``--simulate`` lives.
 
@@ -223,7 +226,7 @@ def resolve_scenario(arg: str | None) -> Path:
     """
     package = resources.files("falcon_gpu.simulator")
     if not arg or arg == "default":
-        return Path(str(package.joinpath("default_scenario.json")))
+        arg = DEFAULT_SCENARIO
     bundled = package.joinpath("scenarios").joinpath(f"{arg}.json")
     if "/" not in arg and bundled.is_file():
         return Path(str(bundled))
