@@ -9,6 +9,7 @@ whose message names the setting, so the CLI can exit 2 without a traceback.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Any, Literal
@@ -144,6 +145,11 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
     except ValueError as exc:  # env values that are not JSON where JSON is needed
-        raise ConfigError(f"invalid configuration ({source}): {exc}") from None
+        found = re.search(r'field "([^"]+)"', str(exc))
+        name = found.group(1).replace("schema_", "schema") if found else "?"
+        raise ConfigError(
+            f"invalid configuration ({source}):\n  setting {name!r}: FALCON_GPU_{name.upper()} "
+            'must be JSON (a list or table), e.g. \'[{"type": "stdout"}]\''
+        ) from None
     finally:
         _TomlSource.data = {}

@@ -28,6 +28,11 @@ SPECS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(P + "unattributed_memory_used_bytes", "gauge", "GPU memory used by processes in no pod."),
     MetricSpec(P + "unattributed_utilization_ratio", "gauge", "SM share of processes in no pod."),
+    MetricSpec(
+        P + "unattributed_energy_joules_total",
+        "counter",
+        "The GPU's energy not shared out to pods (idle draw, processes in no pod) since the agent started.",
+    ),
     MetricSpec(P + "process_memory_used_bytes", "gauge", "GPU memory used by one process."),
     MetricSpec(P + "process_utilization_ratio", "gauge", "SM share of one process."),
 )
@@ -85,6 +90,7 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
             continue
         b.add(P + "unattributed_memory_used_bytes", dl, un.memory_used_bytes)
         b.add(P + "unattributed_utilization_ratio", dl, min(un.utilization_ratio, 1.0))
+        b.add(P + "unattributed_energy_joules_total", dl, un.energy_joules_total)
     if not cycle.process_metrics:
         return
     for proc in att.processes:

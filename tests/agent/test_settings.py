@@ -73,3 +73,12 @@ def test_cli_exits_2_without_traceback(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_env_list_that_is_not_json_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FALCON_GPU_SINKS", "stdout")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert "'sinks'" in str(err.value) and "FALCON_GPU_SINKS must be JSON" in str(err.value)
+    monkeypatch.setenv("FALCON_GPU_SINKS", '[{"type": "pushgateway", "url": "http://127.0.0.1:9091"}]')
+    assert load_settings().sinks[0].type == "pushgateway"

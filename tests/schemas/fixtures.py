@@ -110,7 +110,11 @@ def cycle(process_metrics: bool = False) -> CycleData:
                 allocation_idle_seconds=90.0,
             ),
         ),
-        unattributed=(UnattributedUsage("GPU-aaaa", memory_used_bytes=GIB, utilization_ratio=0.05),),
+        unattributed=(
+            UnattributedUsage(
+                "GPU-aaaa", memory_used_bytes=GIB, utilization_ratio=0.05, energy_joules_total=7.5
+            ),
+        ),
         processes=(
             ProcessUsage(
                 4242,

@@ -84,6 +84,7 @@ def test_pod_series() -> None:
     idle = find(b, "falcon_gpu_pod_allocation_idle_seconds", pod="infer-7", mig_uuid="MIG-1111")
     assert idle == [90.0]
     assert find(b, "falcon_gpu_unattributed_memory_used_bytes", uuid="GPU-aaaa") == [GIB]
+    assert find(b, "falcon_gpu_unattributed_energy_joules_total", uuid="GPU-aaaa") == [7.5]
     assert find(b, "falcon_gpu_process_memory_used_bytes") == []  # process_metrics off
 
 
