@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -105,6 +106,68 @@ def test_event_wait_errors_are_counted_not_raised() -> None:
     assert telemetry.view().errors_total == {"xid": 2}
     assert xid.counts() == {}
     xid.stop()
+
+
+def test_a_gpu_lost_under_the_event_set_does_not_blind_the_watcher_to_the_others() -> None:
+    """A real driver answers GPU_IS_LOST to every wait of a set that holds a lost GPU (and
+    refuses to register it): the set must be freed and built again without that GPU."""
+    sim = SimulatedNvml(scenario_of(gpu(), gpu("GPU-b", xid_events=[{"cycle": 2, "xid": 13}])))
+    lost = [False]
+
+    def register(handle: Any, types: int, event_set: Any) -> None:
+        if lost[0] and handle.index == 0:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        sim.nvmlDeviceRegisterEvents(handle, types, event_set)
+
+    def wait(event_set: Any, timeout_ms: int) -> Any:
+        if lost[0] and any(dev.index == 0 for dev in event_set.devices):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return sim.nvmlEventSetWait(event_set, timeout_ms)
+
+    lib = Quirky(sim, override={"nvmlDeviceRegisterEvents": register, "nvmlEventSetWait": wait})
+    telemetry = Telemetry()
+    now = [0.0]
+    xid = XidWatcher(lib, telemetry, clock=lambda: now[0])
+    sim.nvmlInit()  # the source's reference, so the test can advance cycles
+    sim.nvmlDeviceGetCount()
+    xid.drain_now()
+    lost[0] = True
+    sim.nvmlDeviceGetCount()
+    xid.drain_now()
+    assert telemetry.view().errors_total == {"xid": 1}
+    assert sim.calls["nvmlEventSetFree"] == 1  # the poisoned set is released, not leaked
+    sim.nvmlDeviceGetCount()
+    xid.drain_now()  # inside the backoff: no rebuild yet
+    assert sim.calls["nvmlEventSetCreate"] == 1 and xid.counts() == {}
+    now[0] = 1.0
+    xid.drain_now()
+    assert xid.counts() == {"GPU-b": {13: 1}}  # the other GPU is watched again
+    assert telemetry.view().errors_total == {"xid": 1}
+    xid.stop()
+    assert sim.calls["nvmlEventSetFree"] == 2
+    sim.nvmlShutdown()
+
+
+def test_stop_does_not_hang_on_a_thread_stuck_in_nvml() -> None:
+    sim = SimulatedNvml(scenario_of(gpu()))
+    entered, release = threading.Event(), threading.Event()
+
+    def wedged(event_set: Any, timeout_ms: int) -> Any:
+        entered.set()
+        release.wait(30)
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+
+    xid = XidWatcher(Quirky(sim, override={"nvmlEventSetWait": wedged}), Telemetry(), wait_ms=100)
+    xid.start()
+    assert entered.wait(10)
+    stopper = threading.Thread(target=xid.stop, daemon=True)
+    stopper.start()
+    stopper.join(20)  # the join inside stop gives up after wait_ms + 2 s
+    try:
+        assert not stopper.is_alive()
+        assert sim.calls["nvmlEventSetFree"] == 0  # never freed under the stuck wait
+    finally:
+        release.set()
 
 
 # -- processes -------------------------------------------------------------------

@@ -11,6 +11,12 @@ devices by probing ``nvmlDeviceGetHandleByIndex`` until INVALID_ARGUMENT, rather
 than calling ``nvmlDeviceGetCount``: the source calls that exactly once per cycle
 (the simulator counts cycles by it). Devices that cannot register (NOT_SUPPORTED,
 lost) are skipped; if NVML cannot start, setup is retried with backoff.
+
+A wait that fails with a device-fatal code (a real driver answers GPU_IS_LOST on
+every wait of a set holding a GPU that fell off the bus, XID 79) would otherwise
+blind the watcher to every other GPU for good: the set is freed and built again,
+with backoff, and the lost GPU fails registration and is left out. :meth:`stop`
+never waits on a thread stuck inside NVML for longer than its join timeout.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 
 import pynvml
 
-from falcon_gpu.sources.nvml.calls import NvmlCaller, NvmlFailure, text
+from falcon_gpu.sources.nvml.calls import DEVICE_FATAL, NvmlCaller, NvmlFailure, text
 from falcon_gpu.sources.nvml.library import NvmlLibrary
 from falcon_gpu.telemetry import Telemetry
 
@@ -38,15 +44,9 @@ MAX_DRAIN = 10_000
 """Upper bound of events taken by one drain (a flood must not stall the cycle)."""
 
 
-_SETUP_AGAIN = frozenset(
-    {
-        pynvml.NVML_ERROR_UNINITIALIZED,
-        pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
-        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
-        pynvml.NVML_ERROR_INVALID_ARGUMENT,
-    }
-)
-"""Wait failures after which the event set is created (and NVML started) again."""
+_SETUP_AGAIN = DEVICE_FATAL | {pynvml.NVML_ERROR_INVALID_ARGUMENT}
+"""Wait failures after which the event set is freed and created (with backoff) again."""
+MAX_DELAY_S = 300.0
 
 
 class _Wait(Enum):
@@ -103,14 +103,24 @@ class XidWatcher:
             self._telemetry.failing(
                 "xid:setup", "xid", f"XID events unavailable: {failure.message} (will retry)"
             )
-            self._retry_at = self._clock() + self._delay
-            self._delay = min(self._delay * 2, 300.0)
+            self._back_off()
             return False
+        self._uuids.clear()
         self._register_all(event_set)
         self._event_set = event_set
-        self._delay = 1.0
         self._telemetry.recovered("xid:setup", "XID events are watched")
         return True
+
+    def _back_off(self) -> None:
+        """No new setup before 1 s, 2 s, 4 s ... 5 min; reset by a wait that works."""
+        self._retry_at = self._clock() + self._delay
+        self._delay = min(self._delay * 2, MAX_DELAY_S)
+
+    def _free_set(self) -> None:
+        if self._event_set is not None:
+            with contextlib.suppress(NvmlFailure):
+                self._nvml.invoke("nvmlEventSetFree", self._event_set)
+            self._event_set = None
 
     def _register_all(self, event_set: Any) -> None:
         xid_type = pynvml.nvmlEventTypeXidCriticalError
@@ -136,17 +146,22 @@ class XidWatcher:
             data = self._nvml.invoke("nvmlEventSetWait", self._event_set, timeout_ms)
         except NvmlFailure as failure:
             if failure.code == pynvml.NVML_ERROR_TIMEOUT:
-                self._telemetry.recovered("xid:wait", "XID event wait works again")
+                self._waited()
                 return _Wait.TIMEOUT
             self._telemetry.failing("xid:wait", "xid", f"XID event wait failed: {failure.message}")
             if failure.code in _SETUP_AGAIN:
-                self._event_set = None
+                self._free_set()  # a set is a driver resource: never drop one without freeing it
                 self._inited = self._inited and failure.code != pynvml.NVML_ERROR_UNINITIALIZED
+                self._back_off()
             return _Wait.ERROR
-        self._telemetry.recovered("xid:wait", "XID event wait works again")
+        self._waited()
         if int(data.eventType) & pynvml.nvmlEventTypeXidCriticalError:
             self._record(data)
         return _Wait.EVENT
+
+    def _waited(self) -> None:
+        self._delay = 1.0
+        self._telemetry.recovered("xid:wait", "XID event wait works again")
 
     def _record(self, data: Any) -> None:
         uuid = self._uuids.get(_handle_key(data.device))
@@ -198,17 +213,25 @@ class XidWatcher:
             return {uuid: dict(per_gpu) for uuid, per_gpu in self._counts.items()}
 
     def stop(self) -> None:
-        """Stop the thread (waits at most one wait period) and release the event set."""
+        """Stop the thread (waits at most one wait period plus 2 s) and release the event set;
+        a thread that does not come back from NVML is left behind (a daemon), never waited on."""
         self._stop.set()
+        timeout = self._wait_ms / 1000 + 2
+        stuck = False
         if self._thread is not None:
-            self._thread.join(timeout=self._wait_ms / 1000 + 2)
+            self._thread.join(timeout=timeout)
+            stuck = self._thread.is_alive()
             self._thread = None
-        with self._wait_lock:
-            if self._event_set is not None:
-                with contextlib.suppress(NvmlFailure):
-                    self._nvml.invoke("nvmlEventSetFree", self._event_set)
-                self._event_set = None
+        # A thread stuck in nvmlEventSetWait (a wedged driver) still holds the lock: freeing
+        # the set under it would be a use-after-free, and waiting for it would hang shutdown.
+        if not self._wait_lock.acquire(timeout=0 if stuck else timeout):
+            log.warning("XID: the event thread does not return from NVML; leaving it to exit")
+            return
+        try:
+            self._free_set()
             if self._inited:
                 with contextlib.suppress(NvmlFailure):
                     self._nvml.invoke("nvmlShutdown")
                 self._inited = False
+        finally:
+            self._wait_lock.release()
