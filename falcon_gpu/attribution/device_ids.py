@@ -9,7 +9,8 @@ Device plugins hand the kubelet opaque IDs; the ones seen in the wild:
   time-slicing or MPS sharing; the suffix is stripped and the replicas of one
   container de-duplicated (one container, one GPU, counted once);
 * GKE's plugin: ``nvidia<N>`` (the GPU with NVML index N) and ``nvidia<N>/gi<M>``
-  (GPU instance M on GPU N).
+  (GPU instance M on GPU N); with GKE GPU time-sharing every one of those is
+  handed out as replicas ``<id>/vgpu<k>``, stripped and de-duplicated like ``::<n>``.
 
 Parsing happens when allocations are fetched; resolving against the devices of
 one snapshot happens in the join, because index-based IDs need NVML's view.
@@ -22,7 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-_GKE = re.compile(r"^nvidia(?P<index>\d+)(?:/gi(?P<gi>\d+))?$")
+_GKE = re.compile(r"^nvidia(?P<index>\d+)(?:/gi(?P<gi>\d+))?(?:/vgpu\d+)?$")
 _OLD_MIG = re.compile(r"^MIG-(?P<gpu>GPU-[^/]+)/(?P<gi>\d+)/(?P<ci>\d+)$")
 
 

@@ -45,6 +45,9 @@ def socket_path() -> Iterator[Path]:
         ("MIG-GPU-abc/3/0", DeviceRef(gpu_uuid="GPU-abc", gpu_instance_id=3)),
         ("nvidia2", DeviceRef(gpu_index=2)),
         ("nvidia0/gi5", DeviceRef(gpu_index=0, gpu_instance_id=5)),
+        ("nvidia1/vgpu3", DeviceRef(gpu_index=1)),  # GKE time-sharing replica
+        ("nvidia0/gi5/vgpu0", DeviceRef(gpu_index=0, gpu_instance_id=5)),
+        ("nvidia0/vgpux", None),
         ("0000:3b:00.0", None),
         ("", None),
     ],
@@ -58,6 +61,7 @@ def test_replicas_are_deduplicated() -> None:
         DeviceRef(gpu_uuid="GPU-a"),
         DeviceRef(gpu_uuid="GPU-b"),
     )
+    assert parse_device_ids(["nvidia0/vgpu0", "nvidia0/vgpu1"]) == (DeviceRef(gpu_index=0),)
 
 
 def test_resource_globs() -> None:
