@@ -270,3 +270,32 @@ def test_a_reader_crashing_on_a_strange_answer_is_contained() -> None:
     device = source.collect(1000.0).devices[0]
     assert device.up and device.utilization_ratio is None and device.power_watts == 100
     assert telemetry.view().errors_total == {"nvml_field": 1}
+
+
+def test_fields_refused_under_mig_come_back_when_mig_is_turned_off() -> None:
+    """NVML answers NOT_SUPPORTED for GPU utilisation while MIG is on; that must not be
+    remembered past a MIG mode change, or GPUUtils stays missing until a restart."""
+    sim = SimulatedNvml(scenario_of(gpu(utilization_gpu_percent=73, utilization_memory_percent=40)))
+    mig_on = [True]
+
+    def mig_mode(handle: Any) -> list[int]:
+        mode = pynvml.NVML_DEVICE_MIG_ENABLE if mig_on[0] else pynvml.NVML_DEVICE_MIG_DISABLE
+        return [mode, mode]
+
+    def utilization(handle: Any) -> Any:
+        if mig_on[0]:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return sim.nvmlDeviceGetUtilizationRates(handle)
+
+    lib = Quirky(
+        sim, override={"nvmlDeviceGetMigMode": mig_mode, "nvmlDeviceGetUtilizationRates": utilization}
+    )
+    source, _ = source_on(lib)
+    for t in (0.0, 30.0):
+        dev = source.collect(t).devices[0]
+        assert dev.mig_enabled and dev.utilization_ratio is None
+    assert lib.calls["nvmlDeviceGetUtilizationRates"] == 1  # NOT_SUPPORTED is remembered meanwhile
+    mig_on[0] = False
+    source.collect(60.0)  # the cycle that sees MIG off
+    dev = source.collect(90.0).devices[0]
+    assert not dev.mig_enabled and dev.utilization_ratio == pytest.approx(0.73)

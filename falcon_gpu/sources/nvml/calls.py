@@ -123,6 +123,12 @@ class NvmlCaller:
             self._not_supported.add((scope, field))
             log.info("NVML: %s is not supported on %s; not asking again", field, scope)
 
+    def forget_not_supported(self, scope: str) -> None:
+        """Ask ``scope``'s fields again: its mode changed (MIG on/off changes what NVML
+        supports: utilisation and process samples answer NOT_SUPPORTED only under MIG)."""
+        gone = {key for key in self._not_supported if key[0] == scope}
+        self._not_supported -= gone
+
     def _mark_missing(self, fn_name: str) -> None:
         if fn_name not in self._missing:
             self._missing.add(fn_name)

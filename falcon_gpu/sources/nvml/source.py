@@ -9,6 +9,10 @@ leaves its fields None. A device that answers GPU_IS_LOST (or another
 device-fatal code, even half-way through its readers) is reported ``up=False``
 with the identity of its last good cycle while the others keep being read
 (``errors_total{kind="gpu"}``). :meth:`NvmlSource.collect` never raises.
+
+A field that answered NOT_SUPPORTED is not asked again, except after the device's
+MIG mode changed (NVML refuses GPU utilisation and process samples only while MIG
+is on; without this, turning MIG off would leave them missing until a restart).
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ class NvmlSource:
         self._identity: dict[int, Identity] = {}
         self._names = ProcessNames(self._nvml)
         self._last_seen: dict[str, int] = {}
+        self._mig_mode: dict[str, bool] = {}
 
     @property
     def caller(self) -> NvmlCaller:
@@ -215,7 +220,18 @@ class NvmlSource:
                 )
             else:
                 self._telemetry.recovered(key, f"GPU {index} ({ctx.scope}): reading {name} works again")
+        self._note_mig_mode(index, ctx.scope, ctx.fields.get("mig_enabled"))
         return ctx.fields
+
+    def _note_mig_mode(self, index: int, scope: str, enabled: bool | None) -> None:
+        if enabled is None:
+            return
+        before = self._mig_mode.get(scope)
+        self._mig_mode[scope] = enabled
+        if before is not None and before != enabled:
+            log.info("NVML: MIG mode of GPU %d (%s) is now %s; asking its unsupported fields again",
+                     index, scope, "on" if enabled else "off")  # fmt: skip
+            self._nvml.forget_not_supported(scope)
 
     # -- doctor and shutdown -------------------------------------------------
     def info(self) -> NvmlInfo:
