@@ -148,6 +148,32 @@ def test_a_gpu_lost_under_the_event_set_does_not_blind_the_watcher_to_the_others
     sim.nvmlShutdown()
 
 
+def test_driver_gone_under_the_wait_releases_the_watchers_nvml_reference() -> None:
+    """NVML reopens the driver only once every nvmlInit is matched by a shutdown: the
+    watcher must let go of its own reference, not keep a dead library alive."""
+    sim = SimulatedNvml(scenario_of(gpu(xid_events=[{"xid": 31}])))
+    gone = [True]
+
+    def wait(event_set: Any, timeout_ms: int) -> Any:
+        if gone[0]:
+            gone[0] = False
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+        return sim.nvmlEventSetWait(event_set, timeout_ms)
+
+    now = [0.0]
+    xid = XidWatcher(Quirky(sim, override={"nvmlEventSetWait": wait}), Telemetry(), clock=lambda: now[0])
+    xid.drain_now()
+    assert not sim.initialized and sim.calls["nvmlEventSetFree"] == 1
+    now[0] = 1.0
+    sim.nvmlInit()  # the source's reference, so the test can start a cycle
+    sim.nvmlDeviceGetCount()
+    xid.drain_now()
+    assert sim.calls["nvmlInit"] == 3 and xid.counts() == {"GPU-a": {31: 1}}
+    xid.stop()
+    sim.nvmlShutdown()
+    assert not sim.initialized
+
+
 def test_stop_does_not_hang_on_a_thread_stuck_in_nvml() -> None:
     sim = SimulatedNvml(scenario_of(gpu()))
     entered, release = threading.Event(), threading.Event()

@@ -46,6 +46,9 @@ MAX_DRAIN = 10_000
 
 _SETUP_AGAIN = DEVICE_FATAL | {pynvml.NVML_ERROR_INVALID_ARGUMENT}
 """Wait failures after which the event set is freed and created (with backoff) again."""
+_INIT_AGAIN = frozenset({pynvml.NVML_ERROR_DRIVER_NOT_LOADED, pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH})
+"""Wait failures after which NVML itself is shut down and started again: NVML only
+reopens the driver when its last reference goes, and the source releases its own."""
 MAX_DELAY_S = 300.0
 
 
@@ -151,7 +154,11 @@ class XidWatcher:
             self._telemetry.failing("xid:wait", "xid", f"XID event wait failed: {failure.message}")
             if failure.code in _SETUP_AGAIN:
                 self._free_set()  # a set is a driver resource: never drop one without freeing it
-                self._inited = self._inited and failure.code != pynvml.NVML_ERROR_UNINITIALIZED
+                if failure.code in _INIT_AGAIN and self._inited:
+                    with contextlib.suppress(NvmlFailure):
+                        self._nvml.invoke("nvmlShutdown")
+                if failure.code in _INIT_AGAIN or failure.code == pynvml.NVML_ERROR_UNINITIALIZED:
+                    self._inited = False
                 self._back_off()
             return _Wait.ERROR
         self._waited()
