@@ -3,6 +3,7 @@ damaged segments and a SIGKILL of the writing process."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 import subprocess
@@ -144,3 +145,38 @@ def test_size_counts_only_what_is_not_acknowledged(tmp_path: Path) -> None:
     again.append(1, b"y")
     drain(again)
     assert again.size_bytes == 0, "the segment still being written is fully acknowledged"
+
+
+def test_a_write_that_fails_part_way_costs_only_that_batch(tmp_path: Path) -> None:
+    """Disk full in the middle of a record: the torn bytes must not hide the batches after it."""
+    spool, _, corrupt = open_spool(tmp_path)
+    spool.append(1, b"before")
+    real = spool._writer._fh
+
+    class FullDisk:  # the segment's file; the disk fills up half-way through the next write, once
+        full = True
+
+        def write(self, data: bytes) -> int:
+            assert real is not None
+            if not self.full:
+                return int(real.write(data))
+            self.full = False
+            real.write(bytes(data)[: len(data) // 2])
+            if hasattr(real, "flush"):
+                real.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+    spool._writer._fh = FullDisk()  # type: ignore[assignment]
+    with pytest.raises(OSError):
+        spool.append(1, b"lost-" + b"x" * 100)
+    spool.append(1, b"after-1")
+    spool.append(1, b"after-2")
+    assert drain(spool) == [b"before", b"after-1", b"after-2"]
+    spool.close()
+    again, _, corrupt_again = open_spool(tmp_path)
+    again.append(1, b"next-start")
+    assert drain(again) == [b"next-start"]
+    assert corrupt == corrupt_again == []
