@@ -5,11 +5,13 @@ auth, extra headers, and the classification of an HTTP answer.
   present a client certificate, ``insecure_skip_verify`` turns verification
   off (warned once at start).
 - Auth: ``bearer_token_file`` or ``basic_auth_user`` + ``basic_auth_password_file``,
-  re-read when the file is rotated. Secrets go only into request headers and
-  never into a log line, a metric or an error message.
+  re-read when the file is rotated; or user info in the URL. Secrets go only into
+  request headers and never into a log line, a metric or an error message (every
+  URL in a message goes through :func:`~.secrets.redact_url`).
 - Classification (:func:`classify`): 2xx ok; 429 and 5xx retryable (with the
   ``Retry-After`` they carry); other 4xx permanent, and so are redirects (not
-  followed: fix the URL); connection errors and timeouts retryable.
+  followed: fix the URL); connection errors, timeouts and an answer cut off
+  mid-body (the server went away while replying) retryable.
 
 The session is used from the sink's sender thread only.
 """
@@ -25,7 +27,7 @@ from collections.abc import Mapping
 import requests
 
 from falcon_gpu.delivery.outcome import DeliveryError, PermanentError, RetryableError, truncate
-from falcon_gpu.delivery.secrets import SecretError, SecretFile
+from falcon_gpu.delivery.secrets import SecretError, SecretFile, redact_url
 from falcon_gpu.sinks.config import NetworkSinkConfig
 
 log = logging.getLogger("falcon_gpu.delivery")
@@ -50,7 +52,7 @@ def classify(response: requests.Response, what: str) -> None:
     status = response.status_code
     if 200 <= status < 300:
         return
-    message = f"{what} answered HTTP {status}: {truncate(response.text)}"
+    message = f"{redact_url(what)} answered HTTP {status}: {truncate(response.text)}"
     if status == 429 or status >= 500:
         raise RetryableError(message, parse_retry_after(response.headers.get("Retry-After")))
     raise PermanentError(message)
@@ -91,6 +93,7 @@ class HttpTransport:
         """One request. Raises RetryableError for connection errors, timeouts and an
         unreadable secret file (it may appear on the next rotation); the answer is
         returned whatever its status (see :func:`classify`)."""
+        shown = redact_url(url)
         try:
             all_headers = {**self._headers, **(headers or {}), **self._auth_headers()}
         except SecretError as exc:
@@ -100,13 +103,15 @@ class HttpTransport:
             return self._session.request(method, url, data=body, headers=all_headers, timeout=self._timeout,
                                          allow_redirects=False)
         except requests.exceptions.SSLError as exc:
-            raise RetryableError(f"TLS error talking to {url}: {_reason(exc)}") from None
+            raise RetryableError(f"TLS error talking to {shown}: {_reason(exc)}") from None
         except requests.exceptions.Timeout:
-            raise RetryableError(f"{url} did not answer within {self._timeout} s") from None
+            raise RetryableError(f"{shown} did not answer within {self._timeout} s") from None
         except requests.exceptions.ConnectionError as exc:
-            raise RetryableError(f"cannot connect to {url}: {_reason(exc)}") from None
+            raise RetryableError(f"cannot connect to {shown}: {_reason(exc)}") from None
+        except requests.exceptions.ChunkedEncodingError as exc:  # connection lost mid-answer
+            raise RetryableError(f"{shown} broke off its answer: {_reason(exc)}") from None
         except requests.exceptions.RequestException as exc:
-            raise PermanentError(f"invalid request to {url}: {type(exc).__name__}") from None
+            raise PermanentError(f"invalid request to {shown}: {type(exc).__name__}") from None
 
     def probe(self, url: str) -> tuple[bool, str]:
         """For ``doctor``: one GET with the sink's TLS and auth. Any HTTP answer means the
@@ -117,10 +122,11 @@ class HttpTransport:
         except DeliveryError as exc:
             return False, str(exc)
         status = response.status_code
+        shown = redact_url(url)
         if status in (401, 403):
-            return False, (f"{url} refuses the credentials (HTTP {status}): check bearer_token_file "
+            return False, (f"{shown} refuses the credentials (HTTP {status}): check bearer_token_file "
                            "or basic_auth_user/basic_auth_password_file")
-        return True, f"{url} reachable (HTTP {status} to a GET)"
+        return True, f"{shown} reachable (HTTP {status} to a GET)"
 
     def close(self) -> None:
         self._session.close()

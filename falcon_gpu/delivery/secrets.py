@@ -3,7 +3,9 @@
 Kubernetes rotates a mounted secret by swapping a symlink, so the file's
 identity (inode, mtime, size) changes; :class:`SecretFile` checks it with one
 ``stat`` per use and re-reads only then. The value never appears in ``repr``,
-``str`` or error messages.
+``str`` or error messages. :func:`redact_url` hides the password a URL may carry
+(``https://user:pass@host/...``, which requests sends as basic auth) before the
+URL goes into a message.
 """
 
 from __future__ import annotations
@@ -11,8 +13,21 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
+
+
+def redact_url(url: str) -> str:
+    """``url`` safe to log: the password of its user info replaced by ``<redacted>``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return REDACTED
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{REDACTED}@{host}"))
 
 
 class SecretError(Exception):

@@ -19,6 +19,7 @@ from urllib.parse import quote
 from falcon_gpu.delivery.http import HttpTransport, classify
 from falcon_gpu.delivery.latest import LatestSink
 from falcon_gpu.delivery.outcome import Ack, DeliveryError
+from falcon_gpu.delivery.secrets import redact_url
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import PushgatewaySinkConfig
@@ -71,7 +72,7 @@ class PushgatewaySink(LatestSink[PromBatch]):
         try:
             if self._delete:
                 classify(self._transport.request("DELETE", self._url), self._url)
-                log.info("sink %s: deleted group %s", self.name, self._url)
+                log.info("sink %s: deleted group %s", self.name, redact_url(self._url))
         except DeliveryError as exc:
             log.warning("sink %s: could not delete the group at shutdown: %s", self.name, exc)
         finally:

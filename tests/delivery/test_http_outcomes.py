@@ -6,8 +6,10 @@ import base64
 import json
 import logging
 import shutil
+import socket
 import ssl
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -230,3 +232,65 @@ def test_a_redirect_is_not_followed_into_a_false_success(http_peer: HttpPeer, tm
     sink.close(5)
     assert [r.method for r in http_peer.requests] == ["POST"]
     assert outcomes(telemetry, "remote_write") == {"sent": 0, "spooled": 0, "dropped": 4}
+
+
+def test_a_password_in_the_url_is_used_but_never_shown(http_peer: HttpPeer, tmp_path: Path,
+                                                       telemetry: Telemetry,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    http_peer.answers.append((500, {}, b"boom"))
+    http_peer.default = (204, {}, b"")
+    url = http_peer.url.replace("http://", "http://falcon:hunter2@") + "/api/v1/write"
+    sink = rw_sink(url, tmp_path, telemetry)
+    sink.submit(prom_cycle(int(time.time() * 1000), 0.5))
+    assert sink.flush(10)
+    ok, detail = sink.check()
+    sink.close(5)
+    basic = "Basic " + base64.b64encode(b"falcon:hunter2").decode()
+    assert http_peer.requests[0].headers["Authorization"] == basic
+    assert "falcon:<redacted>@127.0.0.1" in caplog.text and "HTTP 500" in caplog.text
+    assert ok and "<redacted>" in detail and "hunter2" not in detail
+    down = rw_sink("http://falcon:hunter2@127.0.0.1:9/api/v1/write", tmp_path / "down", telemetry)
+    down.submit(prom_cycle(int(time.time() * 1000), 0.5))
+    wait_until(lambda: "cannot connect to http://falcon:<redacted>@127.0.0.1:9" in caplog.text, 10,
+               "the connection failure")
+    down.close(0.5)
+    assert "hunter2" not in caplog.text
+
+
+def test_an_answer_cut_off_mid_body_is_retried_not_dropped(tmp_path: Path, telemetry: Telemetry) -> None:
+    """The server dies while answering (body shorter than its Content-Length): the batch may
+    not have been stored, so it is sent again rather than dropped as refused."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    bodies: list[bytes] = []
+
+    def serve() -> None:
+        cut_off = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\ncut"
+        for answer in (cut_off, b"HTTP/1.1 204 No Content\r\n\r\n"):
+            conn, _ = server.accept()
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length")))
+                while len(body) < length:
+                    body += conn.recv(65536)
+                bodies.append(body)
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    sink = rw_sink(f"http://127.0.0.1:{port}/api/v1/write", tmp_path, telemetry)
+    sink.submit(prom_cycle(int(time.time() * 1000), 0.5))
+    try:
+        assert sink.flush(10)
+    finally:
+        sink.close(2)
+        server.close()
+    assert len(bodies) == 2 and bodies[0] == bodies[1]
+    assert outcomes(telemetry, "remote_write") == {"sent": 4, "spooled": 4, "dropped": 0}

@@ -22,6 +22,7 @@ from falcon_gpu import __version__
 from falcon_gpu.delivery.http import HttpTransport, classify
 from falcon_gpu.delivery.outcome import Ack, PermanentError
 from falcon_gpu.delivery.queued import QueuedSink
+from falcon_gpu.delivery.secrets import redact_url
 from falcon_gpu.model.samples import MetricKind
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
@@ -95,7 +96,7 @@ class RemoteWriteSink(QueuedSink[RwSample]):
         if response.status_code == 415 or (ok and WRITTEN_HEADER not in response.headers):
             self._version = 1
             log.warning("sink %s: %s does not accept remote-write 2.0 (HTTP %d%s); using 1.0 from now on",
-                        self.name, self._url, response.status_code,
+                        self.name, redact_url(self._url), response.status_code,
                         "" if response.status_code == 415 else f" without {WRITTEN_HEADER}")
             return self.push(body, samples)
         classify(response, self._url)
