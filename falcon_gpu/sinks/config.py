@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from falcon_gpu.delivery.secrets import redact_url
 
 
 class _SinkBase(BaseModel):
@@ -58,7 +61,27 @@ class NetworkSinkConfig(_SinkBase):
         return self
 
 
-class FalconAgentSinkConfig(NetworkSinkConfig):
+class _HttpSinkConfig(NetworkSinkConfig):
+    """A sink that speaks HTTP to ``url``: checked here, so that a URL requests cannot use
+    (no scheme, no host) exits 2 at start instead of dropping every batch as refused."""
+
+    url: str
+
+    @model_validator(mode="after")
+    def _check_url(self) -> _HttpSinkConfig:
+        try:
+            parts = urlsplit(self.url)
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:
+            parts, port_ok = None, False
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+            # the URL may carry a password: never echo it as given
+            shown = redact_url(self.url)
+            raise ValueError(f"url must be an http:// or https:// URL with a host, got {shown!r}")
+        return self
+
+
+class FalconAgentSinkConfig(_HttpSinkConfig):
     type: Literal["falcon_agent"]
     url: str = "http://127.0.0.1:1988/v1/push"
 
@@ -75,7 +98,7 @@ class FalconTransferSinkConfig(NetworkSinkConfig):
         return self
 
 
-class PushgatewaySinkConfig(NetworkSinkConfig):
+class PushgatewaySinkConfig(_HttpSinkConfig):
     type: Literal["pushgateway"]
     url: str = "http://127.0.0.1:9091"
     job: str = "falcon_gpu"
@@ -83,7 +106,7 @@ class PushgatewaySinkConfig(NetworkSinkConfig):
     delete_on_shutdown: bool = False
 
 
-class RemoteWriteSinkConfig(NetworkSinkConfig):
+class RemoteWriteSinkConfig(_HttpSinkConfig):
     type: Literal["remote_write"]
     url: str = "http://127.0.0.1:9090/api/v1/write"
     version: Literal[1, 2] = 1

@@ -38,6 +38,9 @@ def test_node_defaults_to_node_name(monkeypatch: pytest.MonkeyPatch) -> None:
         ('[[sinks]]\ntype = "stdout"\nformat = "xml"', "'sinks.0.stdout.format'"),
         ('[[sinks]]\ntype = "stdout"\n[[sinks]]\ntype = "stdout"', "two sinks are named 'stdout'"),
         ("interval = ", "not valid TOML"),
+        ('[[sinks]]\ntype = "remote_write"\nurl = "127.0.0.1:9090/api/v1/write"', "url must be an http://"),
+        ('[[sinks]]\ntype = "pushgateway"\nurl = "http//pg:9091"', "'sinks.0.pushgateway': Value error, url"),
+        ('[[sinks]]\ntype = "falcon_agent"\nurl = "ftp://u:hunter2@h/v1/push"', "'ftp://u:<redacted>@h/v1/push'"),
     ],
 )
 def test_bad_settings_name_the_setting(tmp_path: Path, toml: str, needle: str) -> None:
@@ -46,6 +49,7 @@ def test_bad_settings_name_the_setting(tmp_path: Path, toml: str, needle: str) -
     with pytest.raises(ConfigError, match=None) as err:
         load_settings(cfg)
     assert needle in str(err.value)
+    assert "hunter2" not in str(err.value)
 
 
 def test_cli_exits_2_without_traceback(tmp_path: Path) -> None:
