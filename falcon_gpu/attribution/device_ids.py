@@ -8,7 +8,7 @@ Device plugins hand the kubelet opaque IDs; the ones seen in the wild:
 * ``GPU-<uuid>::<n>`` / ``MIG-<uuid>::<n>``: replicas of one device under
   time-slicing or MPS sharing; the suffix is stripped and the replicas of one
   container de-duplicated (one container, one GPU, counted once);
-* GKE's plugin: ``nvidia<N>`` (the GPU with NVML index N) and ``nvidia<N>/gi<M>``
+* GKE's plugin: ``nvidia<N>`` (the GPU of ``/dev/nvidia<N>``) and ``nvidia<N>/gi<M>``
   (GPU instance M on GPU N); with GKE GPU time-sharing every one of those is
   handed out as replicas ``<id>/vgpu<k>``, stripped and de-duplicated like ``::<n>``.
 
@@ -34,6 +34,7 @@ class DeviceRef:
     gpu_uuid: str | None = None
     mig_uuid: str | None = None
     gpu_index: int | None = None
+    """GKE's ``nvidia<N>``: the device node minor N (matched against NVML's minor number)."""
     gpu_instance_id: int | None = None
     """With ``gpu_uuid`` or ``gpu_index``: the MIG GPU instance on that GPU."""
 

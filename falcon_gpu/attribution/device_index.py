@@ -6,6 +6,10 @@ instance on it. Processes on a MIG GPU carry their GPU/compute instance IDs;
 the instance's own process list is preferred, the parent's list (filtered by
 instance ID) is the fallback, and a process matching no instance stays on the
 physical GPU, so every process is placed exactly once.
+
+GKE's ``nvidia<N>`` names the device node ``/dev/nvidia<N>``, whose minor number
+is not always the NVML index (NVML orders by PCI bus, the kernel by probe order):
+it is matched against the minor NVML reports, the index only when NVML gave none.
 """
 
 from __future__ import annotations
@@ -20,12 +24,12 @@ class DeviceIndex:
     def __init__(self, snapshot: Snapshot) -> None:
         self.devices = snapshot.devices
         self._by_uuid: dict[str, DeviceReading] = {}
-        self._by_index: dict[int, DeviceReading] = {}
+        self._by_node: dict[int, DeviceReading] = {}
         self._mig_parent: dict[str, str] = {}
         self._mig_by_gi: dict[tuple[str, int], str] = {}
         for dev in snapshot.devices:
             self._by_uuid[dev.uuid] = dev
-            self._by_index[dev.index] = dev
+            self._by_node[dev.index if dev.minor_number is None else dev.minor_number] = dev
             for mig in dev.mig:
                 self._mig_parent[mig.uuid] = dev.uuid
                 self._mig_by_gi.setdefault((dev.uuid, mig.gpu_instance_id), mig.uuid)
@@ -39,7 +43,7 @@ class DeviceIndex:
         if ref.gpu_uuid is not None:
             dev = self._by_uuid.get(ref.gpu_uuid)
         elif ref.gpu_index is not None:
-            dev = self._by_index.get(ref.gpu_index)
+            dev = self._by_node.get(ref.gpu_index)
         if dev is None:
             return None
         if ref.gpu_instance_id is None:

@@ -88,6 +88,8 @@ class DeviceReading:
     pci_bus_id: str
     up: bool = True
     error: str | None = None
+    minor_number: int | None = None
+    """The ``/dev/nvidia<N>`` minor (GKE's device IDs name it); not always the NVML index."""
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
     memory_free_bytes: int | None = None

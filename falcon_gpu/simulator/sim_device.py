@@ -51,6 +51,10 @@ class DeviceCalls(SimCore):
         dev, mig = self._any(handle, "nvmlDeviceGetUUID", identity=True)
         return mig.mig.uuid if mig else dev.gpu.uuid
 
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        """The ``/dev/nvidia<N>`` minor: the index, as on most nodes."""
+        return self._device(handle, "nvmlDeviceGetMinorNumber", identity=True).index
+
     def nvmlDeviceGetPciInfo(self, handle: Any) -> NvmlStruct:
         dev = self._device(handle, "nvmlDeviceGetPciInfo", identity=True)
         return NvmlStruct(busId=dev.gpu.pci_bus_id, busIdLegacy=dev.gpu.pci_bus_id[4:])

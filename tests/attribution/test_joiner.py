@@ -3,10 +3,13 @@ idle allocations, energy shares and bounded state."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
-from falcon_gpu.attribution.device_ids import parse_device_ids
+from falcon_gpu.attribution.device_ids import DeviceRef, parse_device_ids
+from falcon_gpu.attribution.device_index import DeviceIndex
 from falcon_gpu.attribution.joiner import Joiner, Lookups
 from falcon_gpu.attribution.logdirs import ContainerName, NameMaps, PodName
 from falcon_gpu.attribution.podresources.client import Allocation, KubeletAllocations
@@ -294,3 +297,15 @@ def test_state_is_bounded_as_pods_come_and_go() -> None:
     # 600 s retention at 30 s per pod: about 20 pods' counters left, not 2000
     assert len(joiner.energy) <= 25
     assert len(joiner.idle) == 1
+
+
+def test_gke_device_node_names_follow_the_minor_number_not_the_nvml_index() -> None:
+    """NVML orders GPUs by PCI bus, the kernel numbers /dev/nvidia<N> by probe order:
+    GKE's ``nvidia0`` is the GPU whose minor is 0, whatever its NVML index."""
+    swapped = snapshot(
+        dataclasses.replace(gpu(0), minor_number=1), dataclasses.replace(gpu(1), minor_number=0), gpu(2)
+    )
+    index = DeviceIndex(swapped)
+    assert index.resolve(DeviceRef(gpu_index=0)) == (gpu(1).uuid, None)
+    assert index.resolve(DeviceRef(gpu_index=1)) == (gpu(0).uuid, None)
+    assert index.resolve(DeviceRef(gpu_index=2)) == (gpu(2).uuid, None)  # no minor known: the index

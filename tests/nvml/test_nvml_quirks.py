@@ -299,3 +299,15 @@ def test_fields_refused_under_mig_come_back_when_mig_is_turned_off() -> None:
     source.collect(60.0)  # the cycle that sees MIG off
     dev = source.collect(90.0).devices[0]
     assert not dev.mig_enabled and dev.utilization_ratio == pytest.approx(0.73)
+
+
+def test_minor_number_is_read_once_and_its_failure_is_not_a_lost_gpu() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(), gpu("GPU-b")))
+    lib = Quirky(sim, override={"nvmlDeviceGetMinorNumber": lambda handle: 1 - handle.index})
+    source, _ = source_on(lib)
+    for t in (0.0, 30.0):
+        assert [d.minor_number for d in source.collect(t).devices] == [1, 0]
+    assert lib.calls["nvmlDeviceGetMinorNumber"] == 2  # identity: once per device
+    broken = Quirky(sim, override={"nvmlDeviceGetMinorNumber": raising(pynvml.NVML_ERROR_UNKNOWN)})
+    devices = source_on(broken)[0].collect(60.0).devices
+    assert all(d.up for d in devices) and [d.minor_number for d in devices] == [None, None]

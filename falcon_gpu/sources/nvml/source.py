@@ -42,6 +42,7 @@ class Identity:
     uuid: str
     name: str
     pci_bus_id: str
+    minor_number: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +165,14 @@ class NvmlSource:
         pci = self._nvml.call(scope, "pci_info", "nvmlDeviceGetPciInfo", handle)
         if self._nvml.errors:
             raise DeviceGone(None, "; ".join(self._nvml.errors))
+        # Optional (GKE device IDs only): a failure here must not mark the device down.
+        minor = self._nvml.call(scope, "minor_number", "nvmlDeviceGetMinorNumber", handle)
+        self._nvml.errors.clear()
         return Identity(
             uuid="" if uuid is ABSENT else text(uuid),
             name="" if name is ABSENT else text(name),
             pci_bus_id="" if pci is ABSENT else text(pci.busId),
+            minor_number=None if minor is ABSENT else int(minor),
         )
 
     def _read_device(
@@ -191,11 +196,12 @@ class NvmlSource:
             return DeviceReading(
                 index=index, uuid=known.uuid, name=known.name, pci_bus_id=known.pci_bus_id, up=False,
                 error=str(gone), xid_counts=dict(xid_counts.get(known.uuid, {})),
+                minor_number=known.minor_number,
             )  # fmt: skip
         self._telemetry.recovered(f"gpu:{ident.uuid or index}", f"GPU {index} ({ident.uuid}) answers again")
         return DeviceReading(
             index=index, uuid=ident.uuid, name=ident.name, pci_bus_id=ident.pci_bus_id,
-            xid_counts=dict(xid_counts.get(ident.uuid, {})), **fields,
+            minor_number=ident.minor_number, xid_counts=dict(xid_counts.get(ident.uuid, {})), **fields,
         )  # fmt: skip
 
     def _run_readers(self, index: int, ident: Identity, handle: Any, timestamp: float) -> Fields:
