@@ -17,9 +17,11 @@
   :func:`~.retry.push_with_retry`; a batch leaves the spool only when the
   server confirmed it or refused it for good.
 
-Telemetry: ``sent`` on confirmation, ``spooled`` once per batch whose first
-attempt failed (it waits in the spool), ``dropped`` for a permanent refusal,
-items the server rejected one by one, a full memory queue, or the spool cap.
+Telemetry: ``sent`` on confirmation; ``spooled`` once per batch that could not
+go out at once and waits in the spool: its first attempt failed, or it was
+spooled while the server was failing (so an hour-long outage counts an hour of
+samples, not just the first batch); ``dropped`` for a permanent refusal, items
+the server rejected one by one, a full memory queue, or the spool cap.
 
 Shutdown order (``close``): stop taking submissions, write every pending item to
 the spool, let the sender drain until the timeout, then stop it; what is left
@@ -81,6 +83,7 @@ class QueuedSink(Sink, Generic[T]):
         self._threads: list[threading.Thread] = []
         self._start_lock = threading.Lock()
         self._closed = False
+        self._counted_upto = (-1, -1)  # spool position up to which batches were counted spooled
 
     # -- what a sink supplies -------------------------------------------------
     @abc.abstractmethod
@@ -197,7 +200,7 @@ class QueuedSink(Sink, Generic[T]):
     def _spool_batch(self, items: list[T]) -> None:
         try:
             body = self.encode(items)
-            self._spool.append(len(items), body)
+            position = self._spool.append(len(items), body)
         except OSError as exc:
             self._telemetry.samples(self.name, "dropped", len(items))
             self._telemetry.failing(f"{self._key}:spool", "spool_write",
@@ -209,6 +212,9 @@ class QueuedSink(Sink, Generic[T]):
                                     f"sink {self.name}: cannot encode a batch: {exc!r}", level=logging.ERROR)
             return
         self._telemetry.recovered(f"{self._key}:spool", f"sink {self.name}: spool writable again")
+        if self._telemetry.is_failing(self._key):  # the server is down: this batch waits
+            self._telemetry.samples(self.name, "spooled", len(items))
+            self._counted_upto = (position.seq, position.offset)
         self._telemetry.spool_bytes(self.name, self._spool.size_bytes)
         self._wake.set()
 
@@ -247,7 +253,8 @@ class QueuedSink(Sink, Generic[T]):
             nonlocal failed
             if not failed:
                 failed = True
-                self._telemetry.samples(self.name, "spooled", entry.samples)
+                if (entry.position.seq, entry.position.offset) > self._counted_upto:  # not yet counted
+                    self._telemetry.samples(self.name, "spooled", entry.samples)
             self._telemetry.failing(self._key, "sink",
                                     f"sink {self.name}: {err}; retrying, batches wait in the spool")
 

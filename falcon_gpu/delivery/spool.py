@@ -86,12 +86,16 @@ class Spool:
         self._writer = SpoolWriter(directory, segment_max, max([*seqs, start.seq]) + 1)
 
     # -- writer side --------------------------------------------------------
-    def append(self, samples: int, body: bytes) -> None:
-        """Write one batch durably (flushed to the kernel) and apply the cap."""
+    def append(self, samples: int, body: bytes) -> Position:
+        """Write one batch durably (flushed to the kernel) and apply the cap; returns the
+        batch's position (the one its :class:`Entry` will carry)."""
         with self._lock:
             self._bytes += self._writer.append(_COUNT.pack(samples) + body)
+            assert self._writer.active_seq is not None
+            position = Position(self._writer.active_seq, self._writer.size)
             if self._bytes > self._max:
                 self._evict()
+            return position
 
     def _evict(self) -> None:
         seqs = list_segments(self._dir)

@@ -51,6 +51,11 @@ class SpoolWriter:
         self._size += len(record)
         return grown + len(record)
 
+    @property
+    def size(self) -> int:
+        """Bytes in the active segment: the position just after the last record written."""
+        return self._size
+
     def _rotate(self) -> int:
         self._seal()
         seq = self._next_seq

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from tests.delivery.conftest import (
     TransferServer,
     falcon_cycle,
     outcomes,
+    wait_until,
 )
 
 
@@ -62,8 +64,11 @@ def test_reconnects_after_transfer_restart_and_delivers_the_outage(transfer: Tra
     sink.submit(falcon_cycle(1_700_000_000, 1.0))
     assert sink.flush(10)
     transfer.stop()
-    for i in range(1, 4):
+    sink.submit(falcon_cycle(1_700_000_000 + 15, 1.0))
+    wait_until(lambda: telemetry.view().errors_total.get("sink", 0) > 0, 10, "the outage to be noticed")
+    for i in range(2, 4):  # one batch per cycle while transfer is down: each waits in the spool
         sink.submit(falcon_cycle(1_700_000_000 + 15 * i, float(i)))
+        time.sleep(0.05)
     assert not sink.flush(0.5)
     transfer.start()
     assert sink.flush(15)
