@@ -5,7 +5,10 @@ the API server. To keep the permission small, only this node's pods are listed
 (``fieldSelector=spec.nodeName=<node>``, RBAC: ``get``/``list`` on pods), on the
 background refresher's schedule (a periodic relist, paginated), and only the
 allow-listed labels are kept, renamed ``label_<name>`` with every character
-outside ``[a-zA-Z0-9_]`` replaced by ``_`` (as kube-state-metrics does).
+outside ``[a-zA-Z0-9_]`` replaced by ``_`` (as kube-state-metrics does). Two
+allow-list entries that come out as the same label name (or one listed twice) keep
+only the first: a series with a duplicated label name makes Prometheus refuse the
+whole remote-write request.
 
 Credentials are the in-cluster service account: the token file is re-read on
 every list because bound tokens rotate. The token never appears in errors.
@@ -13,6 +16,7 @@ every list because bound tokens rotate. The token never appears in errors.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -22,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import requests
+
+log = logging.getLogger("falcon_gpu.attribution")
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
@@ -63,6 +69,17 @@ class PodLabels:
     """(namespace, pod) -> labels, for allocations (which carry no UID)."""
 
 
+def _unique_by_label(allow: Sequence[str]) -> tuple[str, ...]:
+    """The allow-list without entries whose label name an earlier entry already takes."""
+    taken: dict[str, str] = {}
+    for name in allow:
+        first = taken.setdefault(sanitise_label(name), name)
+        if first != name:
+            log.warning("pod_labels: %r and %r both become %s; keeping %r",
+                        first, name, sanitise_label(name), first)  # fmt: skip
+    return tuple(taken.values())
+
+
 class PodLabelSource:
     """Lists this node's pods and keeps the allow-listed labels. Not for the hot path."""
 
@@ -71,7 +88,7 @@ class PodLabelSource:
     ) -> None:
         self._config = config
         self._node = node
-        self._allow = tuple(allow)
+        self._allow = _unique_by_label(allow)
         self._timeout = timeout
         import requests  # lazy: only agents with pod_labels pay for it (the plugin starts faster)
 

@@ -106,6 +106,15 @@ def test_lists_only_this_node_and_keeps_only_allowed_labels(api: FakeApiServer, 
     assert len(api.requests) == 2  # paginated
 
 
+def test_allow_list_entries_that_collide_keep_the_first(api: FakeApiServer, token: Path) -> None:
+    """A duplicated label name would make Prometheus refuse the whole remote-write request."""
+    allow = ["team", "app.kubernetes.io/name", "team", "app_kubernetes_io/name"]
+    source = PodLabelSource(KubeApiConfig(api.url, token, None), "node-7", allow)
+    labels = source.fetch()
+    source.close()
+    assert labels.by_uid[pod_uid(1)] == (("label_team", "a"), ("label_app_kubernetes_io_name", "trainer"))
+
+
 def test_refusal_names_the_fix_and_hides_the_token(api: FakeApiServer, token: Path) -> None:
     api.status = 403
     source = PodLabelSource(KubeApiConfig(api.url, token, None), "node-7", ["team"])
