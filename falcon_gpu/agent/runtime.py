@@ -6,11 +6,17 @@ is laid out in a temporary directory and attribution is pointed at it, so the
 real readers run. Shutdown order: stop the XID thread and attribution
 refreshers first (they feed the cycle), then flush and close sinks (so queued
 and spooled data gets its chance), then NVML, then the simulated host.
+
+Sinks close side by side under one deadline: one after the other, N slow sinks
+would take N times ``timeout`` and outlast the kubelet's 30 s grace period, so
+the SIGKILL would land before NVML and the host were closed.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,11 +46,31 @@ class Runtime:
             ("attribution", getattr(self.attributor, "close", None)),
         ):
             _quietly(name, fn)
-        for sink in self.sinks:
-            _quietly(f"sink {sink.name}", lambda s=sink: s.close(timeout))  # type: ignore[misc]
+        _close_sinks(self.sinks, timeout)
         _quietly("nvml", getattr(self.source, "close", None))
         if self.host is not None:
             _quietly("simulated host", self.host.stop)
+
+
+def _close_sinks(sinks: list[Sink], timeout: float) -> None:
+    """Close every sink in its own thread; return by ``timeout`` (+1 s) even if one hangs."""
+    deadline = time.monotonic() + timeout + 1.0
+    threads = [
+        threading.Thread(
+            target=_quietly,
+            args=(f"sink {sink.name}", lambda s=sink: s.close(timeout)),
+            name=f"falcon-gpu-close-{sink.name}",
+            daemon=True,
+        )
+        for sink in sinks
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+        if t.is_alive():
+            log.warning("%s did not finish closing in %gs; exiting anyway (its spool keeps the data)",
+                        t.name.removeprefix("falcon-gpu-close-"), timeout)  # fmt: skip
 
 
 def _quietly(what: str, fn: Any) -> None:
