@@ -137,15 +137,16 @@ class QueuedSink(Sink, Generic[T]):
         with self._caught_up:
             while self._caught_up_at < spooled_at:
                 left = deadline - time.monotonic()
-                if left <= 0 or (not while_failing and self._telemetry.is_failing(self._key)):
+                if left <= 0 or (not while_failing and (self._telemetry.is_failing(self._key)
+                                                        or self._telemetry.is_failing(f"{self._key}:spool"))):
                     return False
                 self._caught_up.wait(min(left, 0.1))
             return True
 
     def close(self, timeout: float) -> None:
-        """Spool what is pending; wait up to ``timeout`` for delivery unless the server is
-        failing (then the spool keeps it for the next start: no point holding up a
-        shutdown for a server that is down); stop the threads."""
+        """Spool what is pending; wait up to ``timeout`` for delivery unless the server or
+        the spool is failing (then the spool keeps it for the next start: no point holding
+        up a shutdown for a server that is down); stop the threads."""
         if self._closed:
             return
         self._closed = True

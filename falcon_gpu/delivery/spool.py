@@ -12,6 +12,12 @@ Who does what (the Vector disk-buffer model):
   past it and every record in it was acknowledged. At start the reader resumes
   from the ledger: a batch that was in flight when the agent died is sent again
   (at-least-once; Prometheus and VictoriaMetrics ignore an identical sample).
+- One process owns a directory: the first append or read takes an exclusive
+  ``flock`` on ``lock`` (released at close) and only then recovers it (deletes
+  acknowledged segments, starts a new one). Until then the spool only reads,
+  so ``doctor`` run next to the agent changes nothing; a second agent or a
+  ``run --once`` on the same directory gets :class:`SpoolBusy` (counted and
+  logged by the sink, retried) instead of deleting or duplicating its data.
 - Past ``max_bytes`` the oldest segments are deleted and their unsent samples
   reported through ``on_evict`` (counted ``dropped``). A damaged segment is
   reported through ``on_corrupt`` and skipped from the damage on.
@@ -24,6 +30,8 @@ counts them.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import struct
 import threading
@@ -37,6 +45,11 @@ from falcon_gpu.delivery.spool_writer import SpoolWriter
 
 _COUNT = struct.Struct("<I")
 LEDGER = "ack"
+LOCK_FILE = "lock"
+
+
+class SpoolBusy(OSError):
+    """Another process (the running agent, a ``run --once``) holds this spool directory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +80,49 @@ class Spool:
         self._on_evict = on_evict
         self._on_corrupt = on_corrupt
         self._lock = threading.Lock()
+        self._lock_fd: int | None = None  # held from the first append or read until close
+        start = self._read_ledger()
+        self._reader = SpoolReader(directory, start)
+        self._writer = SpoolWriter(directory, 4096, start.seq + 1)  # replaced by _open
+        self._acked = start
+        self._bytes = 0
+        self.backlog_at_start = self._backlog(start)
+
+    def _backlog(self, start: Position) -> int:
+        """Bytes not yet acknowledged, read without changing anything (another process may
+        own the directory: ``doctor`` next to the running agent)."""
+        total = 0
+        for seq in list_segments(self._dir):
+            if seq < start.seq:
+                continue
+            try:
+                size = (self._dir / segment_name(seq)).stat().st_size
+            except FileNotFoundError:
+                continue
+            total += size - (min(start.offset, size) if seq == start.seq else 0)
+        return total
+
+    def _open(self) -> None:
+        """Take the directory (an exclusive lock) and recover it, once, under ``self._lock``.
+        Raises SpoolBusy while another process holds it, OSError for a failing disk."""
+        if self._lock_fd is not None:
+            return
+        fd = os.open(self._dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SpoolBusy(errno.EWOULDBLOCK, f"spool directory {self._dir} is in use by another "
+                                "falcon-gpu process (the running agent?); a second one needs its own "
+                                "spool_dir") from None
+            self._recover()
+        except BaseException:
+            os.close(fd)
+            raise
+        self._lock_fd = fd
+
+    def _recover(self) -> None:
+        directory = self._dir
         start = self._read_ledger()
         seqs = list_segments(directory)
         for seq in seqs:
@@ -81,8 +137,7 @@ class Spool:
         self._reader = SpoolReader(directory, start)
         # the acknowledged head of the oldest segment, if that segment is still there
         self._acked = start if seqs and seqs[0] == start.seq else Position(start.seq, 0)
-        self.backlog_at_start = self.size_bytes
-        segment_max = max(4096, min(16 << 20, max_bytes // 8))
+        segment_max = max(4096, min(16 << 20, self._max // 8))
         self._writer = SpoolWriter(directory, segment_max, max([*seqs, start.seq]) + 1)
 
     # -- writer side --------------------------------------------------------
@@ -90,6 +145,7 @@ class Spool:
         """Write one batch durably (flushed to the kernel) and apply the cap; returns the
         batch's position (the one its :class:`Entry` will carry)."""
         with self._lock:
+            self._open()
             self._bytes += self._writer.append(_COUNT.pack(samples) + body)
             assert self._writer.active_seq is not None
             position = Position(self._writer.active_seq, self._writer.size)
@@ -122,6 +178,7 @@ class Spool:
         reader leaves behind are deleted (the single sender acknowledges before
         asking for the next batch)."""
         with self._lock:
+            self._open()
             while True:
                 before = self._reader.seq
                 item = self._reader.read(self._writer.active_seq)
@@ -172,10 +229,18 @@ class Spool:
         """Bytes on disk not yet acknowledged: what an outage has piled up (segment files
         minus the acknowledged head of the one being read)."""
         with self._lock:
+            if self._lock_fd is None:
+                return self.backlog_at_start
             acked = self._acked.offset if self._acked.seq == self._reader.seq else 0
             return max(0, self._bytes - acked)
 
     def close(self) -> None:
         with self._lock:
-            self._writer.close()
-            self._reader.close()
+            if self._lock_fd is None:
+                return
+            try:
+                self._writer.close()
+                self._reader.close()
+            finally:
+                os.close(self._lock_fd)  # releases the directory
+                self._lock_fd = None

@@ -294,3 +294,25 @@ def test_an_answer_cut_off_mid_body_is_retried_not_dropped(tmp_path: Path, telem
         server.close()
     assert len(bodies) == 2 and bodies[0] == bodies[1]
     assert outcomes(telemetry, "remote_write") == {"sent": 4, "spooled": 4, "dropped": 0}
+
+
+def test_a_second_sink_on_the_same_spool_drops_counted_and_leaves_the_first_alone(
+        http_peer: HttpPeer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``run --once`` next to the running agent with the same spool_dir."""
+    cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0)
+    agent = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=Telemetry())
+    agent.submit(falcon_cycle(1_700_000_000, 1.0))
+    assert agent.flush(10)
+    once_telemetry = Telemetry()
+    once = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=once_telemetry)
+    once.submit(falcon_cycle(1_700_000_015, 2.0))
+    started = time.monotonic()
+    once.close(10)
+    assert time.monotonic() - started < 5, "a busy spool must not hold up the shutdown"
+    assert outcomes(once_telemetry, "falcon_agent") == {"sent": 0, "spooled": 0, "dropped": 3}
+    assert len([r for r in caplog.records if "in use by another falcon-gpu process" in r.message]) == 1
+    agent.submit(falcon_cycle(1_700_000_030, 3.0))
+    assert agent.flush(10)
+    agent.close(5)
+    stamps = sorted({item["timestamp"] for r in http_peer.requests for item in json.loads(r.body)})
+    assert stamps == [1_700_000_000, 1_700_000_030]

@@ -15,7 +15,7 @@ import pytest
 
 from falcon_gpu.delivery import progress
 from falcon_gpu.delivery.segment import MAGIC, Record, read_records
-from falcon_gpu.delivery.spool import Spool
+from falcon_gpu.delivery.spool import Spool, SpoolBusy
 
 
 def open_spool(path: Path, max_bytes: int = 1 << 20) -> tuple[Spool, list[tuple[int, str]], list[str]]:
@@ -50,9 +50,8 @@ def test_fifo_across_restart_resumes_after_last_ack(tmp_path: Path) -> None:
     assert drain(again) == [b"newer"]
     again.close()
     third, _, _ = open_spool(tmp_path)
-    assert third.backlog_at_start == 0, "a fully acknowledged segment is removed at start"
-    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".seg"] == []
-    assert drain(third) == []
+    assert third.backlog_at_start == 0
+    assert drain(third) == []  # the first read takes the directory: a fully acknowledged segment goes
     assert third.size_bytes == 0
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".seg"] == []
 
@@ -97,7 +96,7 @@ def test_records_survive_sigkill_of_the_writer(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, signal, sys
         from pathlib import Path
-        from falcon_gpu.delivery.spool import Spool
+        from falcon_gpu.delivery.spool import Spool, SpoolBusy
         spool = Spool(Path({str(tmp_path)!r}), 1 << 20, on_evict=lambda n, m: None, on_corrupt=print)
         for i in range(50):
             spool.append(3, b"rec-%d" % i)
@@ -180,3 +179,29 @@ def test_a_write_that_fails_part_way_costs_only_that_batch(tmp_path: Path) -> No
     again.append(1, b"next-start")
     assert drain(again) == [b"next-start"]
     assert corrupt == corrupt_again == []
+
+
+def test_one_process_owns_a_spool_and_a_reader_next_to_it_changes_nothing(tmp_path: Path) -> None:
+    """``doctor`` (or a ``run --once``) next to the running agent, same spool_dir: the agent's
+    live segment must not be deleted, and a second writer must not interleave with it."""
+    agent, _, _ = open_spool(tmp_path)
+    agent.append(1, b"one")
+    assert drain(agent) == [b"one"]  # caught up: the ledger points at the end of the live segment
+    live = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".seg")
+
+    doctor, _, _ = open_spool(tmp_path)  # builds the sink, never sends
+    assert doctor.backlog_at_start == 0 and doctor.size_bytes == 0
+    doctor.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".seg") == live
+
+    once, _, _ = open_spool(tmp_path)
+    with pytest.raises(SpoolBusy, match="in use by another falcon-gpu process"):
+        once.append(1, b"from a second process")
+    with pytest.raises(SpoolBusy):
+        once.next()
+    agent.append(1, b"two")
+    assert drain(agent) == [b"two"]
+    agent.close()
+    once.append(1, b"three")  # the owner is gone: the directory can be taken now
+    assert drain(once) == [b"three"]
+    once.close()
