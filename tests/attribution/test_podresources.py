@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,6 +118,40 @@ def test_client_errors_say_what_to_fix(socket_path: Path) -> None:
     with pytest.raises(PodResourcesError, match="not answering"):
         client.fetch()
     client.close()
+
+
+def test_close_cancels_a_call_hung_in_the_kubelet(socket_path: Path) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class HungKubelet(PodResourcesServer):
+        def state(self) -> tuple[tuple[PodResourcesPod, ...], tuple[PodResourcesDevice, ...]]:
+            entered.set()
+            release.wait(30)
+            return super().state()
+
+    server = HungKubelet(socket_path, [pod("ml", "p", "c", "nvidia.com/gpu", "GPU-x")])
+    server.start()
+    client = PodResourcesClient(socket_path, RESOURCES, timeout=20.0)
+    errors: list[Exception] = []
+
+    def fetch() -> None:
+        try:
+            client.fetch()
+        except PodResourcesError as exc:
+            errors.append(exc)
+
+    caller = threading.Thread(target=fetch, daemon=True)
+    caller.start()
+    try:
+        assert entered.wait(10)
+        started = time.monotonic()
+        client.close()
+        assert time.monotonic() - started < 10  # not the 20 s the List could still take
+        caller.join(10)
+        assert not caller.is_alive() and len(errors) == 1
+    finally:
+        release.set()
+        server.stop()
 
 
 def test_attributor_falls_back_to_cgroups_and_reconnects(
