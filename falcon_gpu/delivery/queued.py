@@ -283,7 +283,12 @@ class QueuedSink(Sink, Generic[T]):
                 self._telemetry.samples(self.name, "dropped", ack.rejected)
             self._telemetry.recovered(self._key, f"sink {self.name}: delivering again")
             self._telemetry.recovered(f"{self._key}:rejected", f"sink {self.name}: batches accepted again")
-        self._spool.ack(entry)
+        try:
+            self._spool.ack(entry)
+        except OSError as exc:  # disk full: the sender goes on; a restart re-sends (at-least-once)
+            self._telemetry.failing(f"{self._key}:spool", "spool_write",
+                                    f"sink {self.name}: cannot record a delivery in the spool ({exc}); "
+                                    "after a restart it would be sent again")
         return failed
 
     def _evicted(self, samples: int, message: str) -> None:

@@ -316,3 +316,27 @@ def test_a_second_sink_on_the_same_spool_drops_counted_and_leaves_the_first_alon
     agent.close(5)
     stamps = sorted({item["timestamp"] for r in http_peer.requests for item in json.loads(r.body)})
     assert stamps == [1_700_000_000, 1_700_000_030]
+
+
+def test_a_failing_ledger_write_does_not_stop_the_sender(http_peer: HttpPeer, tmp_path: Path,
+                                                         telemetry: Telemetry) -> None:
+    """Disk full when the acknowledgement is written: the sender must go on delivering."""
+    http_peer.default = (204, {}, b"")
+    sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
+    real_ack = sink._spool.ack
+    failures = iter([True])
+
+    def ack(entry):  # type: ignore[no-untyped-def]
+        if next(failures, False):
+            raise OSError(28, "No space left on device")
+        real_ack(entry)
+
+    sink._spool.ack = ack  # type: ignore[method-assign]
+    now = int(time.time() * 1000)
+    sink.submit(prom_cycle(now, 0.1))
+    wait_until(lambda: telemetry.view().errors_total.get("spool_write", 0) == 1, 10, "the failed ack")
+    sink.submit(prom_cycle(now + 1000, 0.2))
+    assert sink.flush(10)
+    sink.close(5)
+    assert len(http_peer.requests) == 2
+    assert outcomes(telemetry, "remote_write") == {"sent": 8, "spooled": 0, "dropped": 0}
