@@ -98,8 +98,9 @@ class Attributor:
         self._refresher.run_all()
 
     def close(self) -> None:
+        self._kubelet.close()  # cancels a List hung in the kubelet, so the refresher stops at once
         self._refresher.stop()
-        self._kubelet.close()
+        self._kubelet.close()  # and the channel a refresh may have opened meanwhile
         if self._label_source is not None:
             self._label_source.close()
 

@@ -154,6 +154,31 @@ def test_close_cancels_a_call_hung_in_the_kubelet(socket_path: Path) -> None:
         server.stop()
 
 
+def test_attributor_close_does_not_wait_for_a_hung_kubelet(tmp_path: Path, socket_path: Path) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class HungKubelet(PodResourcesServer):
+        def state(self) -> tuple[tuple[PodResourcesPod, ...], tuple[PodResourcesDevice, ...]]:
+            entered.set()
+            release.wait(30)
+            return super().state()
+
+    server = HungKubelet(socket_path)
+    server.start()
+    tree = HostTree(tmp_path)
+    settings = Settings(proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n1")
+    attributor = Attributor(settings, Telemetry())
+    try:
+        attributor.start()
+        assert entered.wait(10)
+        started = time.monotonic()
+        attributor.close()
+        assert time.monotonic() - started < 4  # the refresher's join alone would take 5 s
+    finally:
+        release.set()
+        server.stop()
+
+
 def test_attributor_falls_back_to_cgroups_and_reconnects(
     tmp_path: Path, socket_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
