@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 
@@ -42,6 +43,7 @@ def _prepare_one_shot(rt: Runtime) -> None:
 
 def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
     rt = build(settings, simulate=simulate)
+    stuck = False
     try:
         if once:
             _prepare_one_shot(rt)
@@ -60,10 +62,21 @@ def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
             settings.interval,
             ", ".join(s.name for s in rt.sinks) or "none",
         )
-        run_every(settings.interval, runner.run, rt.telemetry, stop)
+        stuck = not run_every(settings.interval, runner.run, rt.telemetry, stop)
         return 0
     finally:
-        rt.close(FLUSH_TIMEOUT)
+        rt.close(FLUSH_TIMEOUT, nvml=not stuck)
+        if stuck:
+            _exit_leaving_the_stuck_cycle()
+
+
+def _exit_leaving_the_stuck_cycle() -> None:
+    """Sinks are closed; the cycle's worker thread (not a daemon) would keep the
+    interpreter from exiting until NVML answers, so leave without joining it."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def plugin(settings: Settings, *, simulate: str | None) -> int:

@@ -3,7 +3,11 @@
 A cycle still running when the next is due makes APScheduler skip the new run
 (``max_instances=1``, ``coalesce=True``): the skip is counted as a
 ``cycle_overrun`` error instead of queueing cycles behind a slow GPU.
-SIGTERM/SIGINT set a stop event; the loop then lets the running cycle finish.
+SIGTERM/SIGINT set a stop event; the loop then lets the running cycle finish,
+but waits for it at most ``stuck_after`` seconds: a cycle stuck in a driver call
+(NVML can block for minutes on a GPU in a bad state) must not keep the sinks from
+flushing before the kubelet's SIGKILL. :func:`run_every` then returns False, and
+no further cycle starts.
 """
 
 from __future__ import annotations
@@ -39,12 +43,30 @@ def install_stop_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+STUCK_AFTER_S = 10.0
+
+
 def run_every(
-    interval: float, cycle: Callable[[], object], telemetry: Telemetry, stop: threading.Event
-) -> None:
-    """Run ``cycle`` now and then every ``interval`` seconds until ``stop`` is set."""
+    interval: float,
+    cycle: Callable[[], object],
+    telemetry: Telemetry,
+    stop: threading.Event,
+    *,
+    stuck_after: float = STUCK_AFTER_S,
+) -> bool:
+    """Run ``cycle`` now and then every ``interval`` seconds until ``stop`` is set.
+
+    True when the last cycle finished; False when one was still running
+    ``stuck_after`` seconds after the stop (its thread is left behind)."""
     logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we report skips ourselves, once
     scheduler = BackgroundScheduler(timezone=timezone.utc)
+    gate = threading.Lock()
+    stopped = False
+
+    def guarded() -> None:
+        with gate:
+            if not stopped:  # a run queued before the stop does not start after it
+                cycle()
 
     def on_event(event: JobEvent) -> None:
         if event.code in (EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED):
@@ -64,7 +86,7 @@ def run_every(
         on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED | EVENT_JOB_ERROR | EVENT_JOB_EXECUTED
     )
     scheduler.add_job(
-        cycle,
+        guarded,
         IntervalTrigger(seconds=interval),
         id="cycle",
         max_instances=1,
@@ -77,4 +99,12 @@ def run_every(
         while not stop.wait(0.5):
             pass
     finally:
-        scheduler.shutdown(wait=True)
+        scheduler.shutdown(wait=False)
+        finished = gate.acquire(timeout=stuck_after)
+        stopped = True
+        if finished:
+            gate.release()
+        else:
+            log.error("a cycle is still running %gs after the stop (NVML not answering?); "
+                      "shutting down without it", stuck_after)  # fmt: skip
+    return finished

@@ -40,14 +40,17 @@ class Runtime:
     sinks: list[Sink] = field(default_factory=list)
     host: Any = None
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
+        """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
+        wait on the same driver lock)."""
         for name, fn in (
             ("xid", getattr(self.xid, "stop", None)),
             ("attribution", getattr(self.attributor, "close", None)),
         ):
             _quietly(name, fn)
         _close_sinks(self.sinks, timeout)
-        _quietly("nvml", getattr(self.source, "close", None))
+        if nvml:
+            _quietly("nvml", getattr(self.source, "close", None))
         if self.host is not None:
             _quietly("simulated host", self.host.stop)
 

@@ -35,12 +35,37 @@ def test_slow_cycle_is_skipped_and_counted_not_overlapped() -> None:
             running -= 1
 
     threading.Timer(1.3, stop.set).start()
-    run_every(0.1, slow_cycle, telemetry, stop)
+    assert run_every(0.1, slow_cycle, telemetry, stop) is True  # the last cycle finished
     view = telemetry.view()
     assert max_running == 1
     assert calls >= 2
     assert view.cycles_skipped_total >= 1
     assert view.errors_total["cycle_overrun"] == view.cycles_skipped_total
+
+
+def test_a_cycle_stuck_in_the_driver_does_not_hold_up_the_stop() -> None:
+    stop, entered, release = threading.Event(), threading.Event(), threading.Event()
+    calls = 0
+
+    def stuck_cycle() -> None:
+        nonlocal calls
+        calls += 1
+        entered.set()
+        release.wait(30)
+
+    def stop_once_stuck() -> None:
+        entered.wait(10)
+        stop.set()
+
+    threading.Thread(target=stop_once_stuck, daemon=True).start()
+    try:
+        started = time.monotonic()
+        assert run_every(0.1, stuck_cycle, Telemetry(), stop, stuck_after=0.5) is False
+        assert time.monotonic() - started < 20  # not the 30 s the cycle would still take
+    finally:
+        release.set()
+    time.sleep(0.3)
+    assert calls == 1  # nothing queued behind the stuck cycle ran after the stop
 
 
 def test_run_loop_cycles_then_stops_on_sigterm(tmp_path: Path) -> None:

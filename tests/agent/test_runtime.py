@@ -64,3 +64,9 @@ def test_a_hung_sink_does_not_hold_up_shutdown() -> None:
         assert source.closed  # NVML and the rest still closed
     finally:
         hang.set()
+
+
+def test_nvml_is_left_alone_when_a_cycle_is_stuck_inside_it() -> None:
+    sink, source = SlowSink("s", threading.Barrier(1)), Closing()
+    runtime([sink], source).close(timeout=1.0, nvml=False)
+    assert sink.met_the_others and not source.closed
