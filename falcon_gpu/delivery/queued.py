@@ -111,6 +111,7 @@ class QueuedSink(Sink, Generic[T]):
             return
         try:
             self._queue.put_nowait(items)
+            self._telemetry.recovered(f"{self._key}:queue", f"sink {self.name}: memory queue has room again")
         except queue.Full:
             self._telemetry.samples(self.name, "dropped", len(items))
             self._telemetry.failing(f"{self._key}:queue", "sink_queue_full",
@@ -231,6 +232,8 @@ class QueuedSink(Sink, Generic[T]):
                 continue
             if entry is None:
                 progress.done()
+                # caught up: the next outage that overflows the cap is logged again
+                self._telemetry.recovered(f"{self._key}:cap", f"sink {self.name}: spool caught up")
                 with self._caught_up:
                     self._caught_up_at = time.monotonic()
                     self._caught_up.notify_all()

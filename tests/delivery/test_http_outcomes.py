@@ -340,3 +340,23 @@ def test_a_failing_ledger_write_does_not_stop_the_sender(http_peer: HttpPeer, tm
     sink.close(5)
     assert len(http_peer.requests) == 2
     assert outcomes(telemetry, "remote_write") == {"sent": 8, "spooled": 0, "dropped": 0}
+
+
+def test_each_outage_that_overflows_the_cap_is_logged(http_peer: HttpPeer, tmp_path: Path,
+                                                      telemetry: Telemetry,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """Logged once per outage, not once per process: a second overflow a week later must show."""
+    cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0,
+                                retry_initial_delay=0.02, retry_max_delay=0.05)
+    sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=telemetry)
+    for outage in range(2):
+        http_peer.default = (503, {}, b"down")
+        for i in range(300):  # one batch per cycle (a flush cuts the batch), ~150 KB in all
+            sink.submit(falcon_cycle(1_700_000_000 + 15 * i, float(i), n=4))
+            sink.flush(0)
+        wait_until(lambda n=outage: telemetry.view().errors_total.get("spool_full", 0) > n, 20, "the cap")
+        http_peer.default = (200, {}, b"success")
+        assert sink.flush(20)
+    sink.close(5)
+    overflows = [r for r in caplog.records if "spool over" in r.message]
+    assert len(overflows) == 2
