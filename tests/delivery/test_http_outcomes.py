@@ -118,7 +118,10 @@ def test_tls_with_own_ca_and_rotated_bearer_token(tmp_path: Path, telemetry: Tel
         now = int(time.time() * 1000)
         sink.submit(prom_cycle(now, 0.1))
         assert sink.flush(10)
-        token.write_text("s3cret-two\n")  # a rotated Kubernetes secret
+        # a rotated Kubernetes secret: the kubelet swaps in a new file (an in-place rewrite of the
+        # same size within one coarse mtime tick would look unchanged: not what the kubelet does)
+        (tmp_path / "token.new").write_text("s3cret-two\n")
+        (tmp_path / "token.new").replace(token)
         sink.submit(prom_cycle(now + 1000, 0.2))
         assert sink.flush(10)
         sink.close(5)
