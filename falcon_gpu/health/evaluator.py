@@ -31,6 +31,7 @@ class _DeviceState:
     pcie_replays: int | None = None
     last_xid_at: float | None = None
     last_xid_level: int = PASS
+    last_xid: int | None = None
 
 
 class HealthEvaluator:
@@ -52,10 +53,12 @@ class HealthEvaluator:
         if new_xids:
             st.last_xid_at = now
             st.last_xid_level = FAIL if CRITICAL_XIDS & new_xids.keys() else WARN
+            # counts carry no order within one interval: prefer a critical XID as "the last"
+            st.last_xid = max(new_xids, key=lambda x: (x in CRITICAL_XIDS, x))
         checks = {"lost": PASS if dev.up else FAIL, "xid": self._xid_level(st, now)}
         if dev.up:
             checks.update(self._levels(dev, st))
-        return HealthReport(checks=checks, xid_in_interval=new_xids)
+        return HealthReport(checks=checks, xid_in_interval=new_xids, last_xid=st.last_xid)
 
     def _xid_level(self, st: _DeviceState, now: float) -> int:
         if st.last_xid_at is None or now - st.last_xid_at > self._hold:

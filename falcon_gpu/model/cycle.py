@@ -18,6 +18,8 @@ class HealthReport:
     checks: dict[str, int]
     xid_in_interval: dict[int, int] = field(default_factory=dict)
     """XID events that arrived since the previous cycle, per XID code."""
+    last_xid: int | None = None
+    """The most recent XID seen since the agent started (dcgm-exporter's ``XID_ERRORS``)."""
 
     @property
     def overall(self) -> int:

@@ -135,7 +135,7 @@ def render(cycle: CycleData) -> PromBatch:
     for dev in cycle.snapshot.devices:
         lb = _labels(cycle, dev)
         health = cycle.health.get(dev.uuid)
-        last_xid = max(health.xid_in_interval, default=None) if health else None
+        last_xid = health.last_xid if health else None
         b.add(F + "XID_ERRORS", lb, last_xid if last_xid is not None else (0 if dev.up else None))
         if dev.up:
             _device(b, lb, dev)

@@ -20,10 +20,11 @@ def test_xid_raises_check_for_hold_window_and_reports_interval_counts() -> None:
     r = ev.evaluate(snap(10, dataclasses.replace(d, xid_counts={79: 1})))["GPU-aaaa"]
     assert r.checks["xid"] == 2 and r.xid_in_interval == {79: 1}
     r = ev.evaluate(snap(50, dataclasses.replace(d, xid_counts={79: 1})))["GPU-aaaa"]
-    assert r.checks["xid"] == 2 and r.xid_in_interval == {}
+    assert r.checks["xid"] == 2 and r.xid_in_interval == {} and r.last_xid == 79
     assert ev.evaluate(snap(111, dataclasses.replace(d, xid_counts={79: 1})))["GPU-aaaa"].checks["xid"] == 0
     r = ev.evaluate(snap(120, dataclasses.replace(d, xid_counts={79: 1, 13: 2})))["GPU-aaaa"]
     assert r.checks["xid"] == 1 and r.xid_in_interval == {13: 2}  # 13 (graphics engine) is a warning
+    assert r.last_xid == 13
 
 
 def test_level_checks() -> None:

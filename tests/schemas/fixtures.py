@@ -127,7 +127,7 @@ def cycle(process_metrics: bool = False) -> CycleData:
         ),
     )
     health = {
-        "GPU-aaaa": HealthReport({"ecc": 0, "xid": 2, "lost": 0}, {79: 1}),
+        "GPU-aaaa": HealthReport({"ecc": 0, "xid": 2, "lost": 0}, {79: 1}, last_xid=79),
         "GPU-bbbb": HealthReport({"lost": 0}),
         "GPU-cccc": HealthReport({"lost": 2}),
     }
