@@ -20,6 +20,7 @@ from falcon_gpu.delivery.queued import QueuedSink
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import FalconAgentSinkConfig
+from falcon_gpu.sinks.encoding import falcon_json
 from falcon_gpu.telemetry import Telemetry
 
 HEADERS = {"Content-Type": "application/json"}
@@ -55,10 +56,10 @@ class FalconAgentSink(QueuedSink[FalconItem]):
         self._transport = HttpTransport(config, sink=self.name)
 
     def explode(self, rendered: Rendered) -> Sequence[FalconItem]:
-        return rendered.falcon
+        return falcon_json.sendable(rendered.falcon, self._telemetry, self.name, self._key)
 
     def encode(self, items: Sequence[FalconItem]) -> bytes:
-        return json.dumps([i.as_json() for i in items], separators=(",", ":")).encode()
+        return falcon_json.encode(items)
 
     def push(self, body: bytes, samples: int) -> Ack:
         response = self._transport.request("POST", self._url, body, HEADERS)

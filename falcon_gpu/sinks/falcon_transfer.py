@@ -23,6 +23,7 @@ from falcon_gpu.delivery.queued import QueuedSink
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import FalconTransferSinkConfig
+from falcon_gpu.sinks.encoding import falcon_json
 from falcon_gpu.telemetry import Telemetry
 
 MAX_REPLY = 1 << 20
@@ -94,10 +95,10 @@ class FalconTransferSink(QueuedSink[FalconItem]):
         self._conn = _RpcConnection(config.address, config.timeout)
 
     def explode(self, rendered: Rendered) -> Sequence[FalconItem]:
-        return rendered.falcon
+        return falcon_json.sendable(rendered.falcon, self._telemetry, self.name, self._key)
 
     def encode(self, items: Sequence[FalconItem]) -> bytes:
-        return json.dumps([i.as_json() for i in items], separators=(",", ":")).encode()
+        return falcon_json.encode(items)
 
     def push(self, body: bytes, samples: int) -> Ack:
         reply = self._conn.call("Transfer.Update", body)

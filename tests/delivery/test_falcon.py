@@ -130,3 +130,21 @@ def test_check_for_doctor(transfer: TransferServer, tmp_path: Path, telemetry: T
     ok, detail = sink.check()
     assert not ok and detail.startswith(f"cannot connect to transfer at {transfer.address}")
     sink.close(1)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_value_is_dropped_alone_not_retried_forever(transfer: TransferServer, tmp_path: Path,
+                                                                 telemetry: Telemetry, bad: float) -> None:
+    """JSON has no NaN: transfer's Go decoder would close the connection on the whole batch,
+    and a resend of the same body would loop at the head of the spool for ever."""
+    items = (FalconItem("node-a", "GPUUtils", 1_700_000_000, 15, 1.0, "GAUGE", "GpuId=0"),
+             FalconItem("node-a", "PowerUsed", 1_700_000_000, 15, bad, "GAUGE", "GpuId=0"))
+    sink = transfer_sink(transfer.address, tmp_path, telemetry)
+    sink.submit(FakeRendered(PromBatch(0, ()), items))
+    assert sink.flush(10)
+    sink.submit(falcon_cycle(1_700_000_015, 2.0))
+    assert sink.flush(10)
+    sink.close(5)
+    assert [g["metric"] for g in transfer.items()] == ["GPUUtils"] * 4
+    assert outcomes(telemetry, "falcon_transfer") == {"sent": 4, "spooled": 0, "dropped": 1}
+    assert telemetry.view().errors_total["invalid_value"] == 1
