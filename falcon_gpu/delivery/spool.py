@@ -115,6 +115,8 @@ class Spool:
                 raise SpoolBusy(errno.EWOULDBLOCK, f"spool directory {self._dir} is in use by another "
                                 "falcon-gpu process (the running agent?); a second one needs its own "
                                 "spool_dir") from None
+            except OSError:  # a filesystem without locks (ENOLCK, EOPNOTSUPP): work unguarded
+                pass
             self._recover()
         except BaseException:
             os.close(fd)

@@ -205,3 +205,16 @@ def test_one_process_owns_a_spool_and_a_reader_next_to_it_changes_nothing(tmp_pa
     once.append(1, b"three")  # the owner is gone: the directory can be taken now
     assert drain(once) == [b"three"]
     once.close()
+
+
+def test_a_filesystem_without_locks_still_spools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from falcon_gpu.delivery import spool as spool_module
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(spool_module.fcntl, "flock", no_locks)
+    spool, _, _ = open_spool(tmp_path)
+    spool.append(1, b"kept")
+    assert drain(spool) == [b"kept"]
+    spool.close()
