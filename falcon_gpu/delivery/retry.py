@@ -1,8 +1,8 @@
 """The retry stage: the only place that loops and sleeps on a failed push.
 
 tenacity drives the loop. Delay: exponential from ``initial`` (tens of
-milliseconds) doubling up to ``cap``, with jitter so many agents restarted
-together do not hammer a recovering server in step; a server's ``Retry-After``
+milliseconds) doubling up to ``cap``, with equal jitter (half of each step random)
+so many agents restarted together do not hammer a recovering server in step; a server's ``Retry-After``
 is honoured (waited at least that long, up to :data:`MAX_RETRY_AFTER`).
 Retryable failures are retried until the push succeeds or the sink stops, since
 the batch is safe in the spool meanwhile; a :class:`PermanentError` ends the
@@ -11,6 +11,7 @@ loop at once.
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable
 
@@ -27,10 +28,13 @@ class Interrupted(Exception):
 
 
 def _retry_after_wait(initial: float, cap: float) -> Callable[[tenacity.RetryCallState], float]:
-    backoff = tenacity.wait_exponential(multiplier=initial, max=cap) + tenacity.wait_random(0, initial)
+    backoff = tenacity.wait_exponential(multiplier=initial, max=cap)
 
     def wait(state: tenacity.RetryCallState) -> float:
-        delay = float(backoff(state))
+        base = float(backoff(state))
+        # "equal jitter": half the step fixed, half random, so a fleet restarted together
+        # spreads over seconds at the cap instead of milliseconds, and no retry is near 0
+        delay = base / 2 + random.uniform(0, base / 2)
         err = state.outcome.exception() if state.outcome else None
         if isinstance(err, RetryableError) and err.retry_after is not None:
             delay = max(delay, min(err.retry_after, MAX_RETRY_AFTER))

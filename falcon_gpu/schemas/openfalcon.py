@@ -9,6 +9,7 @@ longest tag value and marking it with a short hash so distinct values stay disti
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 
 from falcon_gpu.model.cycle import CycleData
@@ -52,8 +53,8 @@ class _Items:
         self.items: list[FalconItem] = []
 
     def add(self, metric: str, value: float | int | bool | None, tags: list[tuple[str, str]]) -> None:
-        if value is None:
-            return
+        if value is None or not math.isfinite(value):
+            return  # JSON has no NaN/Inf: falcon-agent would drop the whole plugin output
         self.items.append(
             FalconItem(
                 self.endpoint,

@@ -79,3 +79,14 @@ def test_distinct_long_values_stay_distinct() -> None:
     a = openfalcon.format_tags("PodFBUsed", [("pod", "x" * 300 + "a")])
     b = openfalcon.format_tags("PodFBUsed", [("pod", "x" * 300 + "b")])
     assert a != b and len(a) <= 254 - len("PodFBUsed")
+
+
+def test_non_finite_readings_are_left_out() -> None:
+    c = cycle()
+    dev = dataclasses.replace(
+        c.snapshot.devices[0], power_watts=float("nan"), temperature_celsius=float("inf")
+    )
+    snap = dataclasses.replace(c.snapshot, devices=(dev, *c.snapshot.devices[1:]))
+    items = openfalcon.render(dataclasses.replace(c, snapshot=snap))
+    metrics = {i.metric for i in items if i.tags == "GpuId=0,uuid=GPU-aaaa"}
+    assert "PowerUsed" not in metrics and "DeviceTemperature" not in metrics and "GPUUtils" in metrics
