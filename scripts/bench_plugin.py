@@ -4,7 +4,7 @@
 falcon-agent forks the plugin every minute on every node, so start-up is what counts.
 Peers in the same run: a bare ``python3 -c pass`` (the interpreter floor) and a
 python that only imports pynvml and prints ``[]`` (the least any NVML plugin does).
-Usage: python scripts/bench_plugin.py [--runs 20]
+Usage: python scripts/bench_plugin.py [--runs 20] [--python VENV/bin/python]
 """
 
 from __future__ import annotations
@@ -33,14 +33,19 @@ def wall(cmd: list[str], runs: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter with falcon-gpu installed (e.g. a clean venv's, non-editable)",
+    )
     a = ap.parse_args()
     path = write_scenario(8, 64)  # no host: a simulated kubelet server would be measured, not the plugin
     rows = [
-        ("python3 -c pass (floor)", [sys.executable, "-c", "pass"]),
-        ("python3: import pynvml, print []", [sys.executable, "-c", "import pynvml; print('[]')"]),
+        ("python3 -c pass (floor)", [a.python, "-c", "pass"]),
+        ("python3: import pynvml, print []", [a.python, "-c", "import pynvml; print('[]')"]),
         (
             "60_gpu_monitor.py --simulate (8 GPUs, 64 processes)",
-            [sys.executable, str(PLUGIN), "--simulate", str(path)],
+            [a.python, str(PLUGIN), "--simulate", str(path)],
         ),
     ]
     results = [(name, wall(cmd, a.runs)) for name, cmd in rows]
