@@ -59,9 +59,16 @@ def ours(batches: list[PromBatch]) -> int:
 
 
 def as_dicts(batches: list[PromBatch]) -> list[dict[str, Any]]:
-    return [{"metric": {"__name__": fam.name, **dict(s.labels)}, "values": [s.value],
-             "timestamps": [b.timestamp_ms]}
-            for b in batches for fam in b.families for s in fam.series]
+    return [
+        {
+            "metric": {"__name__": fam.name, **dict(s.labels)},
+            "values": [s.value],
+            "timestamps": [b.timestamp_ms],
+        }
+        for b in batches
+        for fam in b.families
+        for s in fam.series
+    ]
 
 
 def theirs(writer: Any, items: list[dict[str, Any]]) -> int:
@@ -98,12 +105,16 @@ def _peer(batches: list[PromBatch], repeats: int) -> dict[str, float] | None:
         from prometheus_remote_writer import RemoteWriter
     except ImportError:
         return None
-    writer = RemoteWriter(url="http://127.0.0.1:9/api/v1/write", max_series_per_request=BATCH,
-                          sort_labels=True)
+    writer = RemoteWriter(
+        url="http://127.0.0.1:9/api/v1/write", max_series_per_request=BATCH, sort_labels=True
+    )
     items = as_dicts(batches)
-    return {"prometheus-remote-writer, encode only": timed(lambda: theirs(writer, items), repeats),
-            "prometheus-remote-writer, incl. building its dicts": timed(
-                lambda: theirs(writer, as_dicts(batches)), repeats)}
+    return {
+        "prometheus-remote-writer, encode only": timed(lambda: theirs(writer, items), repeats),
+        "prometheus-remote-writer, incl. building its dicts": timed(
+            lambda: theirs(writer, as_dicts(batches)), repeats
+        ),
+    }
 
 
 def timed(fn: Callable[[], object], repeats: int) -> float:
@@ -123,10 +134,14 @@ def main() -> None:
     a = ap.parse_args()
     batches = cycles(a.gpus, a.cycles)
     n = sum(b.sample_count() for b in batches)
-    print(f"{n} samples ({n // a.cycles} per cycle of a {a.gpus}-GPU node, {a.cycles} cycles), "
-          f"median CPU time of {a.repeats} runs")
-    results = {"falcon_gpu (V1Encoder)": timed(lambda: ours(batches), a.repeats),
-               "generated protobuf classes": timed(lambda: generated(batches), a.repeats)}
+    print(
+        f"{n} samples ({n // a.cycles} per cycle of a {a.gpus}-GPU node, {a.cycles} cycles), "
+        f"median CPU time of {a.repeats} runs"
+    )
+    results = {
+        "falcon_gpu (V1Encoder)": timed(lambda: ours(batches), a.repeats),
+        "generated protobuf classes": timed(lambda: generated(batches), a.repeats),
+    }
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:  # same samples, same script run, its own protobuf descriptor pool
         peer = pool.apply(_peer, (batches, a.repeats))

@@ -53,8 +53,9 @@ def free_port() -> int:
 def hour_of_cycles(gpus: int, cycles: int) -> list[Cycle]:
     runner = make_runner(write_scenario(gpus, gpus * 2), io.StringIO())
     start = int(time.time() * 1000) - cycles * INTERVAL_MS
-    return [Cycle(PromBatch(start + i * INTERVAL_MS, runner.run().prometheus.families))
-            for i in range(cycles)]
+    return [
+        Cycle(PromBatch(start + i * INTERVAL_MS, runner.run().prometheus.families)) for i in range(cycles)
+    ]
 
 
 def start_prometheus(root: Path, port: int) -> subprocess.Popen[bytes]:
@@ -62,10 +63,17 @@ def start_prometheus(root: Path, port: int) -> subprocess.Popen[bytes]:
     if binary is None:
         raise SystemExit("prometheus is not installed (apt-get install prometheus)")
     (root / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
-    proc = subprocess.Popen([binary, f"--config.file={root / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={root / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}",
-                             "--web.enable-remote-write-receiver"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={root / 'prometheus.yml'}",
+            f"--storage.tsdb.path={root / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--web.enable-remote-write-receiver",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(600):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1).read()
@@ -113,10 +121,14 @@ def replay(gpus: int, cycles: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
     result = raw["data"]["result"]
     stored_n = sum(len(r["values"]) for r in result)
-    print(f"replay: {cycles} cycles x {samples // cycles} samples = {samples} samples, "
-          f"spool {spool_bytes:,} bytes")
-    print(f"replay: drained={drained} in {elapsed:.2f} s ({samples / elapsed:,.0f} samples/s), "
-          f"sent={sent}, stored in Prometheus={stored_n} samples over {len(result)} series")
+    print(
+        f"replay: {cycles} cycles x {samples // cycles} samples = {samples} samples, "
+        f"spool {spool_bytes:,} bytes"
+    )
+    print(
+        f"replay: drained={drained} in {elapsed:.2f} s ({samples / elapsed:,.0f} samples/s), "
+        f"sent={sent}, stored in Prometheus={stored_n} samples over {len(result)} series"
+    )
 
 
 def memory_with_receiver_down(gpus: int, cycles: int) -> None:
@@ -140,8 +152,11 @@ def memory_with_receiver_down(gpus: int, cycles: int) -> None:
     spooled = telemetry.view().spool_bytes.get("remote_write", 0)
     shutil.rmtree(root, ignore_errors=True)
     marks = [m for m in (10, 60, 240, 960) if m <= cycles]
-    print("memory: RSS " + ", ".join(f"after cycle {m} {rss[m - 1] / 1024:.1f} MiB" for m in marks)
-          + f" (spool on disk {spooled:,} bytes)")
+    print(
+        "memory: RSS "
+        + ", ".join(f"after cycle {m} {rss[m - 1] / 1024:.1f} MiB" for m in marks)
+        + f" (spool on disk {spooled:,} bytes)"
+    )
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ export PATH="$PWD/$VENV/bin:$PATH"
 
 echo "== ruff"
 ruff check falcon_gpu tests scripts plugins
+ruff format --check falcon_gpu tests scripts plugins
 echo "== mypy"
 mypy falcon_gpu
 echo "== pytest"

@@ -170,7 +170,9 @@ class Attributor:
         except Exception:
             logging.getLogger("falcon_gpu.attribution").debug("attribution failed", exc_info=True)
             self._telemetry.failing(
-                "attribution", "attribution", "attribution failed this cycle (bug); pod metrics omitted",
+                "attribution",
+                "attribution",
+                "attribution failed this cycle (bug); pod metrics omitted",
                 level=logging.ERROR,
             )
             return Attribution(sources_ok={"cgroup": False, **self._ok})

@@ -42,39 +42,48 @@ def diagnose_rows(
         detail = f"all {len(all_pids)} NVML PIDs exist under {settings.proc_root}"
         rows.append(("host PIDs visible", True, detail))
     else:
-        rows.append((
-            "host PIDs visible",
-            False,
-            f"{len(visible)} of {len(all_pids)} NVML PIDs exist under {settings.proc_root}: run the agent "
-            "with hostPID: true (or mount the host's /proc and set proc_root)",
-        ))
+        rows.append(
+            (
+                "host PIDs visible",
+                False,
+                f"{len(visible)} of {len(all_pids)} NVML PIDs exist under {settings.proc_root}: "
+                "run the agent with hostPID: true (or mount the host's /proc and set proc_root)",
+            )
+        )
 
     allocations: KubeletAllocations | None = None
     try:
         allocations = kubelet.fetch()
-        rows.append((
-            "kubelet socket",
-            True,
-            f"{settings.kubelet_socket} answers; {len(allocations.allocations)} GPU allocations, "
-            f"{len(allocations.allocatable)} allocatable GPU devices",
-        ))
+        rows.append(
+            (
+                "kubelet socket",
+                True,
+                f"{settings.kubelet_socket} answers; {len(allocations.allocations)} GPU allocations, "
+                f"{len(allocations.allocatable)} allocatable GPU devices",
+            )
+        )
     except PodResourcesError as exc:
         rows.append(("kubelet socket", False, str(exc)))
 
     names = NameMaps()
     try:
         names = LogDirScanner(settings.log_root).scan()
-        rows.append((
-            "log dirs",
-            True,
-            f"{len(names.pods)} pods, {len(names.containers)} containers under {settings.log_root}",
-        ))
+        rows.append(
+            (
+                "log dirs",
+                True,
+                f"{len(names.pods)} pods, {len(names.containers)} containers under {settings.log_root}",
+            )
+        )
     except OSError as exc:
-        rows.append((
-            "log dirs",
-            False,
-            f"cannot list {settings.log_root}/pods and /containers ({exc.strerror}): mount them read-only",
-        ))
+        rows.append(
+            (
+                "log dirs",
+                False,
+                f"cannot list {settings.log_root}/pods and {settings.log_root}/containers "
+                f"({exc.strerror}): mount them read-only",
+            )
+        )
 
     labels: PodLabels | None = None
     if settings.pod_labels:

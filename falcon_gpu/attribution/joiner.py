@@ -48,9 +48,7 @@ class Lookups:
     uid_by_name: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
-    def build(
-        cls, names: NameMaps, kubelet: KubeletAllocations | None, labels: PodLabels | None
-    ) -> Lookups:
+    def build(cls, names: NameMaps, kubelet: KubeletAllocations | None, labels: PodLabels | None) -> Lookups:
         by_name = {(p.namespace, p.pod): uid for uid, p in names.pods.items()}
         for c in names.containers.values():
             if c.pod_uid:

@@ -77,8 +77,9 @@ class HttpTransport:
         self._headers = dict(config.headers)
         self._bearer = SecretFile(config.bearer_token_file) if config.bearer_token_file else None
         self._basic_user = config.basic_auth_user
-        self._basic_pw = (SecretFile(config.basic_auth_password_file)
-                          if config.basic_auth_password_file else None)
+        self._basic_pw = (
+            SecretFile(config.basic_auth_password_file) if config.basic_auth_password_file else None
+        )
 
     def _auth_headers(self) -> dict[str, str]:
         if self._bearer is not None:
@@ -88,8 +89,9 @@ class HttpTransport:
             return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
         return {}
 
-    def request(self, method: str, url: str, body: bytes | None = None,
-                headers: Mapping[str, str] | None = None) -> requests.Response:
+    def request(
+        self, method: str, url: str, body: bytes | None = None, headers: Mapping[str, str] | None = None
+    ) -> requests.Response:
         """One request. Raises RetryableError for connection errors, timeouts and an
         unreadable secret file (it may appear on the next rotation); the answer is
         returned whatever its status (see :func:`classify`)."""
@@ -100,8 +102,9 @@ class HttpTransport:
             raise RetryableError(str(exc)) from None
         try:
             # no redirects: requests would turn a redirected POST into a GET and report success
-            return self._session.request(method, url, data=body, headers=all_headers, timeout=self._timeout,
-                                         allow_redirects=False)
+            return self._session.request(
+                method, url, data=body, headers=all_headers, timeout=self._timeout, allow_redirects=False
+            )
         except requests.exceptions.SSLError as exc:
             raise RetryableError(f"TLS error talking to {shown}: {_reason(exc)}") from None
         except requests.exceptions.Timeout:
@@ -124,8 +127,10 @@ class HttpTransport:
         status = response.status_code
         shown = redact_url(url)
         if status in (401, 403):
-            return False, (f"{shown} refuses the credentials (HTTP {status}): check bearer_token_file "
-                           "or basic_auth_user/basic_auth_password_file")
+            return False, (
+                f"{shown} refuses the credentials (HTTP {status}): check bearer_token_file "
+                "or basic_auth_user/basic_auth_password_file"
+            )
         return True, f"{shown} reachable (HTTP {status} to a GET)"
 
     def close(self) -> None:

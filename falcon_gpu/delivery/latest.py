@@ -65,8 +65,9 @@ class LatestSink(Sink, Generic[S]):
             self._generation += 1
             self._cond.notify_all()
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=f"falcon-gpu-{self.name}-sender",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"falcon-gpu-{self.name}-sender", daemon=True
+                )
                 self._thread.start()
 
     def flush(self, timeout: float) -> bool:
@@ -124,21 +125,32 @@ class LatestSink(Sink, Generic[S]):
                 return self._generation != generation
 
         try:
-            ack = push_with_retry(lambda: self.push(state), initial=self._cfg.retry_initial_delay,
-                                  cap=self._cfg.retry_max_delay, stop=self._stop, on_failure=on_failure,
-                                  abandon=superseded)
+            ack = push_with_retry(
+                lambda: self.push(state),
+                initial=self._cfg.retry_initial_delay,
+                cap=self._cfg.retry_max_delay,
+                stop=self._stop,
+                on_failure=on_failure,
+                abandon=superseded,
+            )
         except Interrupted:
             return
         except PermanentError as exc:
             self._telemetry.samples(self.name, "dropped", samples)
-            self._telemetry.failing(f"{self._key}:rejected", "sink_rejected",
-                                    f"sink {self.name}: server refused the state, dropped it: {exc}")
+            self._telemetry.failing(
+                f"{self._key}:rejected",
+                "sink_rejected",
+                f"sink {self.name}: server refused the state, dropped it: {exc}",
+            )
             return
         except Exception as exc:  # a bug in push must not kill the sender
             self._telemetry.samples(self.name, "dropped", samples)
-            self._telemetry.failing(f"{self._key}:rejected", "sink_rejected",
-                                    f"sink {self.name}: push failed unexpectedly: {exc!r}",
-                                    level=logging.ERROR)
+            self._telemetry.failing(
+                f"{self._key}:rejected",
+                "sink_rejected",
+                f"sink {self.name}: push failed unexpectedly: {exc!r}",
+                level=logging.ERROR,
+            )
             return
         self._telemetry.samples(self.name, "sent", samples - ack.rejected)
         self._telemetry.recovered(self._key, f"sink {self.name}: delivering again")

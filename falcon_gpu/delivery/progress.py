@@ -36,11 +36,19 @@ class ReplayProgress:
         now = time.monotonic()
         if now - self._last >= PROGRESS_EVERY:
             self._last = now
-            log.info("sink %s: replaying the spool: %d batches sent, %d bytes left", self._sink,
-                     self._batches, left)
+            log.info(
+                "sink %s: replaying the spool: %d batches sent, %d bytes left",
+                self._sink,
+                self._batches,
+                left,
+            )
 
     def done(self) -> None:
         if self._total and self._batches:
-            log.info("sink %s: spool replayed: %d batches in %.1f s", self._sink, self._batches,
-                     time.monotonic() - self._started)
+            log.info(
+                "sink %s: spool replayed: %d batches in %.1f s",
+                self._sink,
+                self._batches,
+                time.monotonic() - self._started,
+            )
         self._total = 0

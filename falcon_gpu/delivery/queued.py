@@ -61,8 +61,9 @@ class _Flush:
 
 
 class QueuedSink(Sink, Generic[T]):
-    def __init__(self, config: NetworkSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int,
-                 telemetry: Telemetry) -> None:
+    def __init__(
+        self, config: NetworkSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int, telemetry: Telemetry
+    ) -> None:
         self.name = config.name
         self._cfg = config
         self._telemetry = telemetry
@@ -72,8 +73,11 @@ class QueuedSink(Sink, Generic[T]):
         try:
             self._spool = Spool(directory, spool_max_bytes, on_evict=self._evicted, on_corrupt=self._corrupt)
         except OSError as exc:
-            raise OSError(exc.errno, f"sink {self.name}: cannot use the spool directory {directory} "
-                                     f"({exc.strerror}); set spool_dir to a writable directory") from None
+            raise OSError(
+                exc.errno,
+                f"sink {self.name}: cannot use the spool directory {directory} "
+                f"({exc.strerror}); set spool_dir to a writable directory",
+            ) from None
         telemetry.spool_bytes(self.name, self._spool.size_bytes)
         self._queue: queue.Queue[list[T] | _Flush | None] = queue.Queue(config.queue_max_batches)
         self._stop = threading.Event()
@@ -114,8 +118,11 @@ class QueuedSink(Sink, Generic[T]):
             self._telemetry.recovered(f"{self._key}:queue", f"sink {self.name}: memory queue has room again")
         except queue.Full:
             self._telemetry.samples(self.name, "dropped", len(items))
-            self._telemetry.failing(f"{self._key}:queue", "sink_queue_full",
-                                    f"sink {self.name}: memory queue full (spool too slow?), dropping cycles")
+            self._telemetry.failing(
+                f"{self._key}:queue",
+                "sink_queue_full",
+                f"sink {self.name}: memory queue full (spool too slow?), dropping cycles",
+            )
 
     def flush(self, timeout: float) -> bool:
         """Spool everything submitted, then wait up to ``timeout`` s for delivery.
@@ -138,8 +145,13 @@ class QueuedSink(Sink, Generic[T]):
         with self._caught_up:
             while self._caught_up_at < spooled_at:
                 left = deadline - time.monotonic()
-                if left <= 0 or (not while_failing and (self._telemetry.is_failing(self._key)
-                                                        or self._telemetry.is_failing(f"{self._key}:spool"))):
+                if left <= 0 or (
+                    not while_failing
+                    and (
+                        self._telemetry.is_failing(self._key)
+                        or self._telemetry.is_failing(f"{self._key}:spool")
+                    )
+                ):
                     return False
                 self._caught_up.wait(min(left, 0.1))
             return True
@@ -205,13 +217,20 @@ class QueuedSink(Sink, Generic[T]):
             position = self._spool.append(len(items), body)
         except OSError as exc:
             self._telemetry.samples(self.name, "dropped", len(items))
-            self._telemetry.failing(f"{self._key}:spool", "spool_write",
-                                    f"sink {self.name}: cannot write the spool ({exc}); dropping batches")
+            self._telemetry.failing(
+                f"{self._key}:spool",
+                "spool_write",
+                f"sink {self.name}: cannot write the spool ({exc}); dropping batches",
+            )
             return
         except Exception as exc:  # an encoding bug must not kill the worker
             self._telemetry.samples(self.name, "dropped", len(items))
-            self._telemetry.failing(f"{self._key}:encode", "sink_encode",
-                                    f"sink {self.name}: cannot encode a batch: {exc!r}", level=logging.ERROR)
+            self._telemetry.failing(
+                f"{self._key}:encode",
+                "sink_encode",
+                f"sink {self.name}: cannot encode a batch: {exc!r}",
+                level=logging.ERROR,
+            )
             return
         self._telemetry.recovered(f"{self._key}:spool", f"sink {self.name}: spool writable again")
         if self._telemetry.is_failing(self._key):  # the server is down: this batch waits
@@ -226,8 +245,9 @@ class QueuedSink(Sink, Generic[T]):
             try:
                 entry = self._spool.next()
             except OSError as exc:
-                self._telemetry.failing(f"{self._key}:spool", "spool_read",
-                                        f"sink {self.name}: cannot read the spool ({exc})")
+                self._telemetry.failing(
+                    f"{self._key}:spool", "spool_read", f"sink {self.name}: cannot read the spool ({exc})"
+                )
                 self._stop.wait(1.0)
                 continue
             if entry is None:
@@ -259,27 +279,37 @@ class QueuedSink(Sink, Generic[T]):
                 failed = True
                 if (entry.position.seq, entry.position.offset) > self._counted_upto:  # not yet counted
                     self._telemetry.samples(self.name, "spooled", entry.samples)
-            self._telemetry.failing(self._key, "sink",
-                                    f"sink {self.name}: {err}; retrying, batches wait in the spool")
+            self._telemetry.failing(
+                self._key, "sink", f"sink {self.name}: {err}; retrying, batches wait in the spool"
+            )
 
         try:
-            ack = push_with_retry(lambda: self.push(entry.body, entry.samples),
-                                  initial=self._cfg.retry_initial_delay, cap=self._cfg.retry_max_delay,
-                                  stop=self._stop, on_failure=on_failure)
+            ack = push_with_retry(
+                lambda: self.push(entry.body, entry.samples),
+                initial=self._cfg.retry_initial_delay,
+                cap=self._cfg.retry_max_delay,
+                stop=self._stop,
+                on_failure=on_failure,
+            )
         except Interrupted:
             if not self._spool.holds(entry):  # evicted by the cap while in flight: lost now
                 self._telemetry.samples(self.name, "dropped", entry.samples)
             return None
         except PermanentError as exc:
             self._telemetry.samples(self.name, "dropped", entry.samples)
-            self._telemetry.failing(f"{self._key}:rejected", "sink_rejected",
-                                    f"sink {self.name}: server refused a batch of {entry.samples} samples, "
-                                    f"dropped it: {exc}")
+            self._telemetry.failing(
+                f"{self._key}:rejected",
+                "sink_rejected",
+                f"sink {self.name}: server refused a batch of {entry.samples} samples, dropped it: {exc}",
+            )
         except Exception as exc:  # a bug in push: drop rather than loop forever
             self._telemetry.samples(self.name, "dropped", entry.samples)
-            self._telemetry.failing(f"{self._key}:rejected", "sink_rejected",
-                                    f"sink {self.name}: push failed unexpectedly, batch dropped: {exc!r}",
-                                    level=logging.ERROR)
+            self._telemetry.failing(
+                f"{self._key}:rejected",
+                "sink_rejected",
+                f"sink {self.name}: push failed unexpectedly, batch dropped: {exc!r}",
+                level=logging.ERROR,
+            )
         else:
             self._telemetry.samples(self.name, "sent", entry.samples - ack.rejected)
             if ack.rejected:
@@ -289,9 +319,12 @@ class QueuedSink(Sink, Generic[T]):
         try:
             self._spool.ack(entry)
         except OSError as exc:  # disk full: the sender goes on; a restart re-sends (at-least-once)
-            self._telemetry.failing(f"{self._key}:spool", "spool_write",
-                                    f"sink {self.name}: cannot record a delivery in the spool ({exc}); "
-                                    "after a restart it would be sent again")
+            self._telemetry.failing(
+                f"{self._key}:spool",
+                "spool_write",
+                f"sink {self.name}: cannot record a delivery in the spool ({exc}); "
+                "after a restart it would be sent again",
+            )
         return failed
 
     def _evicted(self, samples: int, message: str) -> None:

@@ -112,9 +112,12 @@ class Spool:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise SpoolBusy(errno.EWOULDBLOCK, f"spool directory {self._dir} is in use by another "
-                                "falcon-gpu process (the running agent?); a second one needs its own "
-                                "spool_dir") from None
+                raise SpoolBusy(
+                    errno.EWOULDBLOCK,
+                    f"spool directory {self._dir} is in use by another "
+                    "falcon-gpu process (the running agent?); a second one needs its own "
+                    "spool_dir",
+                ) from None
             except OSError:  # a filesystem without locks (ENOLCK, EOPNOTSUPP): work unguarded
                 pass
             self._recover()
@@ -166,8 +169,9 @@ class Spool:
             start = self._reader.offset if seq == self._reader.seq else 0
             unsent = 0
             if seq >= self._reader.seq:
-                unsent = sum(_samples_of(r) for r in read_records(path) if isinstance(r, Record)
-                             and r.offset >= start)
+                unsent = sum(
+                    _samples_of(r) for r in read_records(path) if isinstance(r, Record) and r.offset >= start
+                )
             size = path.stat().st_size
             path.unlink()
             self._bytes -= size

@@ -49,8 +49,14 @@ def parse_answer(text: str) -> Ack:
 class FalconAgentSink(QueuedSink[FalconItem]):
     consumes = "falcon"
 
-    def __init__(self, config: FalconAgentSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int,
-                 telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        config: FalconAgentSinkConfig,
+        *,
+        spool_dir: Path | str,
+        spool_max_bytes: int,
+        telemetry: Telemetry,
+    ) -> None:
         super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
         self._url = config.url
         self._transport = HttpTransport(config, sink=self.name)

@@ -88,8 +88,14 @@ class _RpcConnection:
 class FalconTransferSink(QueuedSink[FalconItem]):
     consumes = "falcon"
 
-    def __init__(self, config: FalconTransferSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int,
-                 telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        config: FalconTransferSinkConfig,
+        *,
+        spool_dir: Path | str,
+        spool_max_bytes: int,
+        telemetry: Telemetry,
+    ) -> None:
         super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
         self._address = config.address
         self._conn = _RpcConnection(config.address, config.timeout)

@@ -23,16 +23,18 @@ def build_sink(config: Any, *, node: str, spool_dir: Any, spool_max_bytes: int, 
     def falcon_agent() -> Sink:
         from falcon_gpu.sinks.falcon_agent import FalconAgentSink
 
-        return FalconAgentSink(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes,
-                               telemetry=telemetry)
+        return FalconAgentSink(
+            config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry
+        )
 
     builders["falcon_agent"] = falcon_agent
 
     def falcon_transfer() -> Sink:
         from falcon_gpu.sinks.falcon_transfer import FalconTransferSink
 
-        return FalconTransferSink(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes,
-                                  telemetry=telemetry)
+        return FalconTransferSink(
+            config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry
+        )
 
     builders["falcon_transfer"] = falcon_transfer
 
@@ -46,8 +48,9 @@ def build_sink(config: Any, *, node: str, spool_dir: Any, spool_max_bytes: int, 
     def remote_write() -> Sink:
         from falcon_gpu.sinks.remote_write import RemoteWriteSink
 
-        return RemoteWriteSink(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes,
-                               telemetry=telemetry)
+        return RemoteWriteSink(
+            config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry
+        )
 
     builders["remote_write"] = remote_write
     try:

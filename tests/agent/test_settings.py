@@ -40,7 +40,10 @@ def test_node_defaults_to_node_name(monkeypatch: pytest.MonkeyPatch) -> None:
         ("interval = ", "not valid TOML"),
         ('[[sinks]]\ntype = "remote_write"\nurl = "127.0.0.1:9090/api/v1/write"', "url must be an http://"),
         ('[[sinks]]\ntype = "pushgateway"\nurl = "http//pg:9091"', "'sinks.0.pushgateway': Value error, url"),
-        ('[[sinks]]\ntype = "falcon_agent"\nurl = "ftp://u:hunter2@h/v1/push"', "'ftp://u:<redacted>@h/v1/push'"),
+        (
+            '[[sinks]]\ntype = "falcon_agent"\nurl = "ftp://u:hunter2@h/v1/push"',
+            "'ftp://u:<redacted>@h/v1/push'",
+        ),
     ],
 )
 def test_bad_settings_name_the_setting(tmp_path: Path, toml: str, needle: str) -> None:

@@ -228,9 +228,7 @@ def test_attributor_falls_back_to_cgroups_and_reconnects(
         server.stop()
 
 
-def test_background_refresh_does_not_call_the_kubelet_per_cycle(
-    tmp_path: Path, socket_path: Path
-) -> None:
+def test_background_refresh_does_not_call_the_kubelet_per_cycle(tmp_path: Path, socket_path: Path) -> None:
     tree = HostTree(tmp_path)
     server = PodResourcesServer(socket_path, [pod("ml", "p", "c", "nvidia.com/gpu", gpu(0).uuid)])
     server.start()

@@ -108,9 +108,17 @@ def prometheus(tmp_path: Path) -> Iterator[ManagedServer]:
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text("global:\n  scrape_interval: 15s\n")
     server = ManagedServer(
-        [binary, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--web.enable-remote-write-receiver"],
-        f"http://127.0.0.1:{port}/-/ready", f"http://127.0.0.1:{port}", tmp_path / "prometheus.log")
+        [
+            binary,
+            f"--config.file={cfg}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--web.enable-remote-write-receiver",
+        ],
+        f"http://127.0.0.1:{port}/-/ready",
+        f"http://127.0.0.1:{port}",
+        tmp_path / "prometheus.log",
+    )
     server.start()
     yield server
     server.stop()
@@ -121,9 +129,18 @@ def victoria(tmp_path: Path) -> Iterator[ManagedServer]:
     binary = need("victoria-metrics")
     port = free_port()
     server = ManagedServer(
-        [binary, f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={tmp_path / 'vm'}",
-         "-search.latencyOffset=0s", "-search.disableCache", "-retentionPeriod=100y"],
-        f"http://127.0.0.1:{port}/health", f"http://127.0.0.1:{port}", tmp_path / "vm.log")
+        [
+            binary,
+            f"-httpListenAddr=127.0.0.1:{port}",
+            f"-storageDataPath={tmp_path / 'vm'}",
+            "-search.latencyOffset=0s",
+            "-search.disableCache",
+            "-retentionPeriod=100y",
+        ],
+        f"http://127.0.0.1:{port}/health",
+        f"http://127.0.0.1:{port}",
+        tmp_path / "vm.log",
+    )
     server.start()
     yield server
     server.stop()
@@ -134,9 +151,12 @@ def pushgateway(tmp_path: Path) -> Iterator[ManagedServer]:
     binary = need("prometheus-pushgateway")
     port = free_port()
     # Debian's build persists to /var/lib/prometheus by default: keep every test's groups to itself
-    server = ManagedServer([binary, f"--web.listen-address=127.0.0.1:{port}", "--persistence.file="],
-                           f"http://127.0.0.1:{port}/-/ready", f"http://127.0.0.1:{port}",
-                           tmp_path / "pushgateway.log")
+    server = ManagedServer(
+        [binary, f"--web.listen-address=127.0.0.1:{port}", "--persistence.file="],
+        f"http://127.0.0.1:{port}/-/ready",
+        f"http://127.0.0.1:{port}",
+        tmp_path / "pushgateway.log",
+    )
     server.start()
     yield server
     server.stop()
@@ -155,11 +175,22 @@ def prom_query(server: ManagedServer, query: str) -> list[dict[str, Any]]:
 def transfer_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     go = need("go")
     root = tmp_path_factory.mktemp("gobuild")
-    env = {**os.environ, "GOCACHE": str(root / "cache"), "GOPATH": str(root / "path"),
-           "GOFLAGS": "-mod=mod", "GO111MODULE": "off", "CGO_ENABLED": "0"}
+    env = {
+        **os.environ,
+        "GOCACHE": str(root / "cache"),
+        "GOPATH": str(root / "path"),
+        "GOFLAGS": "-mod=mod",
+        "GO111MODULE": "off",
+        "CGO_ENABLED": "0",
+    }
     out = root / "transfer"
-    subprocess.run([go, "build", "-o", str(out), str(HERE / "transfer_server.go")], env=env, check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [go, "build", "-o", str(out), str(HERE / "transfer_server.go")],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return out
 
 
@@ -175,8 +206,9 @@ class TransferServer:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([str(self.binary), self.address, str(self.received)],
-                                     stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [str(self.binary), self.address, str(self.received)], stdout=subprocess.PIPE
+        )
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline().strip() == b"listening"
 
@@ -227,8 +259,9 @@ class HttpPeer:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                peer.requests.append(Request(self.command, self.path, dict(self.headers.items()), body,
-                                             time.monotonic()))
+                peer.requests.append(
+                    Request(self.command, self.path, dict(self.headers.items()), body, time.monotonic())
+                )
                 status, headers, payload = peer.answers.popleft() if peer.answers else peer.default
                 self.send_response(status)
                 for k, v in headers.items():
@@ -271,16 +304,30 @@ class FakeRendered:
 
 def prom_cycle(ts_ms: int, value: float, *, node: str = "node-a", gpus: int = 2) -> FakeRendered:
     """One cycle: a utilisation gauge per GPU (value + gpu index) and an energy counter."""
-    util = Family("falcon_gpu_utilization_ratio", "gauge", "GPU busy ratio", tuple(
-        Series((("node", node), ("gpu", str(g)), ("uuid", f"GPU-{g}")), value + g) for g in range(gpus)))
-    energy = Family("falcon_gpu_energy_joules_total", "counter", "energy", tuple(
-        Series((("node", node), ("gpu", str(g)), ("uuid", f"GPU-{g}")), 1000.0 * value) for g in range(gpus)))
+    util = Family(
+        "falcon_gpu_utilization_ratio",
+        "gauge",
+        "GPU busy ratio",
+        tuple(
+            Series((("node", node), ("gpu", str(g)), ("uuid", f"GPU-{g}")), value + g) for g in range(gpus)
+        ),
+    )
+    energy = Family(
+        "falcon_gpu_energy_joules_total",
+        "counter",
+        "energy",
+        tuple(
+            Series((("node", node), ("gpu", str(g)), ("uuid", f"GPU-{g}")), 1000.0 * value)
+            for g in range(gpus)
+        ),
+    )
     return FakeRendered(PromBatch(ts_ms, (util, energy)))
 
 
 def falcon_cycle(ts: int, value: float, *, n: int = 3) -> FakeRendered:
-    items = tuple(FalconItem("node-a", "GPUUtils", ts, 15, value + i, "GAUGE", f"GpuId={i}")
-                  for i in range(n))
+    items = tuple(
+        FalconItem("node-a", "GPUUtils", ts, 15, value + i, "GAUGE", f"GpuId={i}") for i in range(n)
+    )
     return FakeRendered(PromBatch(ts * 1000, ()), items)
 
 

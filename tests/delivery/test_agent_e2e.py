@@ -38,8 +38,17 @@ def write_config(tmp_path: Path, sinks: list[dict[str, Any]]) -> Path:
 
 def start_agent(config: Path, log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as fh:
-        argv = [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "--config", str(config),
-                "--interval", "1"]
+        argv = [
+            sys.executable,
+            "-m",
+            "falcon_gpu",
+            "run",
+            "--simulate",
+            "--config",
+            str(config),
+            "--interval",
+            "1",
+        ]
         return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
@@ -54,14 +63,21 @@ def util_samples(prometheus: ManagedServer, uuid: str) -> list[tuple[float, floa
 
 
 def test_scenario_values_reach_prometheus_victoria_and_pushgateway(
-        prometheus: ManagedServer, victoria: ManagedServer, pushgateway: ManagedServer, tmp_path: Path,
-        gpu0: dict[str, Any]) -> None:
+    prometheus: ManagedServer,
+    victoria: ManagedServer,
+    pushgateway: ManagedServer,
+    tmp_path: Path,
+    gpu0: dict[str, Any],
+) -> None:
     rw = {"retry_max_delay": 0.5}
-    config = write_config(tmp_path, [
-        {"type": "remote_write", "url": prometheus.url + "/api/v1/write", **rw},
-        {"type": "remote_write", "name": "victoria", "url": victoria.url + "/api/v1/write", **rw},
-        {"type": "pushgateway", "url": pushgateway.url},
-    ])
+    config = write_config(
+        tmp_path,
+        [
+            {"type": "remote_write", "url": prometheus.url + "/api/v1/write", **rw},
+            {"type": "remote_write", "name": "victoria", "url": victoria.url + "/api/v1/write", **rw},
+            {"type": "pushgateway", "url": pushgateway.url},
+        ],
+    )
     agent = start_agent(config, tmp_path / "agent.log")
     try:
         wait_until(lambda: len(util_samples(prometheus, gpu0["uuid"])) >= 5, 60, "five cycles in Prometheus")
@@ -86,8 +102,11 @@ def test_scenario_values_reach_prometheus_victoria_and_pushgateway(
         return [json.loads(x) for x in lines]
 
     # VictoriaMetrics makes fresh rows searchable within about a second
-    wait_until(lambda: len(exported()) == 1 and len(exported()[0]["values"]) == len(samples), 10,
-               "every sample in VictoriaMetrics")
+    wait_until(
+        lambda: len(exported()) == 1 and len(exported()[0]["values"]) == len(samples),
+        10,
+        "every sample in VictoriaMetrics",
+    )
     (series,) = exported()
     assert series["values"] == values
     assert [t / 1000 for t in series["timestamps"]] == [t for t, _ in samples], "same samples as Prometheus"
@@ -99,9 +118,11 @@ def test_scenario_values_reach_prometheus_victoria_and_pushgateway(
 
 
 def test_outage_then_agent_crash_the_spool_is_delivered_in_order(
-        prometheus: ManagedServer, tmp_path: Path, gpu0: dict[str, Any]) -> None:
-    config = write_config(tmp_path, [{"type": "remote_write", "url": prometheus.url + "/api/v1/write",
-                                      "retry_max_delay": 0.5}])
+    prometheus: ManagedServer, tmp_path: Path, gpu0: dict[str, Any]
+) -> None:
+    config = write_config(
+        tmp_path, [{"type": "remote_write", "url": prometheus.url + "/api/v1/write", "retry_max_delay": 0.5}]
+    )
     uuid = gpu0["uuid"]
     agent = start_agent(config, tmp_path / "agent.log")
     try:
@@ -121,8 +142,11 @@ def test_outage_then_agent_crash_the_spool_is_delivered_in_order(
     prometheus.start()
     agent = start_agent(config, tmp_path / "agent.log")
     try:
-        wait_until(lambda: any(t > killed_at + 1 for t, _ in util_samples(prometheus, uuid)), 60,
-                   "the restarted agent's cycles")
+        wait_until(
+            lambda: any(t > killed_at + 1 for t, _ in util_samples(prometheus, uuid)),
+            60,
+            "the restarted agent's cycles",
+        )
     finally:
         assert stop_agent(agent) == 0
 

@@ -25,13 +25,20 @@ from tests.delivery.conftest import (
 
 
 def transfer_sink(address: str, tmp_path: Path, telemetry: Telemetry) -> FalconTransferSink:
-    cfg = FalconTransferSinkConfig(type="falcon_transfer", address=address, batch_max_age=0,
-                                   retry_initial_delay=0.02, retry_max_delay=0.2, timeout=2)
+    cfg = FalconTransferSinkConfig(
+        type="falcon_transfer",
+        address=address,
+        batch_max_age=0,
+        retry_initial_delay=0.02,
+        retry_max_delay=0.2,
+        timeout=2,
+    )
     return FalconTransferSink(cfg, spool_dir=tmp_path / "spool", spool_max_bytes=1 << 20, telemetry=telemetry)
 
 
-def test_items_arrive_at_transfer_over_one_connection(transfer: TransferServer, tmp_path: Path,
-                                                      telemetry: Telemetry) -> None:
+def test_items_arrive_at_transfer_over_one_connection(
+    transfer: TransferServer, tmp_path: Path, telemetry: Telemetry
+) -> None:
     sink = transfer_sink(transfer.address, tmp_path, telemetry)
     for i in range(3):
         sink.submit(falcon_cycle(1_700_000_000 + 15 * i, 10.0 * i))
@@ -39,17 +46,21 @@ def test_items_arrive_at_transfer_over_one_connection(transfer: TransferServer, 
     sink.close(5)
     got = transfer.items()
     assert [(g["metric"], g["tags"], g["timestamp"], g["value"]) for g in got] == [
-        ("GPUUtils", f"GpuId={n}", 1_700_000_000 + 15 * i, 10.0 * i + n) for i in range(3) for n in range(3)]
+        ("GPUUtils", f"GpuId={n}", 1_700_000_000 + 15 * i, 10.0 * i + n) for i in range(3) for n in range(3)
+    ]
     assert all(g["endpoint"] == "node-a" and g["step"] == 15 and g["counterType"] == "GAUGE" for g in got)
     assert outcomes(telemetry, "falcon_transfer") == {"sent": 9, "spooled": 0, "dropped": 0}
 
 
-def test_invalid_items_are_counted_dropped(transfer: TransferServer, tmp_path: Path,
-                                           telemetry: Telemetry) -> None:
-    items = (FalconItem("node-a", "GPUUtils", 1_700_000_000, 15, 1.0, "GAUGE", "GpuId=0"),
-             FalconItem("node-a", "", 1_700_000_000, 15, 1.0, "GAUGE", ""),  # empty metric
-             FalconItem("node-a", "X", 1_700_000_000, 0, 1.0, "GAUGE", ""),  # step 0
-             FalconItem("node-a", "Y" * 500, 1_700_000_000, 15, 1.0, "GAUGE", "t=" + "z" * 20))  # > 510
+def test_invalid_items_are_counted_dropped(
+    transfer: TransferServer, tmp_path: Path, telemetry: Telemetry
+) -> None:
+    items = (
+        FalconItem("node-a", "GPUUtils", 1_700_000_000, 15, 1.0, "GAUGE", "GpuId=0"),
+        FalconItem("node-a", "", 1_700_000_000, 15, 1.0, "GAUGE", ""),  # empty metric
+        FalconItem("node-a", "X", 1_700_000_000, 0, 1.0, "GAUGE", ""),  # step 0
+        FalconItem("node-a", "Y" * 500, 1_700_000_000, 15, 1.0, "GAUGE", "t=" + "z" * 20),
+    )  # > 510
     sink = transfer_sink(transfer.address, tmp_path, telemetry)
     sink.submit(FakeRendered(PromBatch(0, ()), items))
     assert sink.flush(10)
@@ -58,8 +69,9 @@ def test_invalid_items_are_counted_dropped(transfer: TransferServer, tmp_path: P
     assert outcomes(telemetry, "falcon_transfer") == {"sent": 1, "spooled": 0, "dropped": 3}
 
 
-def test_reconnects_after_transfer_restart_and_delivers_the_outage(transfer: TransferServer, tmp_path: Path,
-                                                                   telemetry: Telemetry) -> None:
+def test_reconnects_after_transfer_restart_and_delivers_the_outage(
+    transfer: TransferServer, tmp_path: Path, telemetry: Telemetry
+) -> None:
     sink = transfer_sink(transfer.address, tmp_path, telemetry)
     sink.submit(falcon_cycle(1_700_000_000, 1.0))
     assert sink.flush(10)
@@ -74,7 +86,8 @@ def test_reconnects_after_transfer_restart_and_delivers_the_outage(transfer: Tra
     assert sink.flush(15)
     sink.close(5)
     assert [(g["timestamp"], g["tags"]) for g in transfer.items()] == [
-        (1_700_000_000 + 15 * i, f"GpuId={n}") for i in range(4) for n in range(3)]
+        (1_700_000_000 + 15 * i, f"GpuId={n}") for i in range(4) for n in range(3)
+    ]
     assert outcomes(telemetry, "falcon_transfer") == {"sent": 12, "spooled": 9, "dropped": 0}
 
 
@@ -107,20 +120,28 @@ def test_falcon_agent_push(http_peer: HttpPeer, tmp_path: Path, telemetry: Telem
     (req,) = http_peer.requests
     assert req.method == "POST" and req.path == "/v1/push"
     items = json.loads(req.body)
-    assert items[0] == {"endpoint": "node-a", "metric": "GPUUtils", "timestamp": 1_700_000_000, "step": 15,
-                        "value": 5.0, "counterType": "GAUGE", "tags": "GpuId=0"}
+    assert items[0] == {
+        "endpoint": "node-a",
+        "metric": "GPUUtils",
+        "timestamp": 1_700_000_000,
+        "step": 15,
+        "value": 5.0,
+        "counterType": "GAUGE",
+        "tags": "GpuId=0",
+    }
     assert outcomes(telemetry, "falcon_agent") == {"sent": 3, "spooled": 0, "dropped": 0}
 
 
-@pytest.mark.parametrize(("answer", "rejected"), [
-    ("success", 0),
-    ('{"succ":3,"fail":0,"msg":"received"}', 0),
-    ('{"err":"","dat":{"succ":1,"fail":2,"msg":""}}', 2),
-])
+@pytest.mark.parametrize(
+    ("answer", "rejected"),
+    [
+        ("success", 0),
+        ('{"succ":3,"fail":0,"msg":"received"}', 0),
+        ('{"err":"","dat":{"succ":1,"fail":2,"msg":""}}', 2),
+    ],
+)
 def test_parse_answer(answer: str, rejected: int) -> None:
     assert parse_answer(answer).rejected == rejected
-
-
 
 
 def test_check_for_doctor(transfer: TransferServer, tmp_path: Path, telemetry: Telemetry) -> None:
@@ -133,12 +154,15 @@ def test_check_for_doctor(transfer: TransferServer, tmp_path: Path, telemetry: T
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
-def test_a_non_finite_value_is_dropped_alone_not_retried_forever(transfer: TransferServer, tmp_path: Path,
-                                                                 telemetry: Telemetry, bad: float) -> None:
+def test_a_non_finite_value_is_dropped_alone_not_retried_forever(
+    transfer: TransferServer, tmp_path: Path, telemetry: Telemetry, bad: float
+) -> None:
     """JSON has no NaN: transfer's Go decoder would close the connection on the whole batch,
     and a resend of the same body would loop at the head of the spool for ever."""
-    items = (FalconItem("node-a", "GPUUtils", 1_700_000_000, 15, 1.0, "GAUGE", "GpuId=0"),
-             FalconItem("node-a", "PowerUsed", 1_700_000_000, 15, bad, "GAUGE", "GpuId=0"))
+    items = (
+        FalconItem("node-a", "GPUUtils", 1_700_000_000, 15, 1.0, "GAUGE", "GpuId=0"),
+        FalconItem("node-a", "PowerUsed", 1_700_000_000, 15, bad, "GAUGE", "GpuId=0"),
+    )
     sink = transfer_sink(transfer.address, tmp_path, telemetry)
     sink.submit(FakeRendered(PromBatch(0, ()), items))
     assert sink.flush(10)

@@ -23,13 +23,15 @@ from tests.delivery.conftest import HttpPeer, falcon_cycle, outcomes, prom_cycle
 
 
 def rw_sink(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> RemoteWriteSink:
-    cfg = RemoteWriteSinkConfig(type="remote_write", url=url, batch_max_age=0, retry_initial_delay=0.02,
-                                retry_max_delay=0.2, **extra)  # type: ignore[arg-type]
+    cfg = RemoteWriteSinkConfig(
+        type="remote_write", url=url, batch_max_age=0, retry_initial_delay=0.02, retry_max_delay=0.2, **extra
+    )  # type: ignore[arg-type]
     return RemoteWriteSink(cfg, spool_dir=tmp_path / "spool", spool_max_bytes=1 << 20, telemetry=telemetry)
 
 
-def test_400_drops_the_batch_once_and_moves_on(http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry,
-                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_400_drops_the_batch_once_and_moves_on(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
     http_peer.answers.append((400, {}, b"out of order sample"))
     http_peer.default = (204, {}, b"")
     sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
@@ -59,8 +61,9 @@ def test_500_is_retried_until_accepted(http_peer: HttpPeer, tmp_path: Path, tele
     assert telemetry.view().errors_total["sink"] == 2
 
 
-def test_429_with_retry_after_waits_that_long(http_peer: HttpPeer, tmp_path: Path,
-                                              telemetry: Telemetry) -> None:
+def test_429_with_retry_after_waits_that_long(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry
+) -> None:
     http_peer.answers.append((429, {"Retry-After": "2"}, b"slow down"))
     http_peer.default = (204, {}, b"")
     sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
@@ -93,18 +96,57 @@ def make_ca_and_server_cert(tmp_path: Path) -> tuple[Path, Path, Path]:
     def run(*args: str) -> None:
         subprocess.run([openssl, *args], check=True, capture_output=True, cwd=tmp_path, timeout=60)
 
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
-        "-subj", "/CN=falcon-gpu test CA")
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-        "-subj", "/CN=127.0.0.1")
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=falcon-gpu test CA",
+    )
+    run(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    )
     (tmp_path / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-out", "server.pem", "-days", "1", "-extfile", "san.ext")
+    run(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+    )
     return tmp_path / "ca.pem", tmp_path / "server.pem", tmp_path / "server.key"
 
 
-def test_tls_with_own_ca_and_rotated_bearer_token(tmp_path: Path, telemetry: Telemetry,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_tls_with_own_ca_and_rotated_bearer_token(
+    tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
     ca, cert, key = make_ca_and_server_cert(tmp_path)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
@@ -113,8 +155,14 @@ def test_tls_with_own_ca_and_rotated_bearer_token(tmp_path: Path, telemetry: Tel
     token = tmp_path / "token"
     token.write_text("s3cret-one\n")
     try:
-        sink = rw_sink(peer.url + "/api/v1/write", tmp_path, telemetry, ca_file=ca, bearer_token_file=token,
-                       headers={"X-Scope-OrgID": "team-gpu"})
+        sink = rw_sink(
+            peer.url + "/api/v1/write",
+            tmp_path,
+            telemetry,
+            ca_file=ca,
+            bearer_token_file=token,
+            headers={"X-Scope-OrgID": "team-gpu"},
+        )
         now = int(time.time() * 1000)
         sink.submit(prom_cycle(now, 0.1))
         assert sink.flush(10)
@@ -135,7 +183,8 @@ def test_tls_with_own_ca_and_rotated_bearer_token(tmp_path: Path, telemetry: Tel
 
 
 def test_untrusted_certificate_is_retried_and_secret_stays_out_of_logs(
-        tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
     _, cert, key = make_ca_and_server_cert(tmp_path)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
@@ -176,8 +225,9 @@ def test_check_for_doctor(http_peer: HttpPeer, tmp_path: Path, telemetry: Teleme
     closed.close(1)
 
 
-def test_basic_auth_password_file_and_insecure_skip_verify(tmp_path: Path, telemetry: Telemetry,
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_basic_auth_password_file_and_insecure_skip_verify(
+    tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
     _, cert, key = make_ca_and_server_cert(tmp_path)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
@@ -186,8 +236,14 @@ def test_basic_auth_password_file_and_insecure_skip_verify(tmp_path: Path, telem
     password = tmp_path / "password"
     password.write_text("pa55word\n")
     try:
-        sink = rw_sink(peer.url + "/api/v1/write", tmp_path, telemetry, insecure_skip_verify=True,
-                       basic_auth_user="falcon", basic_auth_password_file=password)
+        sink = rw_sink(
+            peer.url + "/api/v1/write",
+            tmp_path,
+            telemetry,
+            insecure_skip_verify=True,
+            basic_auth_user="falcon",
+            basic_auth_password_file=password,
+        )
         sink.submit(prom_cycle(int(time.time() * 1000), 0.1))
         assert sink.flush(10)
         sink.close(5)
@@ -202,8 +258,13 @@ def test_basic_auth_password_file_and_insecure_skip_verify(tmp_path: Path, telem
 
 def test_spool_cap_drops_the_oldest_and_counts_it(http_peer: HttpPeer, tmp_path: Path) -> None:
     down = Telemetry()
-    cfg = FalconAgentSinkConfig(type="falcon_agent", url="http://127.0.0.1:9/v1/push", batch_max_age=0,
-                                retry_initial_delay=0.02, retry_max_delay=0.1)
+    cfg = FalconAgentSinkConfig(
+        type="falcon_agent",
+        url="http://127.0.0.1:9/v1/push",
+        batch_max_age=0,
+        retry_initial_delay=0.02,
+        retry_max_delay=0.1,
+    )
     sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=down)
     for i in range(300):  # ~150 KB of batches into a 64 KiB spool while nobody listens
         sink.submit(falcon_cycle(1_700_000_000 + 15 * i, float(i), n=4))
@@ -226,8 +287,9 @@ def test_spool_cap_drops_the_oldest_and_counts_it(http_peer: HttpPeer, tmp_path:
     assert up.view().spool_bytes["falcon_agent"] == 0
 
 
-def test_a_redirect_is_not_followed_into_a_false_success(http_peer: HttpPeer, tmp_path: Path,
-                                                         telemetry: Telemetry) -> None:
+def test_a_redirect_is_not_followed_into_a_false_success(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry
+) -> None:
     http_peer.answers.append((301, {"Location": http_peer.url + "/elsewhere"}, b""))
     sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
     sink.submit(prom_cycle(int(time.time() * 1000), 0.5))
@@ -237,9 +299,9 @@ def test_a_redirect_is_not_followed_into_a_false_success(http_peer: HttpPeer, tm
     assert outcomes(telemetry, "remote_write") == {"sent": 0, "spooled": 0, "dropped": 4}
 
 
-def test_a_password_in_the_url_is_used_but_never_shown(http_peer: HttpPeer, tmp_path: Path,
-                                                       telemetry: Telemetry,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_a_password_in_the_url_is_used_but_never_shown(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO)
     http_peer.answers.append((500, {}, b"boom"))
     http_peer.default = (204, {}, b"")
@@ -255,8 +317,11 @@ def test_a_password_in_the_url_is_used_but_never_shown(http_peer: HttpPeer, tmp_
     assert ok and "<redacted>" in detail and "hunter2" not in detail
     down = rw_sink("http://falcon:hunter2@127.0.0.1:9/api/v1/write", tmp_path / "down", telemetry)
     down.submit(prom_cycle(int(time.time() * 1000), 0.5))
-    wait_until(lambda: "cannot connect to http://falcon:<redacted>@127.0.0.1:9" in caplog.text, 10,
-               "the connection failure")
+    wait_until(
+        lambda: "cannot connect to http://falcon:<redacted>@127.0.0.1:9" in caplog.text,
+        10,
+        "the connection failure",
+    )
     down.close(0.5)
     assert "hunter2" not in caplog.text
 
@@ -279,8 +344,13 @@ def test_an_answer_cut_off_mid_body_is_retried_not_dropped(tmp_path: Path, telem
                 while b"\r\n\r\n" not in data:
                     data += conn.recv(65536)
                 head, _, body = data.partition(b"\r\n\r\n")
-                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                                  if line.lower().startswith(b"content-length")))
+                length = int(
+                    next(
+                        line.split(b":")[1]
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    )
+                )
                 while len(body) < length:
                     body += conn.recv(65536)
                 bodies.append(body)
@@ -300,7 +370,8 @@ def test_an_answer_cut_off_mid_body_is_retried_not_dropped(tmp_path: Path, telem
 
 
 def test_a_second_sink_on_the_same_spool_drops_counted_and_leaves_the_first_alone(
-        http_peer: HttpPeer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    http_peer: HttpPeer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """``run --once`` next to the running agent with the same spool_dir."""
     cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0)
     agent = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=Telemetry())
@@ -321,8 +392,9 @@ def test_a_second_sink_on_the_same_spool_drops_counted_and_leaves_the_first_alon
     assert stamps == [1_700_000_000, 1_700_000_030]
 
 
-def test_a_failing_ledger_write_does_not_stop_the_sender(http_peer: HttpPeer, tmp_path: Path,
-                                                         telemetry: Telemetry) -> None:
+def test_a_failing_ledger_write_does_not_stop_the_sender(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry
+) -> None:
     """Disk full when the acknowledgement is written: the sender must go on delivering."""
     http_peer.default = (204, {}, b"")
     sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
@@ -345,12 +417,17 @@ def test_a_failing_ledger_write_does_not_stop_the_sender(http_peer: HttpPeer, tm
     assert outcomes(telemetry, "remote_write") == {"sent": 8, "spooled": 0, "dropped": 0}
 
 
-def test_each_outage_that_overflows_the_cap_is_logged(http_peer: HttpPeer, tmp_path: Path,
-                                                      telemetry: Telemetry,
-                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_each_outage_that_overflows_the_cap_is_logged(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
     """Logged once per outage, not once per process: a second overflow a week later must show."""
-    cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0,
-                                retry_initial_delay=0.02, retry_max_delay=0.05)
+    cfg = FalconAgentSinkConfig(
+        type="falcon_agent",
+        url=http_peer.url + "/v1/push",
+        batch_max_age=0,
+        retry_initial_delay=0.02,
+        retry_max_delay=0.05,
+    )
     sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=telemetry)
     for outage in range(2):
         http_peer.default = (503, {}, b"down")

@@ -14,8 +14,9 @@ from tests.delivery.conftest import HttpPeer, ManagedServer, http_get, outcomes,
 
 
 def sink_for(url: str, telemetry: Telemetry, node: str = "node-a", **extra: object) -> PushgatewaySink:
-    cfg = PushgatewaySinkConfig(type="pushgateway", url=url, retry_initial_delay=0.02, retry_max_delay=0.2,
-                                **extra)  # type: ignore[arg-type]
+    cfg = PushgatewaySinkConfig(
+        type="pushgateway", url=url, retry_initial_delay=0.02, retry_max_delay=0.2, **extra
+    )  # type: ignore[arg-type]
     return PushgatewaySink(cfg, node=node, telemetry=telemetry)
 
 
@@ -25,8 +26,10 @@ def metric_lines(server: ManagedServer, name: str) -> list[str]:
 
 
 def test_group_url_encodes_values_that_need_it() -> None:
-    assert group_url("http://pg:9091/", "falcon_gpu", "node-1") == \
-        "http://pg:9091/metrics/job/falcon_gpu/node/node-1"
+    assert (
+        group_url("http://pg:9091/", "falcon_gpu", "node-1")
+        == "http://pg:9091/metrics/job/falcon_gpu/node/node-1"
+    )
     assert group_url("http://pg", "a/b", "") == "http://pg/metrics/job@base64/YS9i/node@base64/="
     assert group_url("http://pg", "j", "n o") == "http://pg/metrics/job/j/node/n%20o"
 
@@ -46,7 +49,8 @@ def test_values_show_in_pushgateway_metrics(pushgateway: ManagedServer, telemetr
 
 @pytest.mark.servers
 def test_outage_sends_only_the_newest_state_and_put_removes_vanished_series(
-        pushgateway: ManagedServer, telemetry: Telemetry) -> None:
+    pushgateway: ManagedServer, telemetry: Telemetry
+) -> None:
     sink = sink_for(pushgateway.url, telemetry)
     now = int(time.time() * 1000)
     sink.submit(prom_cycle(now, 0.1, gpus=2))
@@ -95,8 +99,9 @@ def test_delete_on_shutdown_and_gzip(http_peer: HttpPeer, telemetry: Telemetry) 
     assert delete.method == "DELETE" and delete.path == put.path == "/metrics/job/falcon_gpu/node/node-a"
 
 
-def test_permanent_refusal_is_dropped_and_logged_once(http_peer: HttpPeer, telemetry: Telemetry,
-                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_permanent_refusal_is_dropped_and_logged_once(
+    http_peer: HttpPeer, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
     http_peer.default = (400, {}, b"pushed metrics are invalid or inconsistent")
     sink = sink_for(http_peer.url, telemetry)
     for i in range(3):
@@ -105,5 +110,3 @@ def test_permanent_refusal_is_dropped_and_logged_once(http_peer: HttpPeer, telem
     sink.close(5)
     assert outcomes(telemetry, "pushgateway")["dropped"] == 12
     assert len([r for r in caplog.records if "inconsistent" in r.message]) == 1
-
-

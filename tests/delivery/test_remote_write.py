@@ -29,8 +29,9 @@ from tests.delivery.conftest import (
 
 
 def sink_for(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> RemoteWriteSink:
-    cfg = RemoteWriteSinkConfig(type="remote_write", url=url, batch_max_age=0, retry_initial_delay=0.02,
-                                retry_max_delay=0.3, **extra)  # type: ignore[arg-type]
+    cfg = RemoteWriteSinkConfig(
+        type="remote_write", url=url, batch_max_age=0, retry_initial_delay=0.02, retry_max_delay=0.3, **extra
+    )  # type: ignore[arg-type]
     return RemoteWriteSink(cfg, spool_dir=tmp_path / "spool", spool_max_bytes=1 << 24, telemetry=telemetry)
 
 
@@ -50,20 +51,26 @@ def test_v1_body_parses_with_generated_code_sorted_and_grouped() -> None:
     b = labels.series("m", (("gpu", "1"),))
     body = V1Encoder().encode([(a, 1000, 1.5), (b, 1000, -2.0), (a, 2000, 0.0), (a, 3000, float("inf"))])
     request = remote_v1_pb2.WriteRequest.FromString(bytes(cramjam.snappy.decompress_raw(body)))
-    got = {tuple((lb.name, lb.value) for lb in ts.labels): [(s.timestamp, s.value) for s in ts.samples]
-           for ts in request.timeseries}
+    got = {
+        tuple((lb.name, lb.value) for lb in ts.labels): [(s.timestamp, s.value) for s in ts.samples]
+        for ts in request.timeseries
+    }
     assert got == {a: [(1000, 1.5), (2000, 0.0), (3000, float("inf"))], b: [(1000, -2.0)]}
 
 
-@pytest.mark.parametrize(("name", "labels", "why"), [
-    ("bad-name", (), "invalid metric name"),
-    ("m", (("gpu", "0"), ("gpu", "1")), "appears twice"),
-    ("m", (("__name__", "x"),), "appears twice"),
-    ("m", (("1abc", "v"),), "invalid label name"),
-    ("m", (("pod", ""),), "empty value"),
-])
-def test_invalid_series_are_refused_before_sending(name: str, labels: tuple[tuple[str, str], ...],
-                                                   why: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "labels", "why"),
+    [
+        ("bad-name", (), "invalid metric name"),
+        ("m", (("gpu", "0"), ("gpu", "1")), "appears twice"),
+        ("m", (("__name__", "x"),), "appears twice"),
+        ("m", (("1abc", "v"),), "invalid label name"),
+        ("m", (("pod", ""),), "empty value"),
+    ],
+)
+def test_invalid_series_are_refused_before_sending(
+    name: str, labels: tuple[tuple[str, str], ...], why: str
+) -> None:
     with pytest.raises(InvalidSeries, match=why):
         LabelCache().series(name, labels)
 
@@ -89,16 +96,19 @@ def test_values_arrive_in_prometheus(prometheus: ManagedServer, tmp_path: Path, 
     assert sink.flush(15)
     sink.close(5)
     got = raw_samples(prometheus, "falcon_gpu_utilization_ratio")
-    assert got == {"0": [(now, 0.73), (now + 1000, 0.8), (now + 2000, 0.64)],
-                   "1": [(now, 0.73 + 1), (now + 1000, 0.8 + 1), (now + 2000, 0.64 + 1)]}
+    assert got == {
+        "0": [(now, 0.73), (now + 1000, 0.8), (now + 2000, 0.64)],
+        "1": [(now, 0.73 + 1), (now + 1000, 0.8 + 1), (now + 2000, 0.64 + 1)],
+    }
     energy = prom_query(prometheus, 'falcon_gpu_energy_joules_total{gpu="1",node="node-a",uuid="GPU-1"}')
     assert [float(r["value"][1]) for r in energy] == [640.0]
     assert outcomes(telemetry, "remote_write") == {"sent": 12, "spooled": 0, "dropped": 0}
 
 
 @pytest.mark.servers
-def test_outage_every_sample_arrives_in_order(prometheus: ManagedServer, tmp_path: Path,
-                                              telemetry: Telemetry) -> None:
+def test_outage_every_sample_arrives_in_order(
+    prometheus: ManagedServer, tmp_path: Path, telemetry: Telemetry
+) -> None:
     sink = sink_for(prometheus.url + "/api/v1/write", tmp_path, telemetry)
     start = int(time.time() * 1000) - 30_000
     sink.submit(prom_cycle(start, 0.0))
@@ -122,9 +132,9 @@ def test_outage_every_sample_arrives_in_order(prometheus: ManagedServer, tmp_pat
 
 
 @pytest.mark.servers
-def test_version_2_falls_back_to_1_against_prometheus_2(prometheus: ManagedServer, tmp_path: Path,
-                                                         telemetry: Telemetry,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_version_2_falls_back_to_1_against_prometheus_2(
+    prometheus: ManagedServer, tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
     sink = sink_for(prometheus.url + "/api/v1/write", tmp_path, telemetry, version=2)
     now = int(time.time() * 1000) - 3000
     sink.submit(prom_cycle(now, 0.25))
@@ -137,8 +147,9 @@ def test_version_2_falls_back_to_1_against_prometheus_2(prometheus: ManagedServe
     assert len(said) == 1 and "without X-Prometheus-Remote-Write-Samples-Written" in said[0]
 
 
-def test_version_2_is_kept_when_the_receiver_confirms(http_peer: HttpPeer, tmp_path: Path,
-                                                      telemetry: Telemetry) -> None:
+def test_version_2_is_kept_when_the_receiver_confirms(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry
+) -> None:
     http_peer.default = (204, {"X-Prometheus-Remote-Write-Samples-Written": "4"}, b"")
     sink = sink_for(http_peer.url + "/api/v1/write", tmp_path, telemetry, version=2)
     now = int(time.time() * 1000)
@@ -153,8 +164,15 @@ def test_version_2_is_kept_when_the_receiver_confirms(http_peer: HttpPeer, tmp_p
         assert req.headers["Content-Encoding"] == "snappy"
     sent = [s for req in http_peer.requests for s in encode_v2.decode(req.body)]
     assert sorted((s[0][1][1], s[1], s[2]) for s in sent if s[0][2] == ("node", "node-a")) == [
-        ("0", now, 0.25), ("0", now, 250.0), ("0", now + 1000, 0.5), ("0", now + 1000, 500.0),
-        ("1", now, 1.25), ("1", now, 250.0), ("1", now + 1000, 1.5), ("1", now + 1000, 500.0)]
+        ("0", now, 0.25),
+        ("0", now, 250.0),
+        ("0", now + 1000, 0.5),
+        ("0", now + 1000, 500.0),
+        ("1", now, 1.25),
+        ("1", now, 250.0),
+        ("1", now + 1000, 1.5),
+        ("1", now + 1000, 500.0),
+    ]
 
 
 def test_version_2_falls_back_on_415(http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry) -> None:
@@ -171,11 +189,16 @@ def test_version_2_falls_back_on_415(http_peer: HttpPeer, tmp_path: Path, teleme
     assert outcomes(telemetry, "remote_write") == {"sent": 4, "spooled": 0, "dropped": 0}
 
 
-def test_invalid_series_is_dropped_and_counted_others_sent(http_peer: HttpPeer, tmp_path: Path,
-                                                            telemetry: Telemetry) -> None:
+def test_invalid_series_is_dropped_and_counted_others_sent(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry
+) -> None:
     http_peer.default = (204, {}, b"")
-    bad = Family("falcon_gpu_pod_info", "gauge", "", (
-        Series((("pod", ""), ("gpu", "0")), 1.0), Series((("pod", "p"), ("gpu", "0")), 1.0)))
+    bad = Family(
+        "falcon_gpu_pod_info",
+        "gauge",
+        "",
+        (Series((("pod", ""), ("gpu", "0")), 1.0), Series((("pod", "p"), ("gpu", "0")), 1.0)),
+    )
     sink = sink_for(http_peer.url, tmp_path, telemetry)
     sink.submit(FakeRendered(PromBatch(int(time.time() * 1000), (bad,))))
     assert sink.flush(10)
@@ -185,8 +208,9 @@ def test_invalid_series_is_dropped_and_counted_others_sent(http_peer: HttpPeer, 
 
 
 @pytest.mark.servers
-def test_values_arrive_in_victoria_metrics(victoria: ManagedServer, tmp_path: Path,
-                                           telemetry: Telemetry) -> None:
+def test_values_arrive_in_victoria_metrics(
+    victoria: ManagedServer, tmp_path: Path, telemetry: Telemetry
+) -> None:
     sink = sink_for(victoria.url + "/api/v1/write", tmp_path, telemetry)
     now = int(time.time() * 1000) - 5000
     sink.submit(prom_cycle(now, 0.73))
@@ -197,10 +221,19 @@ def test_values_arrive_in_victoria_metrics(victoria: ManagedServer, tmp_path: Pa
     query = urllib.parse.urlencode({"match[]": 'falcon_gpu_utilization_ratio{gpu="0"}'})
     lines = http_get(f"{victoria.url}/api/v1/export?{query}").decode().splitlines()
     (series,) = [json.loads(line) for line in lines]
-    assert series["metric"] == {"__name__": "falcon_gpu_utilization_ratio", "gpu": "0", "node": "node-a",
-                                "uuid": "GPU-0"}
+    assert series["metric"] == {
+        "__name__": "falcon_gpu_utilization_ratio",
+        "gpu": "0",
+        "node": "node-a",
+        "uuid": "GPU-0",
+    }
     assert series["values"] == [0.73, 0.8] and series["timestamps"] == [now, now + 1000]
-    result = json.loads(http_get(f"{victoria.url}/api/v1/query?"
-                                 + urllib.parse.urlencode({"query": 'falcon_gpu_utilization_ratio{gpu="1"}',
-                                                           "time": str((now + 1000) / 1000)})))
+    result = json.loads(
+        http_get(
+            f"{victoria.url}/api/v1/query?"
+            + urllib.parse.urlencode(
+                {"query": 'falcon_gpu_utilization_ratio{gpu="1"}', "time": str((now + 1000) / 1000)}
+            )
+        )
+    )
     assert [float(r["value"][1]) for r in result["data"]["result"]] == [0.8 + 1]

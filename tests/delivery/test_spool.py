@@ -110,8 +110,9 @@ def test_records_survive_sigkill_of_the_writer(tmp_path: Path) -> None:
     assert corrupt == []
 
 
-def test_a_long_replay_logs_its_progress(caplog: pytest.LogCaptureFixture,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_replay_logs_its_progress(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)
     caplog.set_level(logging.INFO, logger="falcon_gpu.delivery")
     replay = progress.ReplayProgress("rw", backlog=2000)
@@ -121,7 +122,8 @@ def test_a_long_replay_logs_its_progress(caplog: pytest.LogCaptureFixture,
     replay.done()  # caught up already: says nothing more
     assert [r.message for r in caplog.records][:2] == [
         "sink rw: replaying the spool: 1 batches sent, 1500 bytes left",
-        "sink rw: replaying the spool: 2 batches sent, 0 bytes left"]
+        "sink rw: replaying the spool: 2 batches sent, 0 bytes left",
+    ]
     assert len(caplog.records) == 3
     assert caplog.records[2].message.startswith("sink rw: spool replayed: 2 batches in ")
 

@@ -24,9 +24,11 @@ def sendable(items: Sequence[FalconItem], telemetry: Telemetry, sink: str, key: 
     if not bad:
         return items
     telemetry.samples(sink, "dropped", len(bad))
-    telemetry.failing(f"{key}:invalid:{bad[0].metric}", "invalid_value",
-                      f"sink {sink}: not sending {bad[0].metric} {bad[0].tags}: value {bad[0].value} "
-                      "is not a JSON number")
+    telemetry.failing(
+        f"{key}:invalid:{bad[0].metric}",
+        "invalid_value",
+        f"sink {sink}: not sending {bad[0].metric} {bad[0].tags}: value {bad[0].value} is not a JSON number",
+    )
     return [i for i in items if math.isfinite(i.value)]
 
 

@@ -50,8 +50,14 @@ WRITTEN_HEADER = "X-Prometheus-Remote-Write-Samples-Written"
 class RemoteWriteSink(QueuedSink[RwSample]):
     consumes = "prometheus"
 
-    def __init__(self, config: RemoteWriteSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int,
-                 telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        config: RemoteWriteSinkConfig,
+        *,
+        spool_dir: Path | str,
+        spool_max_bytes: int,
+        telemetry: Telemetry,
+    ) -> None:
         super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
         self._url = config.url
         self._version = config.version
@@ -73,8 +79,11 @@ class RemoteWriteSink(QueuedSink[RwSample]):
                     out.append((self._labels.series(family.name, s.labels), ts, s.value))
                 except InvalidSeries as exc:
                     invalid += 1
-                    self._telemetry.failing(f"{self._key}:invalid:{family.name}", "invalid_series",
-                                            f"sink {self.name}: not sending an invalid series: {exc}")
+                    self._telemetry.failing(
+                        f"{self._key}:invalid:{family.name}",
+                        "invalid_series",
+                        f"sink {self.name}: not sending an invalid series: {exc}",
+                    )
         if invalid:
             self._telemetry.samples(self.name, "dropped", invalid)
         return out
@@ -95,9 +104,13 @@ class RemoteWriteSink(QueuedSink[RwSample]):
         ok = 200 <= response.status_code < 300
         if response.status_code == 415 or (ok and WRITTEN_HEADER not in response.headers):
             self._version = 1
-            log.warning("sink %s: %s does not accept remote-write 2.0 (HTTP %d%s); using 1.0 from now on",
-                        self.name, redact_url(self._url), response.status_code,
-                        "" if response.status_code == 415 else f" without {WRITTEN_HEADER}")
+            log.warning(
+                "sink %s: %s does not accept remote-write 2.0 (HTTP %d%s); using 1.0 from now on",
+                self.name,
+                redact_url(self._url),
+                response.status_code,
+                "" if response.status_code == 415 else f" without {WRITTEN_HEADER}",
+            )
             return self.push(body, samples)
         classify(response, self._url)
         return Ack()
