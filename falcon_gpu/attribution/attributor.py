@@ -38,6 +38,9 @@ from falcon_gpu.settings import Settings
 from falcon_gpu.telemetry import Telemetry
 
 KUBE_API_PERIOD = 60.0
+KUBELET_STALE_GRACE = 120.0
+"""Keep the last kubelet answer this long while the socket fails: a kubelet restart takes
+seconds, and dropping every allocation for it would flap ``allocated`` and reset idle timers."""
 MISS_REFRESH_GAP = 5.0
 """At most one early refresh per this many seconds when a cycle meets an unknown container."""
 """Relist of this node's pods for labels; labels rarely change, and a list per minute is cheap."""
@@ -71,6 +74,7 @@ class Attributor:
                 self._label_source = PodLabelSource(config, settings.node, settings.pod_labels)
         self._names = NameMaps()
         self._allocations: KubeletAllocations | None = None
+        self._allocations_at = 0.0
         self._labels: PodLabels | None = None
         self._ok = {"kubelet": False, "logs": False, "kube_api": False}
         self._lookups = Lookups()
@@ -112,8 +116,10 @@ class Attributor:
     def _refresh_kubelet(self) -> None:
         try:
             self._allocations = self._kubelet.fetch()
+            self._allocations_at = self._clock()
         except PodResourcesError as exc:
-            self._allocations = None
+            if self._clock() - self._allocations_at > KUBELET_STALE_GRACE:
+                self._allocations = None  # too old to trust: cgroups alone
             self._ok["kubelet"] = False
             self._telemetry.failing(
                 "kubelet", "kubelet", f"{exc}; attributing from cgroups alone until it answers"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from falcon_gpu.attribution import Attributor
+from falcon_gpu.attribution.attributor import KUBELET_STALE_GRACE
 from falcon_gpu.attribution.device_ids import DeviceRef, is_gpu_resource, parse_device_id, parse_device_ids
 from falcon_gpu.attribution.podresources import PodResourcesClient, PodResourcesError
 from falcon_gpu.attribution.podresources.server import PodResourcesServer
@@ -197,7 +198,8 @@ def test_attributor_falls_back_to_cgroups_and_reconnects(
     server.start()
     telemetry = Telemetry()
     settings = Settings(proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n1")
-    attributor = Attributor(settings, telemetry)
+    now = [1000.0]
+    attributor = Attributor(settings, telemetry, clock=lambda: now[0])
     snap = snapshot(gpu(0, (proc(4242, 2, 0.5),)), g1)
     try:
         attributor.refresh_now()
@@ -207,7 +209,13 @@ def test_attributor_falls_back_to_cgroups_and_reconnects(
 
         server.stop()  # kubelet restarting
         caplog.set_level(logging.WARNING, logger="falcon_gpu")
-        for _ in range(3):
+        now[0] += 60  # a short restart: the last answer is kept, allocations do not flap
+        attributor.refresh_now()
+        brief = attributor.attribute(snap)
+        assert {(p.container.pod, p.allocated) for p in brief.pods} == {("train-0", True), ("idle-0", True)}
+        assert brief.sources_ok["kubelet"] is False
+        for _ in range(2):
+            now[0] += KUBELET_STALE_GRACE
             attributor.refresh_now()
             down = attributor.attribute(snap)
         assert [(p.container.pod, p.allocated, p.memory_used_bytes) for p in down.pods] == [
