@@ -144,13 +144,18 @@ def make_ca_and_server_cert(tmp_path: Path) -> tuple[Path, Path, Path]:
     return tmp_path / "ca.pem", tmp_path / "server.pem", tmp_path / "server.key"
 
 
-def test_tls_with_own_ca_and_rotated_bearer_token(
-    tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
-) -> None:
+def https_peer(tmp_path: Path) -> tuple[HttpPeer, Path]:
+    """A loopback HTTPS server with a certificate from a CA made here; returns it and the CA file."""
     ca, cert, key = make_ca_and_server_cert(tmp_path)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
-    peer = HttpPeer(tls=ctx)
+    return HttpPeer(tls=ctx), ca
+
+
+def test_tls_with_own_ca_and_rotated_bearer_token(
+    tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    peer, ca = https_peer(tmp_path)
     peer.default = (204, {}, b"")
     token = tmp_path / "token"
     token.write_text("s3cret-one\n")
@@ -185,10 +190,7 @@ def test_tls_with_own_ca_and_rotated_bearer_token(
 def test_untrusted_certificate_is_retried_and_secret_stays_out_of_logs(
     tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _, cert, key = make_ca_and_server_cert(tmp_path)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
-    peer = HttpPeer(tls=ctx)
+    peer, _ = https_peer(tmp_path)
     token = tmp_path / "token"
     token.write_text("hunter2-token")
     caplog.set_level(logging.INFO)
@@ -228,10 +230,7 @@ def test_check_for_doctor(http_peer: HttpPeer, tmp_path: Path, telemetry: Teleme
 def test_basic_auth_password_file_and_insecure_skip_verify(
     tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _, cert, key = make_ca_and_server_cert(tmp_path)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
-    peer = HttpPeer(tls=ctx)
+    peer, _ = https_peer(tmp_path)
     peer.default = (204, {}, b"")
     password = tmp_path / "password"
     password.write_text("pa55word\n")
