@@ -94,7 +94,11 @@ def diagnose_rows(
         else:
             try:
                 labels = label_source.fetch()
-                rows.append(("pod labels (Kubernetes API)", True, f"{len(labels.by_uid)} pods on this node"))
+                found = len(labels.by_uid)
+                detail = f"{found} pods on node {settings.node}"
+                if not found:  # the usual cause: node defaults to the host name, not the node name
+                    detail += "; none: set NODE_NAME from spec.nodeName (downward API) or set node"
+                rows.append(("pod labels (Kubernetes API)", found > 0, detail))
             except KubeApiError as exc:
                 rows.append(("pod labels (Kubernetes API)", False, str(exc)))
 

@@ -47,8 +47,12 @@ class FakeApiServer:
                     self._send(owner.status, {"kind": "Status"})
                 elif self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     self._send(401, {"kind": "Status"})
-                elif url.path != "/api/v1/pods" or query.get("fieldSelector") != ["spec.nodeName=node-7"]:
+                elif url.path != "/api/v1/pods" or not query.get("fieldSelector", [""])[0].startswith(
+                    "spec.nodeName="
+                ):
                     self._send(400, {"kind": "Status"})
+                elif query["fieldSelector"] != ["spec.nodeName=node-7"]:  # no pods on any other node
+                    self._send(200, {"kind": "PodList", "metadata": {}, "items": []})
                 else:
                     page = 1 if query.get("continue") == ["page2"] else 0
                     meta = {"continue": "page2"} if page == 0 else {}
@@ -169,3 +173,26 @@ def test_pod_labels_outside_a_cluster_is_reported(tmp_path: Path, monkeypatch: p
     finally:
         attributor.close()
     assert telemetry.is_failing("kube_api")
+
+
+def test_doctor_flags_a_node_name_that_lists_no_pods(api: FakeApiServer, token: Path, tmp_path: Path) -> None:
+    """node defaults to the host name; if that is not the Kubernetes node name, labels stay empty."""
+    tree = HostTree(tmp_path)
+    rows = {}
+    for node in ("node-7", "host-7.example"):
+        settings = Settings(
+            proc_root=tree.proc,
+            log_root=tree.log,
+            kubelet_socket=tmp_path / "none.sock",
+            node=node,
+            pod_labels=["team"],
+        )
+        attributor = Attributor(settings, Telemetry(), kube_api=KubeApiConfig(api.url, token, None))
+        try:
+            rows[node] = {r[0]: r for r in attributor.diagnose(snapshot(gpu(0)))}[
+                "pod labels (Kubernetes API)"
+            ]
+        finally:
+            attributor.close()
+    assert rows["node-7"][1] is True and "2 pods on node node-7" in rows["node-7"][2]
+    assert rows["host-7.example"][1] is False and "NODE_NAME" in rows["host-7.example"][2]
