@@ -19,15 +19,19 @@ REDACTED = "<redacted>"
 
 
 def redact_url(url: str) -> str:
-    """``url`` safe to log: the password of its user info replaced by ``<redacted>``."""
+    """``url`` safe to log: the password of its user info and every query value replaced by
+    ``<redacted>`` (some receivers take a token as ``?token=...``/``?api_key=...``)."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return REDACTED
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{REDACTED}@{host}"))
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:{REDACTED}@{host}")
+    if parts.query:
+        pairs = (p.partition("=") for p in parts.query.split("&"))
+        parts = parts._replace(query="&".join(f"{k}={REDACTED}" if eq else k for k, eq, _ in pairs))
+    return urlunsplit(parts)
 
 
 class SecretError(Exception):

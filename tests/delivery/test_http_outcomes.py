@@ -439,3 +439,13 @@ def test_each_outage_that_overflows_the_cap_is_logged(
     sink.close(5)
     overflows = [r for r in caplog.records if "spool over" in r.message]
     assert len(overflows) == 2
+
+
+def test_redact_url_hides_user_password_and_query_values() -> None:
+    from falcon_gpu.delivery.secrets import redact_url
+
+    assert redact_url("https://u:pw@h:443/api/v1/push?api_key=abc&tenant=t") == (
+        "https://u:<redacted>@h:443/api/v1/push?api_key=<redacted>&tenant=<redacted>"
+    )
+    assert redact_url("http://127.0.0.1:9091") == "http://127.0.0.1:9091"
+    assert redact_url("http://h/p?flag") == "http://h/p?flag"
