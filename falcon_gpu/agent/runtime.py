@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from falcon_gpu.settings import Settings
+from falcon_gpu.settings import ConfigError, Settings
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
 
@@ -118,15 +118,17 @@ def build(
             from falcon_gpu.sinks.registry import build_sink
 
             for cfg in settings.sinks:
-                sinks.append(
-                    build_sink(
+                try:
+                    sink = build_sink(
                         cfg,
                         node=settings.node,
                         spool_dir=settings.spool_dir,
                         spool_max_bytes=settings.spool_max_bytes,
                         telemetry=telemetry,
                     )
-                )
+                except OSError as exc:  # the spool directory cannot be made or used
+                    raise ConfigError(f"setting 'spool_dir': {exc.strerror or exc}") from None
+                sinks.append(sink)
         library = load_nvml(scenario)
         xid = XidWatcher(library, telemetry)
         source = NvmlSource(library, telemetry, xid=xid)

@@ -89,3 +89,20 @@ def test_env_list_that_is_not_json_names_the_variable(monkeypatch: pytest.Monkey
     assert "'sinks'" in str(err.value) and "FALCON_GPU_SINKS must be JSON" in str(err.value)
     monkeypatch.setenv("FALCON_GPU_SINKS", '[{"type": "pushgateway", "url": "http://127.0.0.1:9091"}]')
     assert load_settings().sinks[0].type == "pushgateway"
+
+
+def test_unusable_spool_dir_exits_2_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'spool_dir = "{blocker}"\n[[sinks]]\ntype = "remote_write"\nurl = "http://127.0.0.1:9/api/v1/write"\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "--once", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "setting 'spool_dir'" in proc.stderr and "Traceback" not in proc.stderr
