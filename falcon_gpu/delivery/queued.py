@@ -23,6 +23,14 @@ spooled while the server was failing (so an hour-long outage counts an hour of
 samples, not just the first batch); ``dropped`` for a permanent refusal, items
 the server rejected one by one, a full memory queue, or the spool cap.
 
+When the spool cannot be written (disk full, I/O error), batches are not
+dropped: they wait in a bounded memory lane (``queue_max_batches`` batches)
+and are sent after everything already spooled, so order still holds; new
+batches keep going to that lane until it is empty, then to the spool again.
+They are not durable meanwhile, which is logged once. A spool locked by
+another process (:class:`SpoolBusy`) is not such a failure: two agents must
+not both send the same node's series, so those batches are dropped.
+
 Shutdown order (``close``): stop taking submissions, write every pending item to
 the spool, let the sender drain until the timeout, then stop it; what is left
 stays in the spool for the next start.
@@ -43,10 +51,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from falcon_gpu.delivery.memory_lane import MemoryEntry, MemoryLane
 from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError
 from falcon_gpu.delivery.progress import ReplayProgress
 from falcon_gpu.delivery.retry import Interrupted, push_with_retry
-from falcon_gpu.delivery.spool import Entry, Spool
+from falcon_gpu.delivery.spool import Entry, Spool, SpoolBusy
 from falcon_gpu.sinks.base import Rendered, Sink
 from falcon_gpu.sinks.config import NetworkSinkConfig
 from falcon_gpu.telemetry import Telemetry
@@ -88,6 +97,7 @@ class QueuedSink(Sink, Generic[T]):
         self._start_lock = threading.Lock()
         self._closed = False
         self._counted_upto = (-1, -1)  # spool position up to which batches were counted spooled
+        self._memory = MemoryLane(config.queue_max_batches)
 
     # -- what a sink supplies -------------------------------------------------
     @abc.abstractmethod
@@ -174,6 +184,10 @@ class QueuedSink(Sink, Generic[T]):
                 t.join(max(0.1, deadline - time.monotonic()))
         if not any(t.is_alive() for t in self._threads):
             self._spool.close()
+            lost = self._memory.samples()
+            if lost:  # they never reached the disk
+                self._telemetry.samples(self.name, "dropped", lost)
+                log.warning("sink %s: %d samples held in memory (spool unwritable) are lost", self.name, lost)
         self.close_transport()
 
     # -- threads --------------------------------------------------------------
@@ -214,14 +228,24 @@ class QueuedSink(Sink, Generic[T]):
     def _spool_batch(self, items: list[T]) -> None:
         try:
             body = self.encode(items)
+            if self._memory:  # older batches wait in memory: keep the order
+                self._keep_in_memory(len(items), body)
+                return
             position = self._spool.append(len(items), body)
-        except OSError as exc:
+        except SpoolBusy as exc:
             self._telemetry.samples(self.name, "dropped", len(items))
+            self._telemetry.failing(
+                f"{self._key}:spool", "spool_write", f"sink {self.name}: {exc}; dropping batches"
+            )
+            return
+        except OSError as exc:
             self._telemetry.failing(
                 f"{self._key}:spool",
                 "spool_write",
-                f"sink {self.name}: cannot write the spool ({exc}); dropping batches",
+                f"sink {self.name}: cannot write the spool ({exc}); keeping up to "
+                f"{self._cfg.queue_max_batches} batches in memory (not durable) until it can",
             )
+            self._keep_in_memory(len(items), body)
             return
         except Exception as exc:  # an encoding bug must not kill the worker
             self._telemetry.samples(self.name, "dropped", len(items))
@@ -239,11 +263,31 @@ class QueuedSink(Sink, Generic[T]):
         self._telemetry.spool_bytes(self.name, self._spool.size_bytes)
         self._wake.set()
 
+    def _keep_in_memory(self, samples: int, body: bytes) -> None:
+        waits = self._telemetry.is_failing(self._key)
+        if not self._memory.offer(MemoryEntry(samples, body, counted=waits)):
+            self._telemetry.samples(self.name, "dropped", samples)
+            self._telemetry.failing(
+                f"{self._key}:memory",
+                "sink_queue_full",
+                f"sink {self.name}: spool unwritable and {len(self._memory)} batches already in memory; "
+                "dropping new batches",
+            )
+            return
+        if waits:
+            self._telemetry.samples(self.name, "spooled", samples)
+        self._wake.set()
+
+    def _next(self) -> Entry | MemoryEntry | None:
+        """The oldest batch: the spool's first, then the memory lane's (always newer)."""
+        entry = self._spool.next()
+        return self._memory.head() if entry is None else entry
+
     def _send_loop(self) -> None:
         progress = ReplayProgress(self.name, self._spool.backlog_at_start)
         while not self._stop.is_set():
             try:
-                entry = self._spool.next()
+                entry = self._next()
             except OSError as exc:
                 self._telemetry.failing(
                     f"{self._key}:spool", "spool_read", f"sink {self.name}: cannot read the spool ({exc})"
@@ -268,7 +312,7 @@ class QueuedSink(Sink, Generic[T]):
             progress.step(self._spool.size_bytes)
             self._telemetry.spool_bytes(self.name, self._spool.size_bytes)
 
-    def _deliver(self, entry: Entry) -> bool | None:
+    def _deliver(self, entry: Entry | MemoryEntry) -> bool | None:
         """Push one batch until it is settled: None when the sink is stopping, else
         whether it had to be retried."""
         failed = False
@@ -277,7 +321,11 @@ class QueuedSink(Sink, Generic[T]):
             nonlocal failed
             if not failed:
                 failed = True
-                if (entry.position.seq, entry.position.offset) > self._counted_upto:  # not yet counted
+                if isinstance(entry, MemoryEntry):
+                    if not entry.counted:
+                        entry.counted = True
+                        self._telemetry.samples(self.name, "spooled", entry.samples)
+                elif (entry.position.seq, entry.position.offset) > self._counted_upto:  # not yet counted
                     self._telemetry.samples(self.name, "spooled", entry.samples)
             self._telemetry.failing(
                 self._key, "sink", f"sink {self.name}: {err}; retrying, batches wait in the spool"
@@ -292,7 +340,8 @@ class QueuedSink(Sink, Generic[T]):
                 on_failure=on_failure,
             )
         except Interrupted:
-            if not self._spool.holds(entry):  # evicted by the cap while in flight: lost now
+            if isinstance(entry, Entry) and not self._spool.holds(entry):
+                # evicted by the cap while in flight: lost now (memory entries: counted by close)
                 self._telemetry.samples(self.name, "dropped", entry.samples)
             return None
         except PermanentError as exc:
@@ -316,6 +365,11 @@ class QueuedSink(Sink, Generic[T]):
                 self._telemetry.samples(self.name, "dropped", ack.rejected)
             self._telemetry.recovered(self._key, f"sink {self.name}: delivering again")
             self._telemetry.recovered(f"{self._key}:rejected", f"sink {self.name}: batches accepted again")
+        if isinstance(entry, MemoryEntry):
+            self._memory.done()
+            if not self._memory:
+                self._telemetry.recovered(f"{self._key}:memory", f"sink {self.name}: memory lane has room")
+            return failed
         try:
             self._spool.ack(entry)
         except OSError as exc:  # disk full: the sender goes on; a restart re-sends (at-least-once)

@@ -449,3 +449,43 @@ def test_redact_url_hides_user_password_and_query_values() -> None:
     )
     assert redact_url("http://127.0.0.1:9091") == "http://127.0.0.1:9091"
     assert redact_url("http://h/p?flag") == "http://h/p?flag"
+
+
+def test_an_unwritable_spool_sends_from_memory_in_order_and_returns_to_the_spool(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Disk full: batches must still reach a server that is up (not be dropped), oldest first,
+    and go back to the durable spool once it can be written again."""
+    import errno
+
+    import cramjam
+
+    from falcon_gpu.sinks.remote_write.proto import remote_v1_pb2
+
+    http_peer.default = (204, {}, b"")
+    sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry)
+    now = int(time.time() * 1000)
+    sink.submit(prom_cycle(now, 0.1))
+    assert sink.flush(10)
+
+    def disk_full(samples: int, body: bytes) -> object:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    sink._spool.append = disk_full  # type: ignore[method-assign]
+    for i in (1, 2, 3):
+        sink.submit(prom_cycle(now + i * 1000, 0.1 * (i + 1)))
+    assert sink.flush(10)
+    del sink._spool.append  # the disk has room again
+    sink.submit(prom_cycle(now + 4000, 0.5))
+    assert sink.flush(10)
+    assert sink._spool.size_bytes == 0  # delivered through the spool and acknowledged
+    sink.close(5)
+
+    stamps = []
+    for req in http_peer.requests:
+        write = remote_v1_pb2.WriteRequest.FromString(bytes(cramjam.snappy.decompress_raw(req.body)))
+        stamps += [sample.timestamp for sample in write.timeseries[0].samples]
+    assert stamps == [now + i * 1000 for i in range(5)]  # each cycle once, oldest first
+    assert outcomes(telemetry, "remote_write")["dropped"] == 0
+    assert telemetry.view().errors_total["spool_write"] >= 1
+    assert len([r for r in caplog.records if "in memory (not durable)" in r.getMessage()]) == 1
