@@ -22,6 +22,11 @@ what it enumerated at init, so that a GPU lost from cycle 0 can still be named
 in a one-shot run. (On some real failures even the handle lookup fails; the
 source copes with that too, reporting the device down without a UUID.)
 
+**MIG-enabled GPUs** answer NOT_SUPPORTED to ``nvmlDeviceGetUtilizationRates``
+and ``nvmlDeviceGetProcessUtilization`` whatever the scenario says, as NVML does
+("On MIG-enabled GPUs, querying process utilization is not currently
+supported"): memory per instance and per process is all a real MIG node gives.
+
 **Init.** ``nvmlInit`` is reference-counted like NVML's; every other call made
 without it raises UNINITIALIZED. Tests can make the next N inits fail with
 ``sim.fail_init_times = N`` (and ``sim.init_error = code``), a knob kept out of

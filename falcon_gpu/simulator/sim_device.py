@@ -89,6 +89,8 @@ class DeviceCalls(SimCore):
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> NvmlStruct:
         dev = self._device(handle, "nvmlDeviceGetUtilizationRates")
+        if dev.gpu.mig:  # NVML: "utilization is not supported on MIG-enabled GPUs"
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return NvmlStruct(
             gpu=self._int(dev, "utilization_gpu_percent"), memory=self._int(dev, "utilization_memory_percent")
         )

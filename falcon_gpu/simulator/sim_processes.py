@@ -90,7 +90,8 @@ class ProcessCalls(SimCore):
 
     def nvmlDeviceGetProcessUtilization(self, handle: Any, timeStamp: int) -> list[NvmlStruct]:
         dev, mig = self._any(handle, "nvmlDeviceGetProcessUtilization")
-        if mig is not None or not dev.gpu.supports("process_utilization"):
+        # NVML: "On MIG-enabled GPUs, querying process utilization is not currently supported."
+        if mig is not None or dev.gpu.mig or not dev.gpu.supports("process_utilization"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         procs = [*dev.gpu.processes, *(p for m in dev.gpu.mig for p in m.processes)]
         samples = []

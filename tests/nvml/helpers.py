@@ -163,7 +163,7 @@ def expected_device(gpu: GpuScenario, cycle: int) -> dict[str, Any]:
 def expected_processes(gpu: GpuScenario, cycle: int) -> dict[tuple[int, int | None], dict[str, Any]]:
     """(pid, gpu instance) -> name, types, memory, SM ratio; the SM share needs process
     utilisation support (one sample per cycle, so the average is that cycle's value)."""
-    sampled = gpu.supports("process_utilization")
+    sampled = gpu.supports("process_utilization") and not gpu.mig  # NVML: none on MIG-enabled GPUs
     out: dict[tuple[int, int | None], dict[str, Any]] = {}
     groups = [(None, gpu.processes)] + [(m.gpu_instance_id, m.processes) for m in gpu.mig]
     for gi, procs in groups:
