@@ -229,22 +229,6 @@ def test_device_count_is_called_once_per_cycle_and_a_changed_count_looks_devices
     assert sim.calls["nvmlDeviceGetUUID"] == 3  # identity is cached too
 
 
-def test_info_for_doctor() -> None:
-    scenario = scenario_named("mixed-4gpu")
-    source, _ = source_on(SimulatedNvml(scenario))
-    info = source.info()
-    assert info.ok and info.error is None
-    assert (info.driver_version, info.cuda_version, info.device_count) == ("550.54.15", "12.4", 4)
-    assert [(d.index, d.uuid, d.name) for d in info.devices] == [
-        (i, g.uuid, g.name) for i, g in enumerate(scenario.gpus)
-    ]
-    failing = SimulatedNvml(scenario)
-    failing.fail_init_times = 1
-    bad, _ = source_on(failing)
-    info = bad.info()
-    assert not info.ok and info.device_count == 0 and "NVML cannot start" in (info.error or "")
-
-
 def test_collect_never_starts_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the NVML source must never start a process")
@@ -273,8 +257,6 @@ def test_real_pynvml_without_a_driver_is_a_value_not_a_crash() -> None:
     snap = source.collect(0.0)
     assert not snap.nvml_ok and snap.devices == ()
     assert snap.nvml_error is not None and snap.nvml_error.startswith("NVML cannot start")
-    info = source.info()
-    assert not info.ok and info.error == snap.nvml_error
     xid = XidWatcher(load_nvml(None), telemetry)
     xid.drain_now()
     assert xid.counts() == {}

@@ -45,27 +45,6 @@ class Identity:
     minor_number: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NvmlDeviceInfo:
-    index: int
-    uuid: str
-    name: str
-    pci_bus_id: str
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NvmlInfo:
-    """What ``doctor`` shows about NVML."""
-
-    ok: bool
-    error: str | None
-    driver_version: str | None
-    cuda_version: str | None
-    device_count: int
-    devices: tuple[NvmlDeviceInfo, ...] = ()
-
-
 class NvmlSource:
     def __init__(
         self,
@@ -240,33 +219,6 @@ class NvmlSource:
             self._nvml.forget_not_supported(scope)
 
     # -- doctor and shutdown -------------------------------------------------
-    def info(self) -> NvmlInfo:
-        """NVML and driver state with each device's identity, for ``doctor``. Never raises.
-
-        Calls ``nvmlDeviceGetCount()`` once, so in the simulator it starts a cycle."""
-        try:
-            if not self._session.ensure():
-                return NvmlInfo(False, self._session.error, None, None, 0)
-            count, error = self._device_count()
-            if count is None:
-                return NvmlInfo(False, error, self._session.driver_version, self._session.cuda_version, 0)
-            devices = []
-            for i in range(count):
-                self._nvml.errors.clear()
-                try:
-                    ident = self._identity.get(i) or self._read_identity(i, self._handle(i))
-                    self._identity[i] = ident
-                    devices.append(NvmlDeviceInfo(i, ident.uuid, ident.name, ident.pci_bus_id))
-                except DeviceGone as gone:
-                    devices.append(NvmlDeviceInfo(i, "", "", "", error=str(gone)))
-            ok = all(d.error is None for d in devices)
-            error = None if ok else "some GPUs do not answer"
-            return NvmlInfo(
-                ok, error, self._session.driver_version, self._session.cuda_version, count, tuple(devices)
-            )
-        except Exception as exc:
-            return NvmlInfo(False, f"{type(exc).__name__}: {exc}", None, None, 0)
-
     def close(self) -> None:
         """Shut NVML down (the XID watcher, if any, is stopped by its owner)."""
         self._session.close()
