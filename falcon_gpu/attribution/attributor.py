@@ -67,7 +67,6 @@ class Attributor:
         self._scanner = LogDirScanner(settings.log_root)
         self._kubelet = PodResourcesClient(settings.kubelet_socket, settings.gpu_resources)
         self._label_source: PodLabelSource | None = None
-        self._kube_api_config = kube_api
         if settings.pod_labels:
             config = kube_api or KubeApiConfig.in_cluster()
             if config is not None:

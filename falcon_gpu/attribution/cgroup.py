@@ -106,9 +106,3 @@ def read_cgroup_text(proc_root: Path, pid: int) -> str | None:
             return fh.read()
     except OSError:
         return None
-
-
-def read_cgroup(proc_root: Path, pid: int) -> CgroupIdentity | None:
-    """Read and parse ``<proc_root>/<pid>/cgroup``; None when unreadable or in no pod."""
-    text = read_cgroup_text(proc_root, pid)
-    return None if text is None else parse_cgroup(text)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.attribution.cgroup import CgroupIdentity, parse_cgroup, read_cgroup
+from falcon_gpu.attribution.cgroup import CgroupIdentity, parse_cgroup
 from falcon_gpu.attribution.pid_cache import PidCache
 
 UID = "7c2f1a9e-4b3d-4e5f-8a6b-1c2d3e4f5a6b"
@@ -120,10 +120,11 @@ def test_upper_case_ids_are_normalised() -> None:
 
 
 def test_read_cgroup_dead_pid_is_unattributed_not_an_error(tmp_path: Path) -> None:
-    assert read_cgroup(tmp_path, 4242) is None
+    cache = PidCache(tmp_path, ttl=0)  # every lookup reads the file again
+    assert cache.lookup(4242) is None and not cache.was_readable(4242)
     (tmp_path / "4242").mkdir()
     (tmp_path / "4242" / "cgroup").write_text(LAYOUTS["v2 cgroupfs guaranteed"][0])
-    assert read_cgroup(tmp_path, 4242) == CgroupIdentity(UID, CID)
+    assert cache.lookup(4242) == CgroupIdentity(UID, CID)
 
 
 def test_pid_cache_reads_once_and_evicts_unreported(tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from falcon_gpu.attribution.cgroup import CgroupIdentity, read_cgroup
+from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef
 from falcon_gpu.attribution.logdirs import ContainerName, LogDirScanner, PodName
+from falcon_gpu.attribution.pid_cache import PidCache
 from falcon_gpu.attribution.podresources import PodResourcesClient
 from falcon_gpu.simulator.host import SimulatedHost
 from falcon_gpu.simulator.host_scenario import (
@@ -46,8 +47,9 @@ def test_layout_is_read_by_the_real_readers(tmp_path: Path) -> None:
     try:
         assert paths.proc_root == deep / "proc"
         assert len(str(paths.kubelet_socket)) <= 100
-        assert read_cgroup(paths.proc_root, 4242) == CgroupIdentity(UID, CID)
-        assert read_cgroup(paths.proc_root, 1) is None
+        cgroups = PidCache(paths.proc_root)
+        assert cgroups.lookup(4242) == CgroupIdentity(UID, CID)
+        assert cgroups.lookup(1) is None
         maps = LogDirScanner(paths.log_root).scan()
         assert maps.pods == {UID: PodName("ml", "train-0")}
         assert maps.containers[CID] == ContainerName("ml", "train-0", "main", UID)  # via the link target

@@ -2,9 +2,8 @@
 
 Backs the simulator's host and the tests, so the agent's client is exercised
 over real gRPC (HTTP/2 on a unix socket), not a mock. The answers come from the
-scenario's typed ``host`` part and can be replaced while serving
-(:meth:`PodResourcesServer.set_pods`), which is how tests model pods coming and
-going. ``stop`` then ``start`` on the same path models a kubelet restart.
+scenario's typed ``host`` part. ``stop`` then ``start`` on the same path models a
+kubelet restart.
 """
 
 from __future__ import annotations
@@ -72,10 +71,6 @@ class PodResourcesServer:
     def state(self) -> tuple[tuple[PodResourcesPod, ...], tuple[PodResourcesDevice, ...]]:
         with self._lock:
             return self._pods, self._allocatable
-
-    def set_pods(self, pods: Sequence[PodResourcesPod]) -> None:
-        with self._lock:
-            self._pods = tuple(pods)
 
     def start(self) -> None:
         """Bind and serve. Raises RuntimeError when the socket cannot be bound."""
