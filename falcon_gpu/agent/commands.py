@@ -20,7 +20,7 @@ FLUSH_TIMEOUT = 20.0
 the 45 s terminationGracePeriodSeconds of conf/manifests/daemonset.yaml (what is left stays spooled)."""
 
 
-def _runner(rt: Runtime, *, step: int, one_shot: bool) -> CycleRunner:
+def _runner(rt: Runtime, *, step: int) -> CycleRunner:
     s = rt.settings
     return CycleRunner(
         node=s.node,
@@ -31,7 +31,6 @@ def _runner(rt: Runtime, *, step: int, one_shot: bool) -> CycleRunner:
         telemetry=rt.telemetry,
         schema=s.schema_,
         process_metrics=s.process_metrics,
-        before_collect=rt.xid.drain_now if one_shot else None,
     )
 
 
@@ -49,7 +48,7 @@ def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
     try:
         if once:
             _prepare_one_shot(rt)
-            _runner(rt, step=max(1, round(settings.interval)), one_shot=True).run()
+            _runner(rt, step=max(1, round(settings.interval))).run()
             return 0  # rt.close below delivers, or leaves spooled when a server is failing
         from falcon_gpu.agent.loop import install_stop_signals, run_every
 
@@ -57,7 +56,7 @@ def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
         install_stop_signals(stop)
         rt.attributor.start()
         rt.xid.start()
-        runner = _runner(rt, step=max(1, round(settings.interval)), one_shot=False)
+        runner = _runner(rt, step=max(1, round(settings.interval)))
         log.info(
             "falcon-gpu running on node %s every %gs with sinks %s",
             settings.node,
@@ -89,7 +88,7 @@ def plugin(settings: Settings, *, simulate: str | None) -> int:
         rt = build(settings, simulate=simulate, with_sinks=False)
         try:
             _prepare_one_shot(rt)
-            rendered = _runner(rt, step=PLUGIN_STEP, one_shot=True).run()
+            rendered = _runner(rt, step=PLUGIN_STEP).run()
             items = [i.as_json() for i in rendered.falcon]
         finally:
             rt.close(1.0)

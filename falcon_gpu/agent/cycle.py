@@ -43,21 +43,17 @@ class CycleRunner:
         telemetry: Telemetry,
         schema: Literal["falcon_gpu", "dcgm"] = "falcon_gpu",
         process_metrics: bool = False,
-        before_collect: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.node, self.step = node, step
         self.source, self.attributor, self.sinks = source, attributor, list(sinks)
         self.telemetry, self.schema, self.process_metrics = telemetry, schema, process_metrics
         self.health = HealthEvaluator()
-        self._before_collect = before_collect
         self._clock = clock
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
         started = time.perf_counter()
-        if self._before_collect is not None:
-            self._guard("xid", self._before_collect)
         snapshot = self.source.collect(self._clock())
         attribution = Attribution()
         if self.attributor is not None and snapshot.nvml_ok:
