@@ -31,7 +31,9 @@ from falcon_gpu.attribution.podresources.client import (
     PodResourcesClient,
     PodResourcesError,
 )
+from falcon_gpu.attribution.presence import kubernetes_expected
 from falcon_gpu.attribution.refresher import Refresher
+from falcon_gpu.checks import Row
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.settings import Settings
@@ -86,8 +88,9 @@ class Attributor:
 
         period = max(5.0, min(settings.interval, 30.0))
         self._refresher = Refresher()
-        self._refresher.add("kubelet", self._refresh_kubelet, period=period, min_gap=MISS_REFRESH_GAP)
-        self._refresher.add("logs", self._refresh_logs, period=period, min_gap=MISS_REFRESH_GAP)
+        if settings.kubernetes != "off":
+            self._refresher.add("kubelet", self._refresh_kubelet, period=period, min_gap=MISS_REFRESH_GAP)
+            self._refresher.add("logs", self._refresh_logs, period=period, min_gap=MISS_REFRESH_GAP)
         if settings.pod_labels:
             self._refresher.add("kube_api", self._refresh_labels, period=KUBE_API_PERIOD, min_gap=15.0)
 
@@ -113,6 +116,8 @@ class Attributor:
             self._lookups = Lookups.build(self._names, self._allocations, self._labels)
 
     def _refresh_kubelet(self) -> None:
+        if not kubernetes_expected(self._settings):  # kubernetes = "auto" on a host without it: quiet
+            return
         try:
             self._allocations = self._kubelet.fetch()
             self._allocations_at = self._clock()
@@ -131,6 +136,8 @@ class Attributor:
         self._publish()
 
     def _refresh_logs(self) -> None:
+        if not kubernetes_expected(self._settings):
+            return
         try:
             self._names = self._scanner.scan()
         except OSError as exc:
@@ -213,7 +220,7 @@ class Attributor:
         return result.attribution
 
     # -- doctor ---------------------------------------------------------------
-    def diagnose(self, snapshot: Snapshot) -> list[tuple[str, bool, str]]:
+    def diagnose(self, snapshot: Snapshot) -> list[Row]:
         """Rows for ``doctor``: host PID visibility, kubelet socket, log dirs, labels, attributed count.
 
         Blocking calls are fine here (doctor is not a cycle); the join uses a

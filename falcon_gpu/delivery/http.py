@@ -116,22 +116,30 @@ class HttpTransport:
         except requests.exceptions.RequestException as exc:
             raise PermanentError(f"invalid request to {shown}: {type(exc).__name__}") from None
 
-    def probe(self, url: str) -> tuple[bool, str]:
-        """For ``doctor``: one GET with the sink's TLS and auth. Any HTTP answer means the
-        server is reachable (a write endpoint may well answer 405 to a GET); 401/403 means
-        the credentials are refused. Never shows a secret."""
+    def probe(
+        self, method: str, url: str, body: bytes | None = None, headers: Mapping[str, str] | None = None
+    ) -> tuple[bool, str]:
+        """For ``doctor``: one request on the sink's write path that changes nothing (each
+        sink says which), with its TLS and auth. Only a 2xx passes; anything else fails
+        with what to fix. Never shows a secret."""
+        shown = redact_url(url)
         try:
-            response = self.request("GET", url)
+            response = self.request(method, url, body, headers)
         except DeliveryError as exc:
             return False, str(exc)
         status = response.status_code
-        shown = redact_url(url)
+        if 200 <= status < 300:
+            return True, f"{shown} accepts writes (HTTP {status} to {method} of nothing)"
         if status in (401, 403):
-            return False, (
-                f"{shown} refuses the credentials (HTTP {status}): check bearer_token_file "
-                "or basic_auth_user/basic_auth_password_file"
-            )
-        return True, f"{shown} reachable (HTTP {status} to a GET)"
+            fix = "check bearer_token_file or basic_auth_user/basic_auth_password_file"
+        elif 300 <= status < 400:
+            where = redact_url(response.headers.get("Location", "?"))
+            fix = f"redirects to {where}: set url to the final address"
+        elif status in (404, 405):
+            fix = "wrong path: check url (see docs/SINKS.md for each sink's path)"
+        else:
+            fix = truncate(response.text)
+        return False, f"{shown} answered HTTP {status} to {method}: {fix}"
 
     def close(self) -> None:
         self._session.close()

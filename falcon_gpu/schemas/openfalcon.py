@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections import Counter
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import FalconItem
@@ -125,6 +126,8 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
     _rollup(out, "FBUsed", [v / MIB for d in up if (v := d.memory_used_bytes) is not None])
     if cycle.snapshot.nvml_ok:
         out.add("GPUCount", len(devices), [])
+        for model, n in sorted(Counter(d.name for d in devices).items()):  # "which models, how many"
+            out.add("GPUCount", n, [("model", model)])
     index = {d.uuid: d.index for d in devices}
     gi = {m.uuid: m.gpu_instance_id for d in devices for m in d.mig}
     for use in cycle.attribution.pods:

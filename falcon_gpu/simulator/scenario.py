@@ -199,12 +199,18 @@ def load_scenario(path: Path) -> Scenario:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{path}: not UTF-8 text (byte {exc.start}); scenario files are UTF-8 JSON"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScenarioError(
             f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:  # the decoder recurses once per level: 100,000 '[' exhaust the stack
+        raise ScenarioError(f"{path}: nested too deeply to be a scenario (arrays or objects)") from None
     return parse_scenario(data)
 
 

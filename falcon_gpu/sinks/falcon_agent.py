@@ -74,7 +74,8 @@ class FalconAgentSink(QueuedSink[FalconItem]):
         return Ack(rejected=min(ack.rejected, samples))
 
     def check(self) -> tuple[bool, str]:
-        return self._transport.probe(self._url)
+        """For ``doctor``: POST an empty array (falcon-agent and Nightingale store nothing for it)."""
+        return self._transport.probe("POST", self._url, b"[]", HEADERS)
 
     def close_transport(self) -> None:
         self._transport.close()

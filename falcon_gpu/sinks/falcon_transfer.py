@@ -115,12 +115,21 @@ class FalconTransferSink(QueuedSink[FalconItem]):
         return Ack(rejected=min(invalid, samples) if isinstance(invalid, int) else 0)
 
     def check(self) -> tuple[bool, str]:
-        """For ``doctor``: can a TCP connection to transfer be opened?"""
+        """For ``doctor``: ``Transfer.Ping`` (transfer's no-op RPC) on a connection of its own."""
+        conn = _RpcConnection(self._address, self._cfg.timeout)
         try:
-            socket.create_connection(self._conn.addr, timeout=self._cfg.timeout).close()
-        except OSError as exc:
-            return False, f"cannot connect to transfer at {self._address}: {exc}"
-        return True, f"transfer at {self._address} accepts connections"
+            reply = conn.call("Transfer.Ping", b"{}")
+        except RetryableError as exc:
+            return False, f"{exc}: check address (transfer's RPC port, 8433 by default)"
+        finally:
+            conn.close()
+        if reply.get("error") is not None:
+            error = truncate(str(reply["error"]))
+            return (
+                False,
+                f"transfer at {self._address} refused Transfer.Ping ({error}): not transfer's RPC port?",
+            )
+        return True, f"transfer at {self._address} answers Transfer.Ping"
 
     def close_transport(self) -> None:
         self._conn.close()

@@ -37,6 +37,7 @@ def test_missing_driver_and_dead_sink_fail_with_a_fix_and_no_secret(tmp_path: Pa
     cfg = tmp_path / "c.toml"
     cfg.write_text(
         f'spool_dir = "{tmp_path / "spool"}"\nkubelet_socket = "{tmp_path / "none.sock"}"\n'
+        'kubernetes = "on"\n'
         f'[[sinks]]\ntype = "remote_write"\nurl = "http://127.0.0.1:1/api/v1/write"\n'
         f'bearer_token_file = "{token}"\ntimeout = 1\n'
     )

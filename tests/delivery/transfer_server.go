@@ -33,6 +33,18 @@ type TransferResponse struct {
 
 type Transfer int
 
+// NullRpcRequest and SimpleRpcResponse as in open-falcon/common/model: Ping's arguments.
+type NullRpcRequest struct{}
+
+type SimpleRpcResponse struct {
+	Code int `json:"code"`
+}
+
+// Ping is transfer's no-op RPC (what falcon-gpu doctor calls).
+func (t *Transfer) Ping(req NullRpcRequest, resp *SimpleRpcResponse) error {
+	return nil
+}
+
 var (
 	mu  sync.Mutex
 	out *os.File

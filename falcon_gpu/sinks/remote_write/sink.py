@@ -122,7 +122,8 @@ class RemoteWriteSink(QueuedSink[RwSample]):
             raise PermanentError(f"spooled batch cannot be converted to remote-write 1.0: {exc}") from None
 
     def check(self) -> tuple[bool, str]:
-        return self._transport.probe(self._url)
+        """For ``doctor``: POST an empty 1.0 WriteRequest (a receiver stores nothing; Prometheus: 204)."""
+        return self._transport.probe("POST", self._url, V1Encoder().encode([]), HEADERS_V1)
 
     def close_transport(self) -> None:
         self._transport.close()
