@@ -131,7 +131,7 @@ class HttpTransport:
         if 200 <= status < 300:
             return True, f"{shown} accepts writes (HTTP {status} to {method} of nothing)"
         if status in (401, 403):
-            fix = "check bearer_token_file or basic_auth_user/basic_auth_password_file"
+            fix = "credentials refused: check bearer_token_file or basic_auth_user/basic_auth_password_file"
         elif 300 <= status < 400:
             where = redact_url(response.headers.get("Location", "?"))
             fix = f"redirects to {where}: set url to the final address"
