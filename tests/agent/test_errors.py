@@ -204,3 +204,14 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out == f"falcon-gpu {__version__}\n"
+
+
+def test_env_table_entries_nest_with_double_underscore() -> None:
+    from falcon_gpu.settings_sources import read_env
+
+    fields = {"labels": dict[str, str], "interval": float}
+    env = {"FALCON_GPU_LABELS__CLUSTER": "prod-a", "FALCON_GPU_LABELS__ZONE": "b", "HOME": "/root"}
+    assert read_env(fields, env) == {"labels": {"cluster": "prod-a", "zone": "b"}}
+    assert read_env(fields, {"FALCON_GPU_LABELS": '{"a": "1"}'}) == {"labels": {"a": "1"}}
+    with pytest.raises(ConfigError, match="FALCON_GPU_LABELS must be JSON"):
+        read_env(fields, {"FALCON_GPU_LABELS": "a=1"})
