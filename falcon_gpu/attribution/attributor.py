@@ -78,6 +78,8 @@ class Attributor:
         self._allocations_at = 0.0
         self._labels: PodLabels | None = None
         self._ok = {"kubelet": False, "logs": False, "kube_api": False}
+        self._kubernetes = kubernetes_expected(settings)
+        """False on a host without Kubernetes (setting ``kubernetes``): its sources are not reported."""
         self._lookups = Lookups()
         self._swap = threading.Lock()
         self._join_lock = threading.Lock()
@@ -116,7 +118,8 @@ class Attributor:
             self._lookups = Lookups.build(self._names, self._allocations, self._labels)
 
     def _refresh_kubelet(self) -> None:
-        if not kubernetes_expected(self._settings):  # kubernetes = "auto" on a host without it: quiet
+        self._kubernetes = kubernetes_expected(self._settings)
+        if not self._kubernetes:  # kubernetes = "auto" on a host without it: quiet
             return
         try:
             self._allocations = self._kubelet.fetch()
@@ -136,7 +139,8 @@ class Attributor:
         self._publish()
 
     def _refresh_logs(self) -> None:
-        if not kubernetes_expected(self._settings):
+        self._kubernetes = kubernetes_expected(self._settings)
+        if not self._kubernetes:
             return
         try:
             self._names = self._scanner.scan()
@@ -209,6 +213,9 @@ class Attributor:
         sources_ok = {"cgroup": cgroup_ok, **self._ok}
         if not self._settings.pod_labels:
             sources_ok.pop("kube_api")
+        if not self._kubernetes:
+            sources_ok.pop("kubelet")
+            sources_ok.pop("logs")
         with self._join_lock:
             result = self._joiner.join(snapshot, identities, self._lookups, now, sources_ok)
         if result.misses:

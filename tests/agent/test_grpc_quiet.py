@@ -17,6 +17,8 @@ from pathlib import Path
 from falcon_gpu.attribution.podresources.server import PodResourcesServer
 
 ROOT = Path(__file__).resolve().parents[2]
+GOAWAY_WAIT = 3.0
+"""Seconds for the GOAWAY to reach the agent and be logged (at debug it shows well within this)."""
 CORE_LINE = re.compile(r"^[DIWEF]\d{4} ", re.MULTILINE)  # absl/gpr format: severity + MMDD
 
 
@@ -29,13 +31,25 @@ def stderr_across_a_goaway(tmp_path: Path, level: str) -> str:
         f'spool_dir = "{tmp_path / "spool"}"\nkubelet_socket = "{sock}"\ninterval = 1\n'
         '[[sinks]]\ntype = "stdout"\nformat = "json"\n'
     )
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "--config", str(cfg), "--log-level", level],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    log = tmp_path / "stderr.log"
+    with log.open("w") as err:
+        agent = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "falcon_gpu",
+                "run",
+                "--simulate",
+                "--config",
+                str(cfg),
+                "--log-level",
+                level,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            cwd=ROOT,
+        )
     try:
         assert agent.stdout is not None
         agent.stdout.readline()  # the first cycle is out: the kubelet was asked already
@@ -43,15 +57,18 @@ def stderr_across_a_goaway(tmp_path: Path, level: str) -> str:
         while server.calls == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert server.calls > 0
+        time.sleep(0.5)  # the refresh's second call (GetAllocatableResources) is done too
         server.stop()  # GOAWAY to the agent's open channel
-        time.sleep(1.0)
+        deadline = time.monotonic() + GOAWAY_WAIT
+        while time.monotonic() < deadline and "goaway" not in log.read_text().lower():
+            time.sleep(0.1)
         agent.send_signal(signal.SIGTERM)
-        _, err = agent.communicate(timeout=30)
+        agent.communicate(timeout=30)
     finally:
         if agent.poll() is None:
             agent.kill()
         server.stop()
-    return err
+    return log.read_text()
 
 
 def test_grpc_core_is_silent_at_info(tmp_path: Path) -> None:

@@ -146,10 +146,10 @@ def test_parse_answer(answer: str, rejected: int) -> None:
 
 def test_check_for_doctor(transfer: TransferServer, tmp_path: Path, telemetry: Telemetry) -> None:
     sink = transfer_sink(transfer.address, tmp_path, telemetry)
-    assert sink.check() == (True, f"transfer at {transfer.address} accepts connections")
+    assert sink.check() == (True, f"transfer at {transfer.address} answers Transfer.Ping")
     transfer.stop()
     ok, detail = sink.check()
-    assert not ok and detail.startswith(f"cannot connect to transfer at {transfer.address}")
+    assert not ok and detail.startswith(f"transfer {transfer.address}: ") and "check address" in detail
     sink.close(1)
 
 

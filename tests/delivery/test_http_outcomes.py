@@ -215,10 +215,15 @@ def test_check_for_doctor(http_peer: HttpPeer, tmp_path: Path, telemetry: Teleme
     http_peer.answers.append((405, {}, b"method not allowed"))
     sink = rw_sink(http_peer.url + "/api/v1/write", tmp_path, telemetry, bearer_token_file=token)
     ok, detail = sink.check()
-    assert ok and "reachable (HTTP 405" in detail
+    assert not ok and "HTTP 405" in detail and "wrong path" in detail
+    http_peer.answers.append((204, {}, b""))
+    ok, detail = sink.check()
+    assert ok and "HTTP 204" in detail
     http_peer.answers.append((401, {}, b"bad token"))
     ok, detail = sink.check()
-    assert not ok and "refuses the credentials (HTTP 401)" in detail and "doctor-secret" not in detail
+    assert (
+        not ok and "HTTP 401" in detail and "credentials refused" in detail and "doctor-secret" not in detail
+    )
     assert http_peer.requests[-1].headers["Authorization"] == "Bearer doctor-secret"
     sink.close(1)
     closed = rw_sink("http://127.0.0.1:9/api/v1/write", tmp_path / "b", telemetry)
