@@ -10,7 +10,6 @@ ignores unknown variables, so a typo silently does nothing). Every problem is a
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import types
@@ -62,6 +61,9 @@ def _is_structured(annotation: Any) -> bool:
 
 
 def nearest(name: str, known: Iterable[str]) -> str | None:
+    """The key a misspelt name most likely meant (only on the error path: imported here)."""
+    import difflib
+
     found = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return found[0] if found else None
 
