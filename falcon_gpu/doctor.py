@@ -35,6 +35,10 @@ HEALTH_FIX = {
 }
 
 
+def _fix(check: str) -> str:
+    return f" ({HEALTH_FIX[check]})" if check in HEALTH_FIX else ""
+
+
 def _gpu_row(d: DeviceReading, checks: dict[str, int]) -> Row:
     failing = sorted(c for c, level in checks.items() if level == HEALTH_FAIL)
     warning = sorted(c for c, level in checks.items() if level == HEALTH_WARN)
@@ -42,8 +46,7 @@ def _gpu_row(d: DeviceReading, checks: dict[str, int]) -> Row:
     detail = f"{d.name} {d.uuid}"
     if not d.up:
         return (f"GPU {d.index}", FAIL, f"{detail}: {d.error}; fix: {HEALTH_FIX['lost']}")
-    parts = [f"failing {c} ({HEALTH_FIX.get(c, '')})" for c in failing]
-    parts += [f"warning {c} ({HEALTH_FIX.get(c, '')})" for c in warning]
+    parts = [f"failing {c}{_fix(c)}" for c in failing] + [f"warning {c}{_fix(c)}" for c in warning]
     return (f"GPU {d.index}", status, detail + (": " + "; ".join(parts) if parts else ": healthy"))
 
 
