@@ -125,13 +125,17 @@ class HttpTransport:
         with deadline.deadline(self._timeout) as limit:
             try:
                 # no redirects: requests would turn a redirected POST into a GET and report success
-                return self._session.request(
+                response = self._session.request(
                     method, url, data=body, headers=all_headers, timeout=self._timeout, allow_redirects=False
                 )
             except Exception as exc:
                 if limit.expired or isinstance(exc, requests.exceptions.Timeout):
                     raise RetryableError(f"{shown} did not answer within {self._timeout} s") from None
                 raise _classified(exc, shown, hidden) from None
+            # a cut-off answer can parse as a complete one (headers end at EOF): never a success
+            if limit.expired:
+                raise RetryableError(f"{shown} did not answer within {self._timeout} s")
+            return response
 
     def probe(self, url: str) -> tuple[bool, str]:
         """For ``doctor``: one GET with the sink's TLS and auth. Any HTTP answer means the
