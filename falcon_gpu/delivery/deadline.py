@@ -94,16 +94,9 @@ def _attach(conn: HTTPConnection) -> None:
 
 
 class _Connection(HTTPConnection):
-    def connect(self) -> None:
-        super().connect()
-        _attach(self)
+    """Tells the thread's deadline its socket: after connecting, and before each request
+    (a kept-alive connection is not connected again)."""
 
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _attach(self)  # a kept-alive connection is not connected again
-        super().request(*args, **kwargs)
-
-
-class _TlsConnection(HTTPSConnection):
     def connect(self) -> None:
         super().connect()
         _attach(self)
@@ -111,6 +104,10 @@ class _TlsConnection(HTTPSConnection):
     def request(self, *args: Any, **kwargs: Any) -> None:
         _attach(self)
         super().request(*args, **kwargs)
+
+
+class _TlsConnection(_Connection, HTTPSConnection):
+    """The same for HTTPS (the MRO puts HTTPSConnection's connect under ours)."""
 
 
 class _Pool(HTTPConnectionPool):
