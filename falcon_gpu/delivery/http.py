@@ -57,13 +57,18 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def answer_text(response: requests.Response) -> str:
+    """The server's answer, safe to log: the secrets the request carried (a server may
+    echo its ``Authorization`` header) replaced by ``<redacted>``."""
+    return scrub(response.text, secrets_of(response.request.headers))
+
+
 def classify(response: requests.Response, what: str) -> None:
     """Raise for a non-2xx answer: RetryableError for 429/5xx, PermanentError otherwise."""
     status = response.status_code
     if 200 <= status < 300:
         return
-    answer = scrub(response.text, secrets_of(response.request.headers))
-    message = f"{redact_url(what)} answered HTTP {status}: {truncate(answer)}"
+    message = f"{redact_url(what)} answered HTTP {status}: {truncate(answer_text(response))}"
     if status == 429 or status >= 500:
         raise RetryableError(message, parse_retry_after(response.headers.get("Retry-After")))
     raise PermanentError(message)

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -248,16 +248,27 @@ def test_a_ca_file_that_disappears_later_is_retried_and_the_data_kept(
 
 
 # -- 3. secrets never logged --------------------------------------------------------------
-def echo_401(request: Request) -> tuple[int, dict[str, str], bytes]:
+def echo(status: int) -> Callable[[Request], tuple[int, dict[str, str], bytes]]:
     """A server that tells the client what it sent, in every form."""
-    sent = request.headers.get("Authorization", "")
-    decoded = ""
-    if sent.startswith("Basic "):
-        decoded = base64.b64decode(sent[6:]).decode()
-    return 401, {}, f"denied: you sent Authorization: {sent} ({decoded})".encode()
+
+    def answer(request: Request) -> tuple[int, dict[str, str], bytes]:
+        sent = request.headers.get("Authorization", "")
+        decoded = ""
+        if sent.startswith("Basic "):
+            decoded = base64.b64decode(sent[6:]).decode()
+        return status, {}, f"denied: you sent Authorization: {sent} ({decoded})".encode()
+
+    return answer
 
 
-@pytest.mark.parametrize("auth", ["bearer", "basic"])
+@pytest.mark.parametrize(
+    ("auth", "status", "logged"),
+    [
+        ("bearer", 401, "answered HTTP 401"),
+        ("basic", 401, "answered HTTP 401"),
+        ("bearer", 200, "unexpected answer"),  # falcon-agent answers "success"; anything else is logged
+    ],
+)
 def test_a_server_echoing_the_authorization_header_never_gets_it_logged(
     http_peer: HttpPeer,
     tmp_path: Path,
@@ -265,6 +276,8 @@ def test_a_server_echoing_the_authorization_header_never_gets_it_logged(
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
     auth: str,
+    status: int,
+    logged: str,
 ) -> None:
     secret = tmp_path / "secret"
     secret.write_text("tok-4f9a1c77e2\n")
@@ -273,7 +286,7 @@ def test_a_server_echoing_the_authorization_header_never_gets_it_logged(
         if auth == "bearer"
         else {"basic_auth_user": "falcon", "basic_auth_password_file": secret}
     )
-    http_peer.respond = echo_401
+    http_peer.respond = echo(status)
     caplog.set_level(logging.DEBUG)
     sink = agent_sink(http_peer.url + "/v1/push", tmp_path / "spool", telemetry, **extra)
     sink.submit(falcon_cycle(1_700_000_000, 1.0))
@@ -281,8 +294,9 @@ def test_a_server_echoing_the_authorization_header_never_gets_it_logged(
     sink.close(5)
     sent = http_peer.requests[0].headers["Authorization"]
     assert "tok-4f9a1c77e2" in sent or "tok-4f9a1c77e2" in base64.b64decode(sent[6:]).decode()
-    refused = warnings(caplog, "answered HTTP 401")
+    refused = warnings(caplog, logged)
     assert len(refused) == 1 and "<redacted>" in refused[0]
+    assert outcomes(telemetry, "falcon_agent") == {"sent": 0, "spooled": 0, "dropped": 3}
     shown = caplog.text + "".join(capfd.readouterr())
     for leak in ("tok-4f9a1c77e2", sent, sent.split(" ", 1)[1]):
         assert leak not in shown
