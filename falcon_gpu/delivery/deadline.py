@@ -81,7 +81,7 @@ def _shutdown(conn: HTTPConnection) -> None:
     """Make a read blocked on ``conn`` fail now. For TLS the plain socket's shutdown is
     called (``SSLSocket.shutdown`` would also drop its SSL state under the reader)."""
     sock = conn.sock
-    if sock is None:
+    if not isinstance(sock, socket.socket):  # not connected yet (or a proxy's TLS-in-TLS: unused)
         return
     with contextlib.suppress(OSError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)

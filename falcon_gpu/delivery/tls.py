@@ -10,6 +10,7 @@ transport retries the batch instead (see :mod:`.http`).
 
 from __future__ import annotations
 
+import os
 import ssl
 from pathlib import Path
 
@@ -26,9 +27,13 @@ def _why(exc: Exception) -> str:
 
 
 def check_ca_file(path: Path) -> None:
-    """Raises ValueError naming ``ca_file`` unless ``path`` is a readable CA bundle."""
+    """Raises ValueError naming ``ca_file`` unless ``path`` is a readable CA bundle (or, as
+    requests also takes, a directory of hashed CA certificates)."""
     try:
-        ssl.create_default_context(cafile=str(path))
+        if path.is_dir():
+            os.listdir(path)  # OpenSSL reads such a directory lazily: only check it can be read
+        else:
+            ssl.create_default_context(cafile=str(path))
     except (OSError, ssl.SSLError, ValueError) as exc:
         raise ValueError(f"ca_file {str(path)!r} cannot be loaded as a PEM CA bundle: {_why(exc)}") from None
 

@@ -198,6 +198,15 @@ def test_a_bad_tls_file_is_refused_at_start_naming_the_setting(
     assert needle.format(**fill) in str(err.value)
 
 
+def test_good_tls_files_load(tmp_path: Path, pki: tuple[Path, Path, Path]) -> None:
+    ca, cert, key = pki
+    lines = f'ca_file = "{ca}"\ncert_file = "{cert}"\nkey_file = "{key}"'
+    sink = load_settings(write_toml(tmp_path, lines)).sinks[0]
+    assert (sink.ca_file, sink.cert_file, sink.key_file) == (ca, cert, key)  # type: ignore[union-attr]
+    # requests also takes a directory of hashed CA certificates (c_rehash)
+    assert load_settings(write_toml(tmp_path, f'ca_file = "{ca.parent}"')).sinks[0].ca_file == ca.parent  # type: ignore[union-attr]
+
+
 def test_cli_exits_2_for_a_missing_ca_file(tmp_path: Path) -> None:
     cfg = write_toml(tmp_path, f'ca_file = "{tmp_path}/missing.pem"')
     proc = subprocess.run(
@@ -526,3 +535,29 @@ def test_transfer_resends_once_when_the_peer_closes_as_the_call_goes_out(tmp_pat
     finally:
         rpc.close()
         listener.close()
+
+
+def test_transfer_timeout_bounds_the_whole_call_against_a_trickling_reply() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            for byte in b'{"id":1,"result":{},"error":null}\n':
+                if stop.wait(0.3):
+                    return
+                conn.sendall(bytes([byte]))
+
+    threading.Thread(target=serve, daemon=True).start()
+    rpc = _RpcConnection(f"127.0.0.1:{listener.getsockname()[1]}", 1.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(RetryableError, match=r"did not answer within 1\.0 s"):
+            rpc.call("Transfer.Update", b"[]")
+    finally:
+        stop.set()
+        rpc.close()
+        listener.close()
+    assert time.monotonic() - started < 1.5
