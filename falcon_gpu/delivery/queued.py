@@ -29,7 +29,7 @@ batches are not dropped: they wait in a bounded memory lane
 so order still holds; new batches keep going to that lane until it is empty,
 then to the spool again. They are not durable meanwhile, which is logged once.
 When the spool cannot even be opened or read, the sender goes on with the memory
-lane (what the spool holds waits there for a later start); that is logged once
+lane (what the spool holds waits until it can be read); that is logged once
 too, under its own key, so neither failure hides the other. A spool locked by
 another process (:class:`SpoolBusy`) is not such a failure: two agents must
 not both send the same node's series, so those batches are dropped.
@@ -289,7 +289,7 @@ class QueuedSink(Sink, Generic[T]):
                 f"{self._key}:spool_read",
                 "spool_read",
                 f"sink {self.name}: cannot read the spool ({exc}); sending the batches held in "
-                "memory, what the spool holds waits for a later start",
+                "memory meanwhile, what the spool holds waits until it can be read",
             )
             return self._memory.head()
         self._telemetry.recovered(f"{self._key}:spool_read", f"sink {self.name}: spool readable again")
