@@ -200,14 +200,16 @@ class TransferServer:
     received: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    idle_close: float | None = None  # seconds after which the peer closes an idle connection
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        idle = [] if self.idle_close is None else [str(self.idle_close)]
         self.proc = subprocess.Popen(
-            [str(self.binary), self.address, str(self.received)], stdout=subprocess.PIPE
+            [str(self.binary), self.address, str(self.received), *idle], stdout=subprocess.PIPE
         )
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline().strip() == b"listening"
@@ -247,22 +249,27 @@ Answer = tuple[int, dict[str, str], bytes]
 
 class HttpPeer:
     """A loopback HTTP(S) server that records every request and answers from a script:
-    queued answers first, then ``default``."""
+    queued answers first, then ``respond(request)`` when set, then ``default``."""
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.requests: list[Request] = []
         self.answers: deque[Answer] = deque()
         self.default: Answer = (200, {}, b"success")
+        self.respond: Callable[[Request], Answer] | None = None
         peer = self
 
         class Handler(BaseHTTPRequestHandler):
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                peer.requests.append(
-                    Request(self.command, self.path, dict(self.headers.items()), body, time.monotonic())
-                )
-                status, headers, payload = peer.answers.popleft() if peer.answers else peer.default
+                request = Request(self.command, self.path, dict(self.headers.items()), body, time.monotonic())
+                peer.requests.append(request)
+                if peer.answers:
+                    status, headers, payload = peer.answers.popleft()
+                elif peer.respond is not None:
+                    status, headers, payload = peer.respond(request)
+                else:
+                    status, headers, payload = peer.default
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)

@@ -30,7 +30,12 @@ from tests.delivery.conftest import (
 
 def sink_for(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> RemoteWriteSink:
     cfg = RemoteWriteSinkConfig(
-        type="remote_write", url=url, batch_max_age=0, retry_initial_delay=0.02, retry_max_delay=0.3, **extra
+        type="remote_write",
+        url=url,
+        batch_max_age=0.001,
+        retry_initial_delay=0.02,
+        retry_max_delay=0.3,
+        **extra,
     )  # type: ignore[arg-type]
     return RemoteWriteSink(cfg, spool_dir=tmp_path / "spool", spool_max_bytes=1 << 24, telemetry=telemetry)
 
