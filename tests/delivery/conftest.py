@@ -162,9 +162,10 @@ def pushgateway(tmp_path: Path) -> Iterator[ManagedServer]:
     server.stop()
 
 
-def prom_query(server: ManagedServer, query: str) -> list[dict[str, Any]]:
-    """``/api/v1/query`` result list (instant query at now)."""
-    url = f"{server.url}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+def prom_query(server: ManagedServer, query: str, at: int | None = None) -> list[dict[str, Any]]:
+    """``/api/v1/query`` result list (instant query at now, or at ``at`` ms)."""
+    params = {"query": query} if at is None else {"query": query, "time": f"{at / 1000:.3f}"}
+    url = f"{server.url}/api/v1/query?" + urllib.parse.urlencode(params)
     answer = json.loads(http_get(url))
     assert answer["status"] == "success", answer
     return list(answer["data"]["result"])
