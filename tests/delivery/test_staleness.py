@@ -177,3 +177,21 @@ def test_markers_replayed_after_an_outage_and_sigkill_follow_their_data(
     assert write_errors(prometheus) == {}, "no write was rejected"
     log = (tmp_path / "agent.log").read_text().lower()
     assert "server refused" not in log and "dropped" not in log and "out of order" not in log
+
+
+def test_stale_on_shutdown_false_leaves_the_last_cycle_visible(
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry
+) -> None:
+    http_peer.default = (204, {}, b"")
+    sink = sink_for(http_peer.url, tmp_path, telemetry, stale_on_shutdown=False)
+    t0 = int(time.time() * 1000)
+    sink.submit(prom_cycle(t0, 0.5, gpus=2))
+    sink.submit(prom_cycle(t0 + 1000, 0.6, gpus=1))
+    sink.close(5)
+    sent = [
+        (dict(lb)["gpu"], ts, stale(v)) for req in http_peer.requests for lb, ts, v in decode_v1(req.body)
+    ]
+    assert sorted(x for x in sent if x[2]) == [("1", t0 + 1000, True)] * 2, (
+        "only the vanished GPU's two series"
+    )
+    assert len(sent) == 4 + 2 + 2

@@ -12,7 +12,8 @@ switches to 1.0 for good, says so once, and re-sends that batch as 1.0.
 Staleness (CONTRACT section 3): a series sent in the previous cycle and not in
 this one (a GPU lost, a pod or process gone, a label set changed) gets a
 Prometheus staleness marker (:data:`STALE_NAN`) at this cycle's timestamp, and
-every series still live gets one at a clean shutdown, so a query stops seeing
+every series still live gets one at a clean shutdown (unless
+``stale_on_shutdown = false``), so a query stops seeing
 it at once instead of for the 5-minute lookback. Markers are ordinary samples
 of the cycle's items: they go through the same queue, batches and spool as the
 data, so they always follow the data they close, also across an outage or a
@@ -81,6 +82,7 @@ class RemoteWriteSink(QueuedSink[RwSample]):
         self._version = config.version
         self._labels = LabelCache(job=config.job, instance=config.instance or node)
         self._live: set[Labels] = set()  # series sent in the last cycle
+        self._stale_on_shutdown = config.stale_on_shutdown
         self._last_ts = 0
         self._v1 = V1Encoder()
         self._metadata: dict[str, tuple[MetricKind, str]] = {}
@@ -115,7 +117,7 @@ class RemoteWriteSink(QueuedSink[RwSample]):
 
     def close(self, timeout: float) -> None:
         """Mark every live series stale (a clean shutdown), then close as any queued sink."""
-        if not self._closed and self._live:
+        if not self._closed and self._live and self._stale_on_shutdown:
             ts = max(int(time.time() * 1000), self._last_ts + 1)
             self._enqueue([(labels, ts, STALE_NAN) for labels in self._live])
             self._live = set()
