@@ -12,6 +12,7 @@ import cramjam
 import pytest
 
 from falcon_gpu.model.samples import Family, PromBatch, Series
+from falcon_gpu.settings import ConfigError, load_settings
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
 from falcon_gpu.sinks.remote_write import RemoteWriteSink, encode_v2
 from falcon_gpu.sinks.remote_write.encode_v1 import V1Encoder
@@ -300,3 +301,45 @@ def test_values_arrive_in_victoria_metrics(
         )
     )
     assert [float(r["value"][1]) for r in result["data"]["result"]] == [0.8 + 1]
+
+
+@pytest.mark.parametrize(
+    ("toml", "needle"),
+    [
+        ('job = ""', "'sinks.0.remote_write.job'"),
+        ('instance = ""', "'sinks.0.remote_write.instance'"),
+        ("stale_on_shutdown = 3", "'sinks.0.remote_write.stale_on_shutdown'"),
+    ],
+)
+def test_bad_job_or_instance_names_the_setting(tmp_path: Path, toml: str, needle: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[[sinks]]\ntype = "remote_write"\n{toml}\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg)
+    assert needle in str(err.value)
+
+
+def test_job_and_instance_default_to_falcon_gpu_and_the_node(tmp_path: Path, telemetry: Telemetry) -> None:
+    from falcon_gpu.sinks.registry import build_sink
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        'node = "gpu-node-7"\n[[sinks]]\ntype = "remote_write"\n'
+        '[[sinks]]\ntype = "remote_write"\nname = "b"\njob = "gpus"\ninstance = "10.0.0.7:9400"\n'
+    )
+    settings = load_settings(cfg)
+    labels = []
+    for config in settings.sinks:
+        sink = build_sink(
+            config, node=settings.node, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=telemetry
+        )
+        assert isinstance(sink, RemoteWriteSink)
+        ((lb, _, _),) = sink.explode(
+            FakeRendered(PromBatch(1, (Family("m", "gauge", "", (Series((), 1.0),)),)))
+        )
+        labels.append(lb)
+        sink.close(1)
+    assert labels == [
+        (("__name__", "m"), ("instance", "gpu-node-7"), ("job", "falcon_gpu")),
+        (("__name__", "m"), ("instance", "10.0.0.7:9400"), ("job", "gpus")),
+    ]
