@@ -93,12 +93,15 @@ def losing_scenario(tmp_path: Path) -> Path:
     return path
 
 
-def run_agent(tmp_path: Path, prometheus: ManagedServer, *, victoria: ManagedServer | None = None) -> Any:
+def run_agent(tmp_path: Path, prometheus: ManagedServer, *more: ManagedServer) -> Any:
+    """The agent on the losing scenario, into Prometheus and optionally VictoriaMetrics and a Pushgateway."""
     sinks: list[dict[str, Any]] = [
         {"type": "remote_write", "url": prometheus.url + "/api/v1/write", "retry_max_delay": 0.5}
     ]
-    if victoria is not None:
+    if more:
+        victoria, pushgateway = more
         sinks.append({"type": "remote_write", "name": "vm", "url": victoria.url + "/api/v1/write"})
+        sinks.append({"type": "pushgateway", "url": pushgateway.url})
     config = write_config(tmp_path, sinks)
     config.write_text(config.read_text().replace("interval = 1\n", "interval = 1\nprocess_metrics = true\n"))
     argv = [sys.executable, "-m", "falcon_gpu", "run", "--simulate", str(losing_scenario(tmp_path))]
@@ -123,15 +126,20 @@ def present(server: ManagedServer, selector: str, at_ms: int | None) -> bool:
 
 @pytest.mark.servers
 def test_a_lost_gpu_and_an_ended_process_vanish_one_interval_later(
-    prometheus: ManagedServer, victoria: ManagedServer, tmp_path: Path
+    prometheus: ManagedServer, victoria: ManagedServer, pushgateway: ManagedServer, tmp_path: Path
 ) -> None:
-    agent = run_agent(tmp_path, prometheus, victoria=victoria)
+    agent = run_agent(tmp_path, prometheus, victoria, pushgateway)
     try:
         wait_until(lambda: len(stamps(prometheus, LIVE)) >= LOST_AT + 2, 60, "cycles past the loss")
         for store in (prometheus, victoria):
             assert not present(store, POWER, None), "the lost GPU is gone now, not in 5 minutes"
             assert not present(store, PROCESS, None), "so is the process that ended"
             assert present(store, LIVE, None)
+        pushed = http_get(pushgateway.url + "/metrics").decode()
+        assert 'pid="4242"' in pushed and 'pid="4250"' not in pushed, "the Pushgateway holds the latest state"
+        assert not [
+            x for x in pushed.splitlines() if x.startswith("falcon_gpu_power_watts") and LOST_GPU in x
+        ]
     finally:
         assert stop_agent(agent) == 0
     assert len(stamps(prometheus, POWER)) == LOST_AT
