@@ -22,6 +22,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from falcon_gpu.schemas.extra_labels import check_extra_labels
 from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig
 
 DEFAULT_CONFIG_FILE = Path("/etc/falcon-gpu/falcon-gpu.toml")
@@ -49,6 +50,7 @@ class Settings(BaseSettings):
 
     interval: float = Field(30.0, gt=0, le=86400, description="seconds between cycles")
     node: str = Field(default_factory=_default_node, min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
     proc_root: Path = Path("/proc")
     kubelet_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
     log_root: Path = Path("/var/log")
@@ -62,6 +64,11 @@ class Settings(BaseSettings):
     spool_max_bytes: int = Field(268435456, ge=1 << 16)
     sinks: list[SinkConfig] = Field(default_factory=_default_sinks)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("labels")
+    @classmethod
+    def _extra_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return check_extra_labels(labels)
 
     @field_validator("sinks")
     @classmethod

@@ -50,6 +50,8 @@ class _Items:
         self.endpoint = sanitize(cycle.node)
         self.ts = int(cycle.snapshot.timestamp)
         self.step = cycle.step
+        self.extra = list(cycle.extra_labels)
+        """The ``labels`` setting: extra tags on every item."""
         self.items: list[FalconItem] = []
 
     def add(self, metric: str, value: float | int | bool | None, tags: list[tuple[str, str]]) -> None:
@@ -63,7 +65,7 @@ class _Items:
                 self.step,
                 round(float(value), 4),
                 "GAUGE",
-                format_tags(metric, tags),
+                format_tags(metric, tags + self.extra if self.extra else tags),
             )
         )
 
@@ -125,6 +127,8 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
     _rollup(out, "FBUsed", [v / MIB for d in up if (v := d.memory_used_bytes) is not None])
     if cycle.snapshot.nvml_ok:
         out.add("GPUCount", len(devices), [])
+    for resource, count in cycle.attribution.allocatable or ():
+        out.add("AllocatableGPUs", count, [("resource", resource)])
     index = {d.uuid: d.index for d in devices}
     gi = {m.uuid: m.gpu_instance_id for d in devices for m in d.mig}
     for use in cycle.attribution.pods:
@@ -135,7 +139,8 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
             tags.append(("gi", str(gi[use.mig_uuid])))
         c = use.container
         tags += [("namespace", c.namespace), ("pod", c.pod), ("container", c.container)]
-        out.add("PodGPUUtils", min(use.utilization_ratio, 1.0) * 100, tags)
+        util = use.utilization_ratio
+        out.add("PodGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
         out.add("PodFBUsed", use.memory_used_bytes / MIB, tags)
         out.add("PodProcesses", use.processes, tags)
     return tuple(out.items)
