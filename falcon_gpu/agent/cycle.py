@@ -63,7 +63,8 @@ class CycleRunner:
     ) -> None:
         """``labels``: the ``labels`` setting (validated), added to every series."""
         self.node, self.step = node, step
-        self.node_labels: Labels = (("node", node), *labels)
+        self.labels: Labels = tuple(labels)
+        self.node_labels: Labels = (("node", node), *self.labels)
         self._first_wait: float | None = first_attribution_wait
         self.source, self.attributor, self.sinks = source, attributor, list(sinks)
         self.telemetry, self.schema, self.process_metrics = telemetry, schema, process_metrics
@@ -93,6 +94,7 @@ class CycleRunner:
             telemetry=self.telemetry.view(),
             process_metrics=self.process_metrics,
             node_labels=self.node_labels,
+            extra_labels=self.labels,
         )
         rendered = RenderedCycle(cycle, self.schema)
         for sink in self.sinks:

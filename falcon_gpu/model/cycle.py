@@ -41,13 +41,10 @@ class CycleData:
     node_labels: Labels = ()
     """``node`` and the ``labels`` setting, built once at start: what every series starts with.
     Empty (tests that build a cycle by hand): just ``node``."""
+    extra_labels: Labels = ()
+    """The ``labels`` setting alone (Open-Falcon tags, the dcgm schema's device labels)."""
 
     @property
     def base_labels(self) -> Labels:
-        """The labels every series of every schema carries (CONTRACT section 4)."""
-        return self.node_labels or (("node", self.node),)
-
-    @property
-    def extra_labels(self) -> Labels:
-        """The ``labels`` setting alone (also Open-Falcon tags and the dcgm schema's extras)."""
-        return self.node_labels[1:]
+        """The labels every series of every schema starts with (CONTRACT section 4)."""
+        return self.node_labels or (("node", self.node), *self.extra_labels)
