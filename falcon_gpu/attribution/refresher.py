@@ -69,8 +69,9 @@ class Refresher:
             self.run(name)
 
     def wait_first_round(self, timeout: float) -> bool:
-        """Block until every task has run at least once (True), or ``timeout`` s passed (False)."""
-        return self._first_round.wait(timeout)
+        """Block until every task has run at least once (True), or ``timeout`` s passed (False).
+        True at once when there is nothing to refresh."""
+        return not self._tasks or self._first_round.wait(timeout)
 
     def request(self, name: str) -> bool:
         """Ask for an early run of ``name``; False when rate-limited. Never blocks on I/O."""

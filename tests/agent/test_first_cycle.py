@@ -107,3 +107,9 @@ def test_the_wait_for_the_first_round_is_bounded() -> None:
     finally:
         release.set()
         refresher.stop()
+
+
+def test_nothing_to_refresh_means_nothing_to_wait_for() -> None:
+    started = time.monotonic()
+    assert Refresher(name="empty").wait_first_round(5.0) is True
+    assert time.monotonic() - started < 0.5

@@ -31,6 +31,8 @@ Key = tuple[str, frozenset[tuple[str, str]]]
 @dataclass
 class Rendered:
     cycles: list[dict[Key, float]]
+    falcon: list[tuple[str, str]]
+    """(metric, tags) of the last cycle's Open-Falcon items."""
 
 
 def series(batch: PromBatch) -> dict[Key, float]:
@@ -52,7 +54,8 @@ def render_cycles(name: str, *, schema: str = "falcon_gpu", cycles: int = CYCLES
             schema=schema,  # type: ignore[arg-type]
             process_metrics=True,
         )
-        return Rendered([series(runner.run().prometheus) for _ in range(cycles)])
+        out = [runner.run() for _ in range(cycles)]
+        return Rendered([series(r.prometheus) for r in out], [(i.metric, i.tags) for i in out[-1].falcon])
     finally:
         rt.close(1.0)
 
@@ -136,7 +139,8 @@ def test_absent_not_zero_where_nvml_has_no_process_utilisation() -> None:
         ("faulty-node", unsupported),
         ("mig-node", "GPU-46c8e822-d2e4-8a32-e8a6-a73afc7b0e27"),
     ):
-        cycle = render_cycles(name, cycles=2).cycles[-1]
+        run = render_cycles(name, cycles=2)
+        cycle = run.cycles[-1]
         running = [lb for lb, n in pick(cycle, "falcon_gpu_pod_processes", uuid=uuid) if n > 0]
         assert running, f"{name}: the scenario runs a pod on {uuid}"
         for lb in running:
@@ -147,5 +151,9 @@ def test_absent_not_zero_where_nvml_has_no_process_utilisation() -> None:
         assert processes
         for lb, _ in processes:
             assert one(cycle, "falcon_gpu_process_utilization_ratio", **lb) is None, (name, lb)
+        gpu = next(lb["gpu"] for lb, _ in pick(cycle, "falcon_gpu_info", uuid=uuid))
+        for lb in running:  # Open-Falcon: PodFBUsed, but no PodGPUUtils item for the running pods
+            items = {m for m, t in run.falcon if t.startswith(f"GpuId={gpu},") and f"pod={lb['pod']}," in t}
+            assert "PodFBUsed" in items and "PodGPUUtils" not in items, (name, lb["pod"], items)
         others = [v for lb, v in pick(cycle, "falcon_gpu_pod_utilization_ratio") if lb["uuid"] != uuid]
         assert any(v > 0 for v in others), f"{name}: pods on GPUs with process utilisation keep it"
