@@ -250,11 +250,13 @@ def unattributed_memory(snapshot: Snapshot, usage: Mapping[UsageKey, _Acc]) -> d
     instants); None where the device (or instance) gave no memory reading.
     """
     pods: dict[DeviceKey, int] = {}
+    per_gpu: dict[str, int] = {}
     for (_, gpu, instance), acc in usage.items():
         pods[(gpu, instance)] = pods.get((gpu, instance), 0) + acc.memory
+        per_gpu[gpu] = per_gpu.get(gpu, 0) + acc.memory
     out: dict[DeviceKey, int | None] = {}
     for dev in snapshot.devices:
-        on_gpu = sum(n for (gpu, _), n in pods.items() if gpu == dev.uuid)
+        on_gpu = per_gpu.get(dev.uuid, 0)
         in_instances = 0
         for mig in dev.mig:
             used = mig.memory_used_bytes
