@@ -66,7 +66,7 @@ class DeviceIndex:
         dev = self.by_uuid.get(gpu_uuid)
         if dev is None:
             return None
-        base = device_labels(node, dev)
+        base = device_labels(node, dev)  # node labels + gpu, uuid, model
         if mig_uuid is None:
             return base
         found: tuple[DeviceReading, MigReading] | None = self.mig.get(mig_uuid)
