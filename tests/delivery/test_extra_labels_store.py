@@ -1,5 +1,5 @@
-"""The ``labels`` setting reaches a real Prometheus over remote_write on every series, and the
-per-node allocatable series with it (CONTRACT sections 2 and 4)."""
+"""The ``labels`` setting reaches a real Prometheus over remote_write and a real Pushgateway on
+every series, and the per-node allocatable series with it (CONTRACT sections 2 and 4)."""
 
 from __future__ import annotations
 
@@ -10,27 +10,28 @@ from pathlib import Path
 
 import pytest
 
-from tests.delivery.conftest import ManagedServer, prom_query
+from tests.delivery.conftest import ManagedServer, http_get, prom_query
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.servers
 
 
-def test_every_series_in_the_store_carries_the_labels(prometheus: ManagedServer, tmp_path: Path) -> None:
+def test_every_series_in_the_store_carries_the_labels(
+    prometheus: ManagedServer, pushgateway: ManagedServer, tmp_path: Path
+) -> None:
     config = tmp_path / "falcon-gpu.toml"
-    sink = {"type": "remote_write", "url": prometheus.url + "/api/v1/write", "retry_max_delay": 0.5}
-    config.write_text(
-        "\n".join(
-            [
-                'node = "store-node"',
-                f'spool_dir = "{tmp_path / "spool"}"',
-                'labels = {cluster = "prod-a", region = "eu-west-1"}',
-                "[[sinks]]",
-                *(f"{k} = {json.dumps(v)}" for k, v in sink.items()),
-            ]
-        )
-        + "\n"
-    )
+    sinks = [
+        {"type": "remote_write", "url": prometheus.url + "/api/v1/write", "retry_max_delay": 0.5},
+        {"type": "pushgateway", "url": pushgateway.url},
+    ]
+    lines = [
+        'node = "store-node"',
+        f'spool_dir = "{tmp_path / "spool"}"',
+        'labels = {cluster = "prod-a", region = "eu-west-1"}',
+    ]
+    for sink in sinks:
+        lines += ["[[sinks]]", *(f"{k} = {json.dumps(v)}" for k, v in sink.items())]
+    config.write_text("\n".join(lines) + "\n")
     proc = subprocess.run(
         [
             sys.executable,
@@ -60,3 +61,12 @@ def test_every_series_in_the_store_carries_the_labels(prometheus: ManagedServer,
         "nvidia.com/gpu": 3.0,
         "nvidia.com/gpu.shared": 1.0,
     }
+    pushed = [
+        line
+        for line in http_get(pushgateway.url + "/metrics").decode().splitlines()
+        if line.startswith("falcon_gpu_")
+    ]
+    assert len(pushed) > 100
+    assert all('cluster="prod-a"' in line and 'region="eu-west-1"' in line for line in pushed), [
+        line for line in pushed if "cluster" not in line
+    ][:3]
