@@ -23,6 +23,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from falcon_gpu.schemas.extra_labels import check_extra_labels
 from falcon_gpu.settings_sources import ConfigError, read_env, read_toml
 from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig
 
@@ -51,6 +52,7 @@ class Settings(BaseSettings):
 
     interval: float = Field(30.0, gt=0, le=86400, description="seconds between cycles")
     node: str = Field(default_factory=_default_node, min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
     proc_root: Path = Path("/proc")
     kubelet_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
     log_root: Path = Path("/var/log")
@@ -72,6 +74,11 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_names(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
+
+    @field_validator("labels")
+    @classmethod
+    def _extra_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return check_extra_labels(labels)
 
     @field_validator("sinks")
     @classmethod

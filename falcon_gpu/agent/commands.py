@@ -10,6 +10,7 @@ import threading
 
 from falcon_gpu.agent.cycle import CycleRunner
 from falcon_gpu.agent.runtime import Runtime, build
+from falcon_gpu.schemas.extra_labels import as_labels
 from falcon_gpu.settings import Settings
 from falcon_gpu.telemetry import Telemetry
 
@@ -32,6 +33,7 @@ def _runner(rt: Runtime, *, step: int) -> CycleRunner:
         telemetry=rt.telemetry,
         schema=s.schema_,
         process_metrics=s.process_metrics,
+        labels=as_labels(s.labels),
     )
 
 

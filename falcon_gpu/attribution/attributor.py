@@ -101,6 +101,11 @@ class Attributor:
         """Start the background refreshers (idempotent)."""
         self._refresher.start()
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every lookup has been refreshed once (started by :meth:`start` or
+        :meth:`refresh_now`); False after ``timeout`` s. The agent's first cycle calls it."""
+        return self._refresher.wait_first_round(timeout)
+
     def refresh_now(self) -> None:
         """Refresh every lookup synchronously, so the next :meth:`attribute` is complete."""
         self._refresher.run_all()

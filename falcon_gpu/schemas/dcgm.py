@@ -91,6 +91,7 @@ def _labels(cycle: CycleData, dev: DeviceReading) -> Labels:
         ("container", owner.container if owner else ""),
         ("namespace", owner.namespace if owner else ""),
         ("pod", owner.pod if owner else ""),
+        *cycle.extra_labels,
     )
 
 

@@ -53,6 +53,8 @@ class _Items:
         self.endpoint = sanitize(cycle.node)
         self.ts = int(cycle.snapshot.timestamp)
         self.step = cycle.step
+        self.extra = list(cycle.extra_labels)
+        """The ``labels`` setting: extra tags on every item."""
         self.items: list[FalconItem] = []
 
     def add(self, metric: str, value: float | int | bool | None, tags: list[tuple[str, str]]) -> None:
@@ -66,7 +68,7 @@ class _Items:
                 self.step,
                 round(float(value), 4),
                 "GAUGE",
-                format_tags(metric, tags),
+                format_tags(metric, tags + self.extra if self.extra else tags),
             )
         )
 
@@ -130,6 +132,8 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
         out.add("GPUCount", len(devices), [])
         for model, n in sorted(Counter(d.name for d in devices).items()):  # "which models, how many"
             out.add("GPUCount", n, [("model", model)])
+    for resource, count in cycle.attribution.allocatable or ():
+        out.add("AllocatableGPUs", count, [("resource", resource)])
     index = {d.uuid: d.index for d in devices}
     gi = {m.uuid: m.gpu_instance_id for d in devices for m in d.mig}
     for use in cycle.attribution.pods:
@@ -140,7 +144,8 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
             tags.append(("gi", str(gi[use.mig_uuid])))
         c = use.container
         tags += [("namespace", c.namespace), ("pod", c.pod), ("container", c.container)]
-        out.add("PodGPUUtils", min(use.utilization_ratio, 1.0) * 100, tags)
+        util = use.utilization_ratio
+        out.add("PodGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
         out.add("PodFBUsed", use.memory_used_bytes / MIB, tags)
         out.add("PodProcesses", use.processes, tags)
     return tuple(out.items)
