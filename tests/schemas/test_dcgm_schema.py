@@ -10,7 +10,7 @@ import pytest
 
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage
-from falcon_gpu.model.cycle import HealthReport
+from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.model.snapshot import MigReading, Snapshot
 from falcon_gpu.schemas import dcgm
@@ -103,7 +103,7 @@ def test_mig_gpu_reports_memory_per_gpu_instance_with_only_that_instances_pod() 
     assert "GPU_I_ID" not in keys(xid) and ("err_code", "0") in xid
 
 
-def two_instance_cycle() -> tuple[dcgm.CycleData, ContainerRef, ContainerRef]:
+def two_instance_cycle() -> tuple[CycleData, ContainerRef, ContainerRef]:
     """A GPU instance split into two compute instances, each held by another container."""
     a, b_, c = (ContainerRef("ns", f"p{i}", "main") for i in range(3))
     dev = dataclasses.replace(
