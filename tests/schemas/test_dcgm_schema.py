@@ -19,10 +19,11 @@ from falcon_gpu.simulator.library import SimulatedNvml
 from falcon_gpu.simulator.scenario import resolve_scenario
 from falcon_gpu.sources.nvml.xid import XidWatcher
 from falcon_gpu.telemetry import Telemetry
-from tests.agent.test_cli_e2e import cli, parse_prom
+from tests.agent.test_cli_e2e import cli, first, parse_prom
 from tests.nvml.helpers import gpu, scenario_of, source_on
 from tests.schemas.fixtures import GIB, INFER, cycle, mig_device
 
+MIB = 1 << 20
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -152,8 +153,8 @@ def test_no_whole_gpu_series_carries_a_slice_pod_on_the_bundled_mig_node(tmp_pat
         for d in dev["device_ids"]
     }
     want = {
-        (str(m["gpu_instance_id"]), m["profile"], holder[m["uuid"]], m["memory_used_bytes"] / (1 << 20))
-        for m in h100["mig"]
+        (str(m["gpu_instance_id"]), m["profile"], holder[m["uuid"]], first(m["memory_used_bytes"]) / MIB)
+        for m in h100["mig"]  # run --once is cycle 0: the first of a per-cycle list
     }
     got = {
         (dict(lb)["GPU_I_ID"], dict(lb)["GPU_I_PROFILE"], dict(lb)["pod"], v)
