@@ -16,7 +16,8 @@ pod of the container allocated *that* instance. Readings of the whole board
 instance's series, which charges the whole board's power to each slice's pod and
 makes ``sum(DCGM_FI_DEV_POWER_USAGE)`` count a GPU once per instance; here no
 whole-GPU series carries one slice's pod, and sums over GPUs count each GPU once.
-Compute instances of one GPU instance share its memory, so they are one series.
+Compute instances of one GPU instance share its memory, so they are one series;
+a MIG-enabled GPU with no instances yet reports its own memory.
 
 ``XID_ERRORS`` is the most recent XID since the agent started (0: none), with
 ``err_code`` and ``err_msg`` (NVIDIA's description, :mod:`xid_catalog`).

@@ -136,6 +136,13 @@ def test_compute_instances_of_one_gpu_instance_are_one_series_shared_so_no_pod()
     assert by_gi["2"][1] == 3 * 1024  # counted once, not once per compute instance
 
 
+def test_mig_enabled_gpu_without_instances_reports_its_own_memory() -> None:
+    base = cycle()
+    snap = dataclasses.replace(base.snapshot, devices=(dataclasses.replace(mig_device(), mig=()),))
+    used = matching(series_of(dcgm.render(dataclasses.replace(base, snapshot=snap))), "DCGM_FI_DEV_FB_USED")
+    assert [(("GPU_I_ID" in keys(lb)), v) for lb, v in used.items()] == [(False, 2048)]
+
+
 def test_no_whole_gpu_series_carries_a_slice_pod_on_the_bundled_mig_node(tmp_path: Path) -> None:
     """The real CLI on mig-node: each GPU instance names exactly the pod the scenario gave it."""
     config = tmp_path / "falcon-gpu.toml"
