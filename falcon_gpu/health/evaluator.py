@@ -6,6 +6,11 @@ uncorrectable ECC, row-remap failure, 60+ retired pages, or an XID that means
 the GPU needs a reset or replacement is a *fail*; a pending page retirement or
 row remap (needs a GPU reset), thermal or hardware slowdown, or other XIDs are a
 *warn*. The state is bounded by the number of devices ever seen.
+
+``last_xid`` is the most recent XID as the watcher saw events arrive (what
+dcgm-exporter's ``XID_ERRORS`` reports), not the most severe of an interval; a
+snapshot without that order (``DeviceReading.last_xid`` unset) falls back to the
+highest new code.
 """
 
 from __future__ import annotations
@@ -53,8 +58,7 @@ class HealthEvaluator:
         if new_xids:
             st.last_xid_at = now
             st.last_xid_level = FAIL if CRITICAL_XIDS & new_xids.keys() else WARN
-            # counts carry no order within one interval: prefer a critical XID as "the last"
-            st.last_xid = max(new_xids, key=lambda x: (x in CRITICAL_XIDS, x))
+            st.last_xid = dev.last_xid if dev.last_xid in new_xids else max(new_xids)
         checks = {"lost": PASS if dev.up else FAIL, "xid": self._xid_level(st, now)}
         if dev.up:
             checks.update(self._levels(dev, st))

@@ -36,7 +36,7 @@ def write_config(tmp_path: Path, sinks: list[dict[str, Any]]) -> Path:
     return path
 
 
-def start_agent(config: Path, log: Path) -> subprocess.Popen[bytes]:
+def start_agent(config: Path, log: Path, scenario: str = "default") -> subprocess.Popen[bytes]:
     with log.open("ab") as fh:
         argv = [
             sys.executable,
@@ -44,6 +44,7 @@ def start_agent(config: Path, log: Path) -> subprocess.Popen[bytes]:
             "falcon_gpu",
             "run",
             "--simulate",
+            scenario,
             "--config",
             str(config),
             "--interval",
