@@ -34,8 +34,9 @@ XID_HOLD_SECONDS = 300.0
 class _DeviceState:
     xid_counts: dict[int, int] = field(default_factory=dict)
     pcie_replays: int | None = None
-    last_xid_at: float | None = None
-    last_xid_level: int = PASS
+    xid_at: dict[int, float] = field(default_factory=dict)
+    """When an XID of each level (WARN, FAIL) last arrived: a critical XID keeps the check
+    failed for its whole hold even if a harmless one follows it."""
     last_xid: int | None = None
 
 
@@ -56,8 +57,7 @@ class HealthEvaluator:
         }
         st.xid_counts = dict(dev.xid_counts)
         if new_xids:
-            st.last_xid_at = now
-            st.last_xid_level = FAIL if CRITICAL_XIDS & new_xids.keys() else WARN
+            st.xid_at[FAIL if CRITICAL_XIDS & new_xids.keys() else WARN] = now
             st.last_xid = dev.last_xid if dev.last_xid in new_xids else max(new_xids)
         checks = {"lost": PASS if dev.up else FAIL, "xid": self._xid_level(st, now)}
         if dev.up:
@@ -65,9 +65,8 @@ class HealthEvaluator:
         return HealthReport(checks=checks, xid_in_interval=new_xids, last_xid=st.last_xid)
 
     def _xid_level(self, st: _DeviceState, now: float) -> int:
-        if st.last_xid_at is None or now - st.last_xid_at > self._hold:
-            return PASS
-        return st.last_xid_level
+        held = [level for level, at in st.xid_at.items() if now - at <= self._hold]
+        return max(held, default=PASS)
 
     @staticmethod
     def _levels(dev: DeviceReading, st: _DeviceState) -> dict[str, int]:
