@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from bench_common import make_runner, rss_kib, write_scenario
 
 from falcon_gpu.model.samples import FalconItem, Family, PromBatch, Series
-from falcon_gpu.sinks.base import Rendered
+from falcon_gpu.sinks.base import Rendered, Sink
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
-from falcon_gpu.sinks.remote_write import RemoteWriteSink
+from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.telemetry import Telemetry
 
 REFUSED = Family("falcon_gpu_bench_info", "gauge", "", (Series((("bad-label", "x"),), 1.0),))
@@ -39,9 +39,11 @@ class WithRefused:
     falcon: tuple[FalconItem, ...] = ()
 
 
-def remote_write(spool: str) -> RemoteWriteSink:
+def remote_write(spool: str) -> Sink:
     cfg = RemoteWriteSinkConfig(type="remote_write", url="http://127.0.0.1:9/api/v1/write")
-    return RemoteWriteSink(cfg, spool_dir=spool, spool_max_bytes=1 << 20, telemetry=Telemetry(), node="bench")
+    return remote_write.build(
+        cfg, SinkContext(spool_dir=spool, spool_max_bytes=1 << 20, telemetry=Telemetry(), node="bench")
+    )
 
 
 def main() -> None:

@@ -31,8 +31,10 @@ from pathlib import Path
 from bench_common import make_runner, rss_kib, write_scenario
 
 from falcon_gpu.model.samples import FalconItem, PromBatch
+from falcon_gpu.sinks import remote_write
+from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
-from falcon_gpu.sinks.remote_write import RemoteWriteSink
+from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.telemetry import Telemetry
 
 INTERVAL_MS = 15_000
@@ -83,9 +85,11 @@ def start_prometheus(root: Path, port: int) -> subprocess.Popen[bytes]:
     raise SystemExit("prometheus did not become ready")
 
 
-def sink(url: str, spool: Path, telemetry: Telemetry) -> RemoteWriteSink:
+def sink(url: str, spool: Path, telemetry: Telemetry) -> Sink:
     cfg = RemoteWriteSinkConfig(type="remote_write", url=url, retry_max_delay=0.5)
-    return RemoteWriteSink(cfg, spool_dir=spool, spool_max_bytes=256 << 20, telemetry=telemetry)
+    return remote_write.build(
+        cfg, SinkContext(spool_dir=spool, spool_max_bytes=256 << 20, telemetry=telemetry)
+    )
 
 
 def replay(gpus: int, cycles: int) -> None:

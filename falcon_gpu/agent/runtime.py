@@ -137,7 +137,7 @@ def build(
         attributor = Attributor(settings, telemetry)
     except BaseException:
         for s in sinks:
-            _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))  # type: ignore[misc]
+            _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))
         if host is not None:
             host.stop()
         raise

@@ -38,7 +38,7 @@ from falcon_gpu.delivery import deadline
 from falcon_gpu.delivery import headers as header_rules
 from falcon_gpu.delivery.outcome import DeliveryError, PermanentError, RetryableError, truncate
 from falcon_gpu.delivery.secrets import SecretError, SecretFile, redact_url, scrub, secrets_of
-from falcon_gpu.sinks.config import NetworkSinkConfig
+from falcon_gpu.delivery.settings import HttpSettings
 
 log = logging.getLogger("falcon_gpu.delivery")
 
@@ -75,7 +75,7 @@ def classify(response: requests.Response, what: str) -> None:
 
 
 class HttpTransport:
-    def __init__(self, config: NetworkSinkConfig, *, sink: str) -> None:
+    def __init__(self, config: HttpSettings, *, sink: str) -> None:
         self._timeout = config.timeout
         self._sink = sink
         self._session = requests.Session()

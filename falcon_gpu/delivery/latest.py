@@ -2,40 +2,47 @@
 
 A Pushgateway group holds one state; replaying old cycles would only make it
 flicker through the past. So this keeps a single slot: ``submit`` replaces
-whatever is waiting, and the sender thread pushes the newest state with the
-shared retry stage. When a newer state arrives while a push is waiting to be
-retried, the old one is abandoned and the newer one sent instead. No spool:
-after a crash the next cycle is a complete, fresher state anyway.
+whatever is waiting, and the sender thread pushes the newest state through the
+shared counting stage (:mod:`.settle`). When a newer state arrives while a
+push is waiting to be retried, the old one is abandoned and the newer one sent
+instead. No spool: after a crash the next cycle is a complete, fresher state
+anyway. A sink supplies a :class:`~.pusher.StatePusher`.
 
 Telemetry: ``sent`` on success, ``spooled`` once for a state whose first
 attempt failed (it waits), ``dropped`` for a permanent refusal. A state that is
 replaced by a newer one before it could be delivered is not counted: it was
-never meant to be delivered once superseded.
+never meant to be delivered once superseded. ``close`` waits for the newest
+state unless :class:`~.state.DeliveryState` says the server is down.
 """
 
 from __future__ import annotations
 
-import abc
-import logging
 import threading
 import time
 from typing import Generic, TypeVar
 
-from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError
-from falcon_gpu.delivery.retry import Interrupted, push_with_retry
-from falcon_gpu.sinks.base import Rendered, Sink
-from falcon_gpu.sinks.config import NetworkSinkConfig
+from falcon_gpu.delivery.pusher import StatePusher
+from falcon_gpu.delivery.settings import RetrySettings
+from falcon_gpu.delivery.settle import Settler, Wording
+from falcon_gpu.delivery.state import DeliveryState
 from falcon_gpu.telemetry import Telemetry
 
+R = TypeVar("R")
 S = TypeVar("S")
 
+WORDING = Wording(
+    retrying="retrying the newest state", refused="the state", accepted_again="states accepted again"
+)
 
-class LatestSink(Sink, Generic[S]):
-    def __init__(self, config: NetworkSinkConfig, *, telemetry: Telemetry) -> None:
+
+class LatestDelivery(Generic[R, S]):
+    """Implements :class:`falcon_gpu.sinks.base.Sink` around ``sink``."""
+
+    def __init__(self, config: RetrySettings, sink: StatePusher[R, S], *, telemetry: Telemetry) -> None:
         self.name = config.name
-        self._cfg = config
+        self.sink = sink
+        self.state = DeliveryState()
         self._telemetry = telemetry
-        self._key = f"delivery:{self.name}"  # "sink:<name>" is the cycle's key for submit()
         telemetry.register_sink(self.name)
         self._cond = threading.Condition()
         self._slot: tuple[S, int] | None = None
@@ -44,22 +51,14 @@ class LatestSink(Sink, Generic[S]):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._settler = Settler(
+            config, telemetry=telemetry, state=self.state, stop=self._stop, wording=WORDING
+        )
 
-    @abc.abstractmethod
-    def state(self, rendered: Rendered) -> tuple[S, int]:
-        """The cycle's state and its sample count (cheap: encoding happens in the sender)."""
-
-    @abc.abstractmethod
-    def push(self, state: S) -> Ack:
-        """Send one state. Raises RetryableError or PermanentError."""
-
-    def on_close(self, timeout: float) -> None:
-        """Runs once at close after the last push (e.g. delete the group)."""
-
-    def submit(self, rendered: Rendered) -> None:
+    def submit(self, rendered: R) -> None:
         if self._closed:
             return
-        state = self.state(rendered)
+        state = self.sink.state(rendered)
         with self._cond:
             self._slot = state
             self._generation += 1
@@ -69,6 +68,9 @@ class LatestSink(Sink, Generic[S]):
                     target=self._loop, name=f"falcon-gpu-{self.name}-sender", daemon=True
                 )
                 self._thread.start()
+
+    def check(self) -> tuple[bool, str]:
+        return self.sink.check()
 
     def flush(self, timeout: float) -> bool:
         """Wait until the newest state was delivered (or refused); False on timeout."""
@@ -82,7 +84,7 @@ class LatestSink(Sink, Generic[S]):
         self._closed = True
         deadline = time.monotonic() + timeout
         with self._cond:  # deliver the last state unless the server is failing
-            while (self._slot is not None or self._busy) and not self._telemetry.is_failing(self._key):
+            while (self._slot is not None or self._busy) and not self.state.server_down:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -92,7 +94,7 @@ class LatestSink(Sink, Generic[S]):
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(max(0.1, deadline - time.monotonic()))
-        self.on_close(max(0.1, deadline - time.monotonic()))
+        self.sink.close(max(0.1, deadline - time.monotonic()))
 
     def _loop(self) -> None:
         while True:
@@ -111,47 +113,13 @@ class LatestSink(Sink, Generic[S]):
                     self._cond.notify_all()
 
     def _deliver(self, state: S, samples: int, generation: int) -> None:
-        failed = False
-
-        def on_failure(err: RetryableError, attempt: int, delay: float) -> None:
-            nonlocal failed
-            if not failed:
-                failed = True
-                self._telemetry.samples(self.name, "spooled", samples)
-            self._telemetry.failing(self._key, "sink", f"sink {self.name}: {err}; retrying the newest state")
+        def first_failure() -> None:
+            self._telemetry.samples(self.name, "spooled", samples)
 
         def superseded() -> bool:
             with self._cond:
                 return self._generation != generation
 
-        try:
-            ack = push_with_retry(
-                lambda: self.push(state),
-                initial=self._cfg.retry_initial_delay,
-                cap=self._cfg.retry_max_delay,
-                stop=self._stop,
-                on_failure=on_failure,
-                abandon=superseded,
-            )
-        except Interrupted:
-            return
-        except PermanentError as exc:
-            self._telemetry.samples(self.name, "dropped", samples)
-            self._telemetry.failing(
-                f"{self._key}:rejected",
-                "sink_rejected",
-                f"sink {self.name}: server refused the state, dropped it: {exc}",
-            )
-            return
-        except Exception as exc:  # a bug in push must not kill the sender
-            self._telemetry.samples(self.name, "dropped", samples)
-            self._telemetry.failing(
-                f"{self._key}:rejected",
-                "sink_rejected",
-                f"sink {self.name}: push failed unexpectedly: {exc!r}",
-                level=logging.ERROR,
-            )
-            return
-        self._telemetry.samples(self.name, "sent", samples - ack.rejected)
-        self._telemetry.recovered(self._key, f"sink {self.name}: delivering again")
-        self._telemetry.recovered(f"{self._key}:rejected", f"sink {self.name}: states accepted again")
+        self._settler.settle(
+            lambda: self.sink.push(state), samples, first_failure=first_failure, abandon=superseded
+        )

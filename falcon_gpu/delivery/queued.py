@@ -35,37 +35,56 @@ another process (:class:`SpoolBusy`) is not such a failure: two agents must
 not both send the same node's series, so those batches are dropped.
 
 Shutdown order (``close``): stop taking submissions, write every pending item to
-the spool (or the memory lane), let the sender drain until the timeout unless
-the server is failing, then stop it; what is left stays in the spool for the
+the spool (or the memory lane), then the pusher's ``closing`` items (staleness
+markers), let the sender drain until the timeout unless the server is failing
+(``DeliveryState.server_down``), then stop it; what is left stays in the spool for the
 next start, and only what the memory lane still holds then is lost (counted).
 
-A sink subclasses :class:`QueuedSink` and supplies ``explode``, ``encode`` and
-``push`` only.
+A sink is composed with this, not derived from it: it supplies a
+:class:`~.pusher.BatchPusher` (``explode``, ``encode``, ``push``, ``closing``,
+``check``, ``close``). Whether the server is failing and whether the spool
+can be written is :class:`~.state.DeliveryState`, kept here and by the shared
+counting stage (:mod:`.settle`); the telemetry's keys only log.
 """
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from falcon_gpu.delivery.memory_lane import MemoryEntry, MemoryLane
-from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError
 from falcon_gpu.delivery.progress import ReplayProgress
-from falcon_gpu.delivery.retry import Interrupted, push_with_retry
+from falcon_gpu.delivery.pusher import BatchPusher
+from falcon_gpu.delivery.settings import QueueSettings
+from falcon_gpu.delivery.settle import Settled, Settler, Wording
 from falcon_gpu.delivery.spool import Entry, Spool, SpoolBusy
-from falcon_gpu.sinks.base import Rendered, Sink
-from falcon_gpu.sinks.config import NetworkSinkConfig
+from falcon_gpu.delivery.state import DeliveryState
 from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger("falcon_gpu.delivery")
+R = TypeVar("R")
 T = TypeVar("T")
+
+WORDING = Wording(
+    retrying="retrying, batches wait in the spool",
+    refused="a batch of {samples} samples",
+    accepted_again="batches accepted again",
+)
+
+
+AGAIN = {
+    "queue": "memory queue has room again",
+    "spool_write": "spool writable again",
+    "memory": "memory lane has room",
+    "spool_read": "spool readable again",
+    "cap": "spool caught up",
+    "spool_ack": "deliveries recorded again",
+}
 
 
 class _Flush:
@@ -73,11 +92,21 @@ class _Flush:
         self.done = threading.Event()
 
 
-class QueuedSink(Sink, Generic[T]):
+class QueuedDelivery(Generic[R, T]):
+    """Implements :class:`falcon_gpu.sinks.base.Sink` around ``sink``."""
+
     def __init__(
-        self, config: NetworkSinkConfig, *, spool_dir: Path | str, spool_max_bytes: int, telemetry: Telemetry
+        self,
+        config: QueueSettings,
+        sink: BatchPusher[R, T],
+        *,
+        spool_dir: Path | str,
+        spool_max_bytes: int,
+        telemetry: Telemetry,
     ) -> None:
         self.name = config.name
+        self.sink = sink
+        self.state = DeliveryState()
         self._cfg = config
         self._telemetry = telemetry
         self._key = f"delivery:{self.name}"  # "sink:<name>" is the cycle's key for submit()
@@ -102,38 +131,29 @@ class QueuedSink(Sink, Generic[T]):
         self._closed = False
         self._counted_upto = (-1, -1)  # spool position up to which batches were counted spooled
         self._memory = MemoryLane(config.queue_max_batches)
-
-    # -- what a sink supplies -------------------------------------------------
-    @abc.abstractmethod
-    def explode(self, rendered: Rendered) -> Sequence[T]:
-        """The cycle as countable items (samples); cheap, runs in the cycle."""
-
-    @abc.abstractmethod
-    def encode(self, items: Sequence[T]) -> bytes:
-        """One ready-to-send body for a batch; stored in the spool as is."""
-
-    @abc.abstractmethod
-    def push(self, body: bytes, samples: int) -> Ack:
-        """Send one body. Raises RetryableError or PermanentError (see :mod:`.outcome`)."""
-
-    def close_transport(self) -> None:
-        """Release connections (called from ``close`` once the sender stopped)."""
+        # (key, message) for each "works again" line, formatted once: not on every success
+        self._again = {
+            part: (f"{self._key}:{part}", f"sink {self.name}: {message}") for part, message in AGAIN.items()
+        }
+        self._settler = Settler(
+            config, telemetry=telemetry, state=self.state, stop=self._stop, wording=WORDING
+        )
 
     # -- Sink interface -------------------------------------------------------
-    def submit(self, rendered: Rendered) -> None:
+    def submit(self, rendered: R) -> None:
         if self._closed:
             return
         self._start()
-        self._enqueue(list(self.explode(rendered)))
+        self._enqueue(list(self.sink.explode(rendered)))
 
     def _enqueue(self, items: list[T]) -> None:
-        """Hand items to the batcher (also used by a sink for items of its own at close)."""
+        """Hand items to the batcher (the cycle's, and the pusher's ``closing`` ones at close)."""
         if not items:
             return
         self._start()
         try:
             self._queue.put_nowait(items)
-            self._telemetry.recovered(f"{self._key}:queue", f"sink {self.name}: memory queue has room again")
+            self._telemetry.recovered(*self._again["queue"])
         except queue.Full:
             self._telemetry.samples(self.name, "dropped", len(items))
             self._telemetry.failing(
@@ -141,6 +161,9 @@ class QueuedSink(Sink, Generic[T]):
                 "sink_queue_full",
                 f"sink {self.name}: memory queue full (spool too slow?), dropping cycles",
             )
+
+    def check(self) -> tuple[bool, str]:
+        return self.sink.check()
 
     def flush(self, timeout: float) -> bool:
         """Spool everything submitted, then wait up to ``timeout`` s for delivery.
@@ -164,17 +187,18 @@ class QueuedSink(Sink, Generic[T]):
             while self._caught_up_at < spooled_at:
                 left = deadline - time.monotonic()
                 # a failing spool is no reason to stop waiting: the memory lane still drains
-                if left <= 0 or (not while_failing and self._telemetry.is_failing(self._key)):
+                if left <= 0 or (not while_failing and self.state.server_down):
                     return False
                 self._caught_up.wait(min(left, 0.1))
             return True
 
     def close(self, timeout: float) -> None:
-        """Spool what is pending; wait up to ``timeout`` for delivery unless the server or
-        the spool is failing (then the spool keeps it for the next start: no point holding
-        up a shutdown for a server that is down); stop the threads."""
+        """Spool what is pending and the pusher's ``closing`` items; wait up to ``timeout``
+        for delivery unless the server is failing (then the spool keeps it for the next
+        start: no point holding up a shutdown for a server that is down); stop the threads."""
         if self._closed:
             return
+        self._enqueue(list(self.sink.closing()))
         self._closed = True
         deadline = time.monotonic() + timeout
         if self._threads:
@@ -191,7 +215,7 @@ class QueuedSink(Sink, Generic[T]):
             if lost:  # they never reached the disk
                 self._telemetry.samples(self.name, "dropped", lost)
                 log.warning("sink %s: %d samples held in memory (spool unwritable) are lost", self.name, lost)
-        self.close_transport()
+        self.sink.close()
 
     # -- threads --------------------------------------------------------------
     def _start(self) -> None:
@@ -230,7 +254,7 @@ class QueuedSink(Sink, Generic[T]):
 
     def _spool_batch(self, items: list[T]) -> None:
         try:
-            body = self.encode(items)
+            body = self.sink.encode(items)
             if self._memory:  # older batches wait in memory: keep the order
                 self._keep_in_memory(len(items), body)
                 return
@@ -242,6 +266,7 @@ class QueuedSink(Sink, Generic[T]):
             )
             return
         except OSError as exc:
+            self.state.spool_write_failed()
             self._telemetry.failing(
                 f"{self._key}:spool_write",
                 "spool_write",
@@ -259,15 +284,16 @@ class QueuedSink(Sink, Generic[T]):
                 level=logging.ERROR,
             )
             return
-        self._telemetry.recovered(f"{self._key}:spool_write", f"sink {self.name}: spool writable again")
-        if self._telemetry.is_failing(self._key):  # the server is down: this batch waits
+        self.state.spool_written()
+        self._telemetry.recovered(*self._again["spool_write"])
+        if self.state.server_down:  # this batch waits
             self._telemetry.samples(self.name, "spooled", len(items))
             self._counted_upto = (position.seq, position.offset)
         self._telemetry.spool_bytes(self.name, self._spool.size_bytes)
         self._wake.set()
 
     def _keep_in_memory(self, samples: int, body: bytes) -> None:
-        waits = self._telemetry.is_failing(self._key)
+        waits = self.state.server_down
         if not self._memory.offer(MemoryEntry(samples, body, counted=waits)):
             self._telemetry.samples(self.name, "dropped", samples)
             self._telemetry.failing(
@@ -296,7 +322,7 @@ class QueuedSink(Sink, Generic[T]):
                 "memory meanwhile, what the spool holds waits until it can be read",
             )
             return self._memory.head()
-        self._telemetry.recovered(f"{self._key}:spool_read", f"sink {self.name}: spool readable again")
+        self._telemetry.recovered(*self._again["spool_read"])
         return self._memory.head() if entry is None else entry
 
     def _send_loop(self) -> None:
@@ -306,7 +332,7 @@ class QueuedSink(Sink, Generic[T]):
             if entry is None:
                 progress.done()
                 # caught up: the next outage that overflows the cap is logged again
-                self._telemetry.recovered(f"{self._key}:cap", f"sink {self.name}: spool caught up")
+                self._telemetry.recovered(*self._again["cap"])
                 with self._caught_up:
                     self._caught_up_at = time.monotonic()
                     self._caught_up.notify_all()
@@ -324,60 +350,28 @@ class QueuedSink(Sink, Generic[T]):
     def _deliver(self, entry: Entry | MemoryEntry) -> bool | None:
         """Push one batch until it is settled: None when the sink is stopping, else
         whether it had to be retried."""
-        failed = False
 
-        def on_failure(err: RetryableError, attempt: int, delay: float) -> None:
-            nonlocal failed
-            if not failed:
-                failed = True
-                if isinstance(entry, MemoryEntry):
-                    if not entry.counted:
-                        entry.counted = True
-                        self._telemetry.samples(self.name, "spooled", entry.samples)
-                elif (entry.position.seq, entry.position.offset) > self._counted_upto:  # not yet counted
+        def first_failure() -> None:  # count it spooled unless the batcher already did
+            if isinstance(entry, MemoryEntry):
+                if not entry.counted:
+                    entry.counted = True
                     self._telemetry.samples(self.name, "spooled", entry.samples)
-            self._telemetry.failing(
-                self._key, "sink", f"sink {self.name}: {err}; retrying, batches wait in the spool"
-            )
+            elif (entry.position.seq, entry.position.offset) > self._counted_upto:
+                self._telemetry.samples(self.name, "spooled", entry.samples)
 
-        try:
-            ack = push_with_retry(
-                lambda: self.push(entry.body, entry.samples),
-                initial=self._cfg.retry_initial_delay,
-                cap=self._cfg.retry_max_delay,
-                stop=self._stop,
-                on_failure=on_failure,
-            )
-        except Interrupted:
+        result = self._settler.settle(
+            lambda: self.sink.push(entry.body, entry.samples), entry.samples, first_failure=first_failure
+        )
+        if result.settled is Settled.INTERRUPTED:
             if isinstance(entry, Entry) and not self._spool.holds(entry):
                 # evicted by the cap while in flight: lost now (memory entries: counted by close)
                 self._telemetry.samples(self.name, "dropped", entry.samples)
             return None
-        except PermanentError as exc:
-            self._telemetry.samples(self.name, "dropped", entry.samples)
-            self._telemetry.failing(
-                f"{self._key}:rejected",
-                "sink_rejected",
-                f"sink {self.name}: server refused a batch of {entry.samples} samples, dropped it: {exc}",
-            )
-        except Exception as exc:  # a bug in push: drop rather than loop forever
-            self._telemetry.samples(self.name, "dropped", entry.samples)
-            self._telemetry.failing(
-                f"{self._key}:rejected",
-                "sink_rejected",
-                f"sink {self.name}: push failed unexpectedly, batch dropped: {exc!r}",
-                level=logging.ERROR,
-            )
-        else:
-            self._telemetry.samples(self.name, "sent", entry.samples - ack.rejected)
-            if ack.rejected:
-                self._telemetry.samples(self.name, "dropped", ack.rejected)
-            self._telemetry.recovered(self._key, f"sink {self.name}: delivering again")
-            self._telemetry.recovered(f"{self._key}:rejected", f"sink {self.name}: batches accepted again")
+        failed = result.retried
         if isinstance(entry, MemoryEntry):
             self._memory.done()
             if not self._memory:
-                self._telemetry.recovered(f"{self._key}:memory", f"sink {self.name}: memory lane has room")
+                self._telemetry.recovered(*self._again["memory"])
             return failed
         try:
             self._spool.ack(entry)
@@ -389,7 +383,7 @@ class QueuedSink(Sink, Generic[T]):
                 "after a restart it would be sent again",
             )
             return failed
-        self._telemetry.recovered(f"{self._key}:spool_ack", f"sink {self.name}: deliveries recorded again")
+        self._telemetry.recovered(*self._again["spool_ack"])
         return failed
 
     def _evicted(self, samples: int, message: str) -> None:

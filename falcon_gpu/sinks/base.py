@@ -1,14 +1,18 @@
 """The interface between the agent and every sink.
 
 The agent renders a cycle once and hands the same :class:`Rendered` to every
-sink through :meth:`Sink.submit`, which must not block on the network: network
-sinks enqueue and deliver from their own worker (see :mod:`falcon_gpu.delivery`).
+sink through :meth:`Sink.submit`, which must not block on the network. A
+network sink is a pusher (``encode`` and ``push``, in its own module here)
+composed with a delivery path from :mod:`falcon_gpu.delivery`, which owns the
+queue, spool, retries and counting; those paths implement this interface
+structurally (it is a protocol), so delivery does not import this package.
+A sink without a wire (``stdout``) may subclass :class:`Sink` directly.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Literal, Protocol
+from typing import Protocol
 
 from falcon_gpu.model.samples import FalconItem, PromBatch
 
@@ -23,11 +27,10 @@ class Rendered(Protocol):
     def falcon(self) -> tuple[FalconItem, ...]: ...
 
 
-class Sink(abc.ABC):
-    """A destination. ``consumes`` says which schema family the agent must render for it."""
+class Sink(Protocol):
+    """A destination; ``name`` is its ``sink`` label and spool directory."""
 
     name: str
-    consumes: Literal["prometheus", "falcon"]
 
     @abc.abstractmethod
     def submit(self, rendered: Rendered) -> None:

@@ -1,7 +1,11 @@
 """Settings of each sink type (the ``[[sinks]]`` tables of CONTRACT section 2).
 
 One model per ``type``; pydantic picks the model by the ``type`` key and rejects
-unknown keys, so a typo in a sink table exits 2 naming it.
+unknown keys, so a typo in a sink table exits 2 naming it. Each model is put
+together from the key groups its sink really reads: delivery (``_RetryKeys``,
+``_QueueKeys``: what :mod:`falcon_gpu.delivery.settings` asks for) and transport
+(``_TimeoutKey``, ``_HttpKeys``), so a key a sink would ignore (``ca_file`` on
+``falcon_transfer``, ``batch_max_samples`` on ``pushgateway``) exits 2 too.
 """
 
 from __future__ import annotations
@@ -42,15 +46,32 @@ class StdoutSinkConfig(_SinkBase):
     format: Literal["falcon", "prometheus", "json"] = "prometheus"
 
 
-class NetworkSinkConfig(_SinkBase):
-    """Keys every network sink takes: transport, batching, auth and TLS."""
+class _RetryKeys(_SinkBase):
+    """What both delivery paths read (:class:`falcon_gpu.delivery.settings.RetrySettings`)."""
 
-    timeout: float = _duration(10.0, "seconds for one whole request, connect to last byte")
-    batch_max_samples: int = Field(2000, ge=1, le=1_000_000)
-    batch_max_age: float = _duration(1.0, "seconds a partial batch waits")
     retry_initial_delay: float = _duration(0.05, "first retry delay")
     retry_max_delay: float = _duration(30.0, "longest retry delay")
+
+
+class _QueueKeys(_RetryKeys):
+    """What the queued path reads besides retry (:class:`~falcon_gpu.delivery.settings.QueueSettings`):
+    every sink that spools; not Pushgateway, which keeps only the newest state."""
+
+    batch_max_samples: int = Field(2000, ge=1, le=1_000_000)
+    batch_max_age: float = _duration(1.0, "seconds a partial batch waits")
     queue_max_batches: int = Field(1000, ge=1, description="in-memory queue before the spool only")
+
+
+class _TimeoutKey(_SinkBase):
+    timeout: float = _duration(10.0, "seconds for one whole request, connect to last byte")
+
+
+class _HttpKeys(_TimeoutKey):
+    """The HTTP transport (:class:`~falcon_gpu.delivery.settings.HttpSettings`): ``url``, auth,
+    headers and TLS. ``url`` is checked here, so that a URL requests cannot use (no scheme,
+    no host) exits 2 at start instead of dropping every batch as refused."""
+
+    url: str
     bearer_token_file: Path | None = None
     basic_auth_user: str | None = None
     basic_auth_password_file: Path | None = None
@@ -78,7 +99,7 @@ class NetworkSinkConfig(_SinkBase):
         return path
 
     @model_validator(mode="after")
-    def _check_auth(self) -> NetworkSinkConfig:
+    def _check_auth(self) -> _HttpKeys:
         if self.bearer_token_file and (self.basic_auth_user or self.basic_auth_password_file):
             raise ValueError("use either bearer_token_file or basic_auth_*, not both")
         if bool(self.basic_auth_user) != bool(self.basic_auth_password_file):
@@ -89,15 +110,8 @@ class NetworkSinkConfig(_SinkBase):
             check_client_cert(self.cert_file, self.key_file)
         return self
 
-
-class _HttpSinkConfig(NetworkSinkConfig):
-    """A sink that speaks HTTP to ``url``: checked here, so that a URL requests cannot use
-    (no scheme, no host) exits 2 at start instead of dropping every batch as refused."""
-
-    url: str
-
     @model_validator(mode="after")
-    def _check_url(self) -> _HttpSinkConfig:
+    def _check_url(self) -> _HttpKeys:
         try:
             parts = urlsplit(self.url)
             port_ok = parts.port is None or parts.port > 0
@@ -110,12 +124,14 @@ class _HttpSinkConfig(NetworkSinkConfig):
         return self
 
 
-class FalconAgentSinkConfig(_HttpSinkConfig):
+class FalconAgentSinkConfig(_QueueKeys, _HttpKeys):
     type: Literal["falcon_agent"]
     url: str = "http://127.0.0.1:1988/v1/push"
 
 
-class FalconTransferSinkConfig(NetworkSinkConfig):
+class FalconTransferSinkConfig(_QueueKeys, _TimeoutKey):
+    """JSON-RPC over plain TCP: no URL, TLS, auth or headers (those keys exit 2 here)."""
+
     type: Literal["falcon_transfer"]
     address: str = "127.0.0.1:8433"
 
@@ -127,7 +143,9 @@ class FalconTransferSinkConfig(NetworkSinkConfig):
         return self
 
 
-class PushgatewaySinkConfig(_HttpSinkConfig):
+class PushgatewaySinkConfig(_RetryKeys, _HttpKeys):
+    """Latest state only: no batching or spool keys."""
+
     type: Literal["pushgateway"]
     url: str = "http://127.0.0.1:9091"
     job: str = "falcon_gpu"
@@ -135,7 +153,7 @@ class PushgatewaySinkConfig(_HttpSinkConfig):
     delete_on_shutdown: bool = False
 
 
-class RemoteWriteSinkConfig(_HttpSinkConfig):
+class RemoteWriteSinkConfig(_QueueKeys, _HttpKeys):
     type: Literal["remote_write"]
     url: str = "http://127.0.0.1:9090/api/v1/write"
     version: Literal[1, 2] = 1

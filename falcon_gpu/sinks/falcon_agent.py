@@ -3,23 +3,23 @@
 falcon-agent answers the text ``success``; Nightingale answers JSON with
 ``succ``/``fail`` counts (at the top level in current versions, under ``dat``
 in older ones): the ``fail`` items are counted as dropped, not retried (the
-server judged them invalid). Queueing, retry and the spool are the shared
-:class:`~falcon_gpu.delivery.queued.QueuedSink`'s.
+server judged them invalid). This module only encodes and pushes
+(:class:`FalconAgentPusher`); queueing, retry, the spool and counting are
+:class:`~falcon_gpu.delivery.queued.QueuedDelivery`'s, composed in :func:`build`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from falcon_gpu.delivery.http import HttpTransport, answer_text, classify
 from falcon_gpu.delivery.outcome import Ack, PermanentError, truncate
-from falcon_gpu.delivery.queued import QueuedSink
+from falcon_gpu.delivery.queued import QueuedDelivery
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import FalconAgentSinkConfig
+from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.encoding import falcon_json
 from falcon_gpu.telemetry import Telemetry
 
@@ -46,26 +46,13 @@ def parse_answer(text: str) -> Ack:
     return Ack()
 
 
-class FalconAgentSink(QueuedSink[FalconItem]):
-    consumes = "falcon"
+class FalconAgentPusher(falcon_json.FalconJsonBatches):
+    """Implements :class:`~falcon_gpu.delivery.pusher.BatchPusher`: a JSON array per batch."""
 
-    def __init__(
-        self,
-        config: FalconAgentSinkConfig,
-        *,
-        spool_dir: Path | str,
-        spool_max_bytes: int,
-        telemetry: Telemetry,
-    ) -> None:
-        super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
+    def __init__(self, config: FalconAgentSinkConfig, *, telemetry: Telemetry) -> None:
+        super().__init__(config.name, telemetry)
         self._url = config.url
         self._transport = HttpTransport(config, sink=self.name)
-
-    def explode(self, rendered: Rendered) -> Sequence[FalconItem]:
-        return falcon_json.sendable(rendered.falcon, self._telemetry, self.name, self._key)
-
-    def encode(self, items: Sequence[FalconItem]) -> bytes:
-        return falcon_json.encode(items)
 
     def push(self, body: bytes, samples: int) -> Ack:
         response = self._transport.request("POST", self._url, body, HEADERS)
@@ -77,5 +64,9 @@ class FalconAgentSink(QueuedSink[FalconItem]):
         """For ``doctor``: POST an empty array (falcon-agent and Nightingale store nothing for it)."""
         return self._transport.probe("POST", self._url, b"[]", HEADERS)
 
-    def close_transport(self) -> None:
+    def close(self) -> None:
         self._transport.close()
+
+
+def build(config: FalconAgentSinkConfig, ctx: SinkContext) -> QueuedDelivery[Rendered, FalconItem]:
+    return ctx.queued(config, FalconAgentPusher(config, telemetry=ctx.telemetry))

@@ -5,7 +5,9 @@ Wire (what Go's jsonrpc codec reads and writes): one JSON object per request,
 ``{"id":n,"result":{"Message":..,"Total":..,"Invalid":..,"Latency":..},"error":null}``.
 Both sides stream newline-separated JSON. The connection is opened on first
 use and kept; any socket error or a reply that does not parse closes it, and
-the next attempt reconnects (retried by the shared delivery stages). A reply
+the next attempt reconnects (retried by the shared delivery stages: this module
+only encodes and pushes, :func:`build` composes it with
+:class:`~falcon_gpu.delivery.queued.QueuedDelivery`). A reply
 with a non-null ``error`` (e.g. transfer's codec refusing a field) is
 permanent; ``Invalid`` items are counted as dropped.
 
@@ -23,15 +25,14 @@ import json
 import select
 import socket
 import time
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError, truncate
-from falcon_gpu.delivery.queued import QueuedSink
+from falcon_gpu.delivery.queued import QueuedDelivery
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import FalconTransferSinkConfig
+from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.encoding import falcon_json
 from falcon_gpu.telemetry import Telemetry
 
@@ -151,26 +152,14 @@ def _closed_by_peer(sock: socket.socket) -> bool:
         return True
 
 
-class FalconTransferSink(QueuedSink[FalconItem]):
-    consumes = "falcon"
+class FalconTransferPusher(falcon_json.FalconJsonBatches):
+    """Implements :class:`~falcon_gpu.delivery.pusher.BatchPusher`: one ``Transfer.Update`` per batch."""
 
-    def __init__(
-        self,
-        config: FalconTransferSinkConfig,
-        *,
-        spool_dir: Path | str,
-        spool_max_bytes: int,
-        telemetry: Telemetry,
-    ) -> None:
-        super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
+    def __init__(self, config: FalconTransferSinkConfig, *, telemetry: Telemetry) -> None:
+        super().__init__(config.name, telemetry)
         self._address = config.address
+        self._timeout = config.timeout
         self._conn = _RpcConnection(config.address, config.timeout)
-
-    def explode(self, rendered: Rendered) -> Sequence[FalconItem]:
-        return falcon_json.sendable(rendered.falcon, self._telemetry, self.name, self._key)
-
-    def encode(self, items: Sequence[FalconItem]) -> bytes:
-        return falcon_json.encode(items)
 
     def push(self, body: bytes, samples: int) -> Ack:
         reply = self._conn.call("Transfer.Update", body)
@@ -182,7 +171,7 @@ class FalconTransferSink(QueuedSink[FalconItem]):
 
     def check(self) -> tuple[bool, str]:
         """For ``doctor``: ``Transfer.Ping`` (transfer's no-op RPC) on a connection of its own."""
-        conn = _RpcConnection(self._address, self._cfg.timeout)
+        conn = _RpcConnection(self._address, self._timeout)
         try:
             reply = conn.call("Transfer.Ping", b"{}")
         except RetryableError as exc:
@@ -197,5 +186,9 @@ class FalconTransferSink(QueuedSink[FalconItem]):
             )
         return True, f"transfer at {self._address} answers Transfer.Ping"
 
-    def close_transport(self) -> None:
+    def close(self) -> None:
         self._conn.close()
+
+
+def build(config: FalconTransferSinkConfig, ctx: SinkContext) -> QueuedDelivery[Rendered, FalconItem]:
+    return ctx.queued(config, FalconTransferPusher(config, telemetry=ctx.telemetry))

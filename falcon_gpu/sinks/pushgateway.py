@@ -1,6 +1,7 @@
 """Prometheus Pushgateway: PUT the newest cycle to ``/metrics/job/<job>/node/<node>``.
 
-Latest-state semantics (:class:`~falcon_gpu.delivery.latest.LatestSink`): PUT
+Latest-state semantics (:class:`~falcon_gpu.delivery.latest.LatestDelivery`,
+composed with :class:`PushgatewayPusher` in :func:`build`): PUT
 replaces the whole group, so series of pods that ended disappear; after an
 outage only the newest state is sent. The body is the text format without
 timestamps (Pushgateway refuses pushed timestamps), optionally gzip'd. A
@@ -17,14 +18,14 @@ import logging
 from urllib.parse import quote
 
 from falcon_gpu.delivery.http import HttpTransport, classify
-from falcon_gpu.delivery.latest import LatestSink
+from falcon_gpu.delivery.latest import LatestDelivery
 from falcon_gpu.delivery.outcome import Ack, DeliveryError
 from falcon_gpu.delivery.secrets import redact_url
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import PushgatewaySinkConfig
+from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.encoding import prom_text
-from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger("falcon_gpu.sinks")
 
@@ -42,11 +43,11 @@ def group_url(base: str, job: str, node: str) -> str:
     return f"{base.rstrip('/')}/metrics/{path_segment('job', job)}/{path_segment('node', node)}"
 
 
-class PushgatewaySink(LatestSink[PromBatch]):
-    consumes = "prometheus"
+class PushgatewayPusher:
+    """Implements :class:`~falcon_gpu.delivery.pusher.StatePusher`: the cycle is the state."""
 
-    def __init__(self, config: PushgatewaySinkConfig, *, node: str, telemetry: Telemetry) -> None:
-        super().__init__(config, telemetry=telemetry)
+    def __init__(self, config: PushgatewaySinkConfig, *, node: str) -> None:
+        self.name = config.name
         self._base = config.url.rstrip("/")
         self._url = group_url(self._base, config.job, node)
         self._gzip = config.gzip
@@ -71,7 +72,7 @@ class PushgatewaySink(LatestSink[PromBatch]):
         a ``url`` that already holds ``/metrics/job/...`` fails here, as its pushes would)."""
         return self._transport.probe("GET", f"{self._base}/api/v1/status")
 
-    def on_close(self, timeout: float) -> None:
+    def close(self, timeout: float) -> None:
         try:
             if self._delete:
                 classify(self._transport.request("DELETE", self._url), self._url)
@@ -80,3 +81,7 @@ class PushgatewaySink(LatestSink[PromBatch]):
             log.warning("sink %s: could not delete the group at shutdown: %s", self.name, exc)
         finally:
             self._transport.close()
+
+
+def build(config: PushgatewaySinkConfig, ctx: SinkContext) -> LatestDelivery[Rendered, PromBatch]:
+    return LatestDelivery(config, PushgatewayPusher(config, node=ctx.node), telemetry=ctx.telemetry)

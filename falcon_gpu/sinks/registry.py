@@ -1,59 +1,45 @@
-"""Build a sink object from its settings: the one place that maps ``type`` to a class."""
+"""Build a sink object from its settings: the one table that maps ``type`` to a builder.
+
+Each entry names the module whose ``build(config, ctx)`` makes that sink; the
+module is imported on first use (remote_write pulls in protobuf and snappy, the
+HTTP sinks requests: a plugin run with only stdout should not pay for them).
+Adding a sink is one line here (see docs/SINKS.md, "Adding a sink").
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from falcon_gpu.sinks.base import Sink
+from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.telemetry import Telemetry
 
+Builder = Callable[[Any, SinkContext], Sink]
 
-def build_sink(config: Any, *, node: str, spool_dir: Any, spool_max_bytes: int, telemetry: Telemetry) -> Sink:
+BUILDERS: Mapping[str, str] = {
+    "stdout": "falcon_gpu.sinks.stdout",
+    "falcon_agent": "falcon_gpu.sinks.falcon_agent",
+    "falcon_transfer": "falcon_gpu.sinks.falcon_transfer",
+    "pushgateway": "falcon_gpu.sinks.pushgateway",
+    "remote_write": "falcon_gpu.sinks.remote_write",
+}
+"""``type`` -> the module holding its ``build(config: <Type>SinkConfig, ctx: SinkContext)``."""
+
+
+def builder(sink_type: str) -> Builder:
     """Raises ValueError for a sink type that has no implementation."""
-    builders: dict[str, Callable[[], Sink]] = {}
+    module = BUILDERS.get(sink_type)
+    if module is None:
+        raise ValueError(f"sink type {sink_type!r} is not implemented yet")
+    build: Builder = importlib.import_module(module).build
+    return build
 
-    def stdout() -> Sink:
-        from falcon_gpu.sinks.stdout import StdoutSink
 
-        return StdoutSink(config, telemetry=telemetry)
-
-    builders["stdout"] = stdout
-
-    def falcon_agent() -> Sink:
-        from falcon_gpu.sinks.falcon_agent import FalconAgentSink
-
-        return FalconAgentSink(
-            config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry
-        )
-
-    builders["falcon_agent"] = falcon_agent
-
-    def falcon_transfer() -> Sink:
-        from falcon_gpu.sinks.falcon_transfer import FalconTransferSink
-
-        return FalconTransferSink(
-            config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry
-        )
-
-    builders["falcon_transfer"] = falcon_transfer
-
-    def pushgateway() -> Sink:
-        from falcon_gpu.sinks.pushgateway import PushgatewaySink
-
-        return PushgatewaySink(config, node=node, telemetry=telemetry)
-
-    builders["pushgateway"] = pushgateway
-
-    def remote_write() -> Sink:
-        from falcon_gpu.sinks.remote_write import RemoteWriteSink
-
-        return RemoteWriteSink(
-            config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry, node=node
-        )
-
-    builders["remote_write"] = remote_write
-    try:
-        return builders[config.type]()
-    except KeyError:
-        raise ValueError(f"sink type {config.type!r} is not implemented yet") from None
+def build_sink(
+    config: Any, *, node: str, spool_dir: Path | str, spool_max_bytes: int, telemetry: Telemetry
+) -> Sink:
+    """Raises ValueError for a sink type that has no implementation."""
+    return builder(config.type)(config, SinkContext(spool_dir, spool_max_bytes, telemetry, node))

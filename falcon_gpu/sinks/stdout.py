@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Literal, TextIO
+from typing import TextIO
 
 from falcon_gpu.sinks.base import Rendered, Sink
 from falcon_gpu.sinks.config import StdoutSinkConfig
+from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.encoding import prom_text
 from falcon_gpu.telemetry import Telemetry
 
@@ -37,9 +38,6 @@ class StdoutSink(Sink):
     ) -> None:
         self.name = config.name
         self.format = config.format
-        self.consumes: Literal["prometheus", "falcon"] = (
-            "falcon" if config.format == "falcon" else "prometheus"
-        )
         self._stream = stream
         self._telemetry = telemetry
         telemetry.register_sink(self.name)
@@ -59,3 +57,7 @@ class StdoutSink(Sink):
             return
         self._telemetry.recovered(f"sink:{self.name}", f"stdout sink {self.name!r} writes again")
         self._telemetry.samples(self.name, "sent", count)
+
+
+def build(config: StdoutSinkConfig, ctx: SinkContext) -> StdoutSink:
+    return StdoutSink(config, telemetry=ctx.telemetry)

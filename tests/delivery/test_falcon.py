@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from falcon_gpu.model.samples import FalconItem, PromBatch
+from falcon_gpu.sinks import falcon_agent, falcon_transfer
+from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import FalconAgentSinkConfig, FalconTransferSinkConfig
-from falcon_gpu.sinks.falcon_agent import FalconAgentSink, parse_answer
-from falcon_gpu.sinks.falcon_transfer import FalconTransferSink
+from falcon_gpu.sinks.context import SinkContext
+from falcon_gpu.sinks.falcon_agent import parse_answer
 from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import (
     FakeRendered,
@@ -24,7 +26,7 @@ from tests.delivery.conftest import (
 )
 
 
-def transfer_sink(address: str, tmp_path: Path, telemetry: Telemetry) -> FalconTransferSink:
+def transfer_sink(address: str, tmp_path: Path, telemetry: Telemetry) -> Sink:
     cfg = FalconTransferSinkConfig(
         type="falcon_transfer",
         address=address,
@@ -33,7 +35,9 @@ def transfer_sink(address: str, tmp_path: Path, telemetry: Telemetry) -> FalconT
         retry_max_delay=0.2,
         timeout=2,
     )
-    return FalconTransferSink(cfg, spool_dir=tmp_path / "spool", spool_max_bytes=1 << 20, telemetry=telemetry)
+    return falcon_transfer.build(
+        cfg, SinkContext(spool_dir=tmp_path / "spool", spool_max_bytes=1 << 20, telemetry=telemetry)
+    )
 
 
 def test_items_arrive_at_transfer_over_one_connection(
@@ -113,7 +117,9 @@ def test_a_codec_error_reply_is_permanent(tmp_path: Path, telemetry: Telemetry) 
 
 def test_falcon_agent_push(http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry) -> None:
     cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0.001)
-    sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=telemetry)
+    sink = falcon_agent.build(
+        cfg, SinkContext(spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=telemetry)
+    )
     sink.submit(falcon_cycle(1_700_000_000, 5.0))
     assert sink.flush(10)
     sink.close(5)

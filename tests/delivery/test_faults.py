@@ -27,9 +27,11 @@ import pytest
 from falcon_gpu.delivery.http import HttpTransport
 from falcon_gpu.delivery.outcome import RetryableError
 from falcon_gpu.settings import ConfigError, load_settings
+from falcon_gpu.sinks import falcon_agent, falcon_transfer
+from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import FalconAgentSinkConfig, FalconTransferSinkConfig
-from falcon_gpu.sinks.falcon_agent import FalconAgentSink
-from falcon_gpu.sinks.falcon_transfer import FalconTransferSink, _RpcConnection
+from falcon_gpu.sinks.context import SinkContext
+from falcon_gpu.sinks.falcon_transfer import _RpcConnection
 from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import (
     HttpPeer,
@@ -47,9 +49,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST = {"batch_max_age": 0.001, "retry_initial_delay": 0.02, "retry_max_delay": 0.2}
 
 
-def agent_sink(url: str, spool: Path, telemetry: Telemetry, **extra: object) -> FalconAgentSink:
+def agent_sink(url: str, spool: Path, telemetry: Telemetry, **extra: object) -> Sink:
     cfg = FalconAgentSinkConfig(type="falcon_agent", url=url, **{**FAST, **extra})  # type: ignore[arg-type]
-    return FalconAgentSink(cfg, spool_dir=spool, spool_max_bytes=1 << 20, telemetry=telemetry)
+    return falcon_agent.build(cfg, SinkContext(spool_dir=spool, spool_max_bytes=1 << 20, telemetry=telemetry))
 
 
 def received(peer: HttpPeer) -> list[tuple[int, float]]:
@@ -459,9 +461,11 @@ def test_timeout_bounds_the_whole_request_against_a_trickling_server(
 
 
 # -- 7. transfer: an idle connection closed by the peer ----------------------------------------
-def transfer_sink(address: str, spool: Path, telemetry: Telemetry) -> FalconTransferSink:
+def transfer_sink(address: str, spool: Path, telemetry: Telemetry) -> Sink:
     cfg = FalconTransferSinkConfig(type="falcon_transfer", address=address, **FAST)  # type: ignore[arg-type]
-    return FalconTransferSink(cfg, spool_dir=spool, spool_max_bytes=1 << 20, telemetry=telemetry)
+    return falcon_transfer.build(
+        cfg, SinkContext(spool_dir=spool, spool_max_bytes=1 << 20, telemetry=telemetry)
+    )
 
 
 def test_transfer_reopens_an_idle_connection_the_peer_closed_silently(

@@ -15,14 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from falcon_gpu.sinks import falcon_agent, remote_write
+from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import FalconAgentSinkConfig, RemoteWriteSinkConfig
-from falcon_gpu.sinks.falcon_agent import FalconAgentSink
-from falcon_gpu.sinks.remote_write import RemoteWriteSink
+from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import HttpPeer, falcon_cycle, outcomes, prom_cycle, wait_until
 
 
-def rw_sink(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> RemoteWriteSink:
+def rw_sink(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> Sink:
     extra.setdefault("stale_on_shutdown", False)  # these tests count the requests of their cycles only
     cfg = RemoteWriteSinkConfig(
         type="remote_write",
@@ -32,7 +33,9 @@ def rw_sink(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> 
         retry_max_delay=0.2,
         **extra,
     )  # type: ignore[arg-type]
-    return RemoteWriteSink(cfg, spool_dir=tmp_path / "spool", spool_max_bytes=1 << 20, telemetry=telemetry)
+    return remote_write.build(
+        cfg, SinkContext(spool_dir=tmp_path / "spool", spool_max_bytes=1 << 20, telemetry=telemetry)
+    )
 
 
 def test_400_drops_the_batch_once_and_moves_on(
@@ -86,7 +89,9 @@ def test_nightingale_fail_count_is_dropped(http_peer: HttpPeer, tmp_path: Path, 
     cfg = FalconAgentSinkConfig(
         type="falcon_agent", url=http_peer.url + "/openfalcon/push", batch_max_age=0.001
     )
-    sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=telemetry)
+    sink = falcon_agent.build(
+        cfg, SinkContext(spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=telemetry)
+    )
     sink.submit(falcon_cycle(1_700_000_000, 50.0))
     assert sink.flush(10)
     sink.close(5)
@@ -277,7 +282,7 @@ def test_spool_cap_drops_the_oldest_and_counts_it(http_peer: HttpPeer, tmp_path:
         retry_initial_delay=0.02,
         retry_max_delay=0.1,
     )
-    sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=down)
+    sink = falcon_agent.build(cfg, SinkContext(spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=down))
     for i in range(300):  # ~150 KB of batches into a 64 KiB spool while nobody listens
         sink.submit(falcon_cycle(1_700_000_000 + 15 * i, float(i), n=4))
         sink.flush(0)
@@ -290,7 +295,7 @@ def test_spool_cap_drops_the_oldest_and_counts_it(http_peer: HttpPeer, tmp_path:
     up = Telemetry()
     http_peer.default = (200, {}, b"success")
     cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0.001)
-    again = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=up)
+    again = falcon_agent.build(cfg, SinkContext(spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=up))
     assert again.flush(10)
     again.close(5)
     stamps = [item["timestamp"] for r in http_peer.requests for item in json.loads(r.body)][::4]
@@ -386,11 +391,15 @@ def test_a_second_sink_on_the_same_spool_drops_counted_and_leaves_the_first_alon
 ) -> None:
     """``run --once`` next to the running agent with the same spool_dir."""
     cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0.001)
-    agent = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=Telemetry())
+    agent = falcon_agent.build(
+        cfg, SinkContext(spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=Telemetry())
+    )
     agent.submit(falcon_cycle(1_700_000_000, 1.0))
     assert agent.flush(10)
     once_telemetry = Telemetry()
-    once = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=once_telemetry)
+    once = falcon_agent.build(
+        cfg, SinkContext(spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=once_telemetry)
+    )
     once.submit(falcon_cycle(1_700_000_015, 2.0))
     started = time.monotonic()
     once.close(10)
@@ -440,7 +449,9 @@ def test_each_outage_that_overflows_the_cap_is_logged(
         retry_initial_delay=0.02,
         retry_max_delay=0.05,
     )
-    sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=telemetry)
+    sink = falcon_agent.build(
+        cfg, SinkContext(spool_dir=tmp_path, spool_max_bytes=64 * 1024, telemetry=telemetry)
+    )
     for outage in range(2):
         http_peer.default = (503, {}, b"down")
         for i in range(300):  # one batch per cycle (a flush cuts the batch), ~150 KB in all

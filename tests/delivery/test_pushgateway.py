@@ -7,17 +7,22 @@ import time
 
 import pytest
 
+from falcon_gpu.sinks import pushgateway
+from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import PushgatewaySinkConfig
-from falcon_gpu.sinks.pushgateway import PushgatewaySink, group_url
+from falcon_gpu.sinks.context import SinkContext
+from falcon_gpu.sinks.pushgateway import group_url
 from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import HttpPeer, ManagedServer, http_get, outcomes, prom_cycle, wait_until
 
 
-def sink_for(url: str, telemetry: Telemetry, node: str = "node-a", **extra: object) -> PushgatewaySink:
+def sink_for(url: str, telemetry: Telemetry, node: str = "node-a", **extra: object) -> Sink:
     cfg = PushgatewaySinkConfig(
         type="pushgateway", url=url, retry_initial_delay=0.02, retry_max_delay=0.2, **extra
     )  # type: ignore[arg-type]
-    return PushgatewaySink(cfg, node=node, telemetry=telemetry)
+    return pushgateway.build(
+        cfg, SinkContext(spool_dir="", spool_max_bytes=0, node=node, telemetry=telemetry)
+    )
 
 
 def metric_lines(server: ManagedServer, name: str) -> list[str]:

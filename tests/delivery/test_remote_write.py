@@ -13,8 +13,11 @@ import pytest
 
 from falcon_gpu.model.samples import Family, PromBatch, Series
 from falcon_gpu.settings import ConfigError, load_settings
+from falcon_gpu.sinks import remote_write
+from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
-from falcon_gpu.sinks.remote_write import RemoteWriteSink, encode_v2
+from falcon_gpu.sinks.context import SinkContext
+from falcon_gpu.sinks.remote_write import RemoteWritePusher, encode_v2
 from falcon_gpu.sinks.remote_write.encode_v1 import V1Encoder
 from falcon_gpu.sinks.remote_write.labels import InvalidSeries, LabelCache, Refused
 from falcon_gpu.sinks.remote_write.proto import remote_v1_pb2
@@ -30,7 +33,7 @@ from tests.delivery.conftest import (
 )
 
 
-def sink_for(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> RemoteWriteSink:
+def sink_for(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> Sink:
     cfg = RemoteWriteSinkConfig(
         type="remote_write",
         url=url,
@@ -39,7 +42,9 @@ def sink_for(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) ->
         retry_max_delay=0.3,
         **extra,
     )  # type: ignore[arg-type]
-    return RemoteWriteSink(cfg, spool_dir=tmp_path / "spool", spool_max_bytes=1 << 24, telemetry=telemetry)
+    return remote_write.build(
+        cfg, SinkContext(spool_dir=tmp_path / "spool", spool_max_bytes=1 << 24, telemetry=telemetry)
+    )
 
 
 def decode_v1(body: bytes) -> list[tuple[tuple[tuple[str, str], ...], int, float]]:
@@ -338,8 +343,9 @@ def test_job_and_instance_default_to_falcon_gpu_and_the_node(tmp_path: Path, tel
         sink = build_sink(
             config, node=settings.node, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=telemetry
         )
-        assert isinstance(sink, RemoteWriteSink)
-        ((lb, _, _),) = sink.explode(
+        pusher = sink.sink  # type: ignore[attr-defined]
+        assert isinstance(pusher, RemoteWritePusher)
+        ((lb, _, _),) = pusher.explode(
             FakeRendered(PromBatch(1, (Family("m", "gauge", "", (Series((), 1.0),)),)))
         )
         labels.append(lb)

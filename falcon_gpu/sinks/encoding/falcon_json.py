@@ -12,9 +12,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from falcon_gpu.sinks.base import Rendered
 
 
 def sendable(items: Sequence[FalconItem], telemetry: Telemetry, sink: str, key: str) -> Sequence[FalconItem]:
@@ -35,3 +39,22 @@ def sendable(items: Sequence[FalconItem], telemetry: Telemetry, sink: str, key: 
 def encode(items: Sequence[FalconItem]) -> bytes:
     """The JSON array. Raises ValueError for a value that is not finite (see :func:`sendable`)."""
     return json.dumps([i.as_json() for i in items], separators=(",", ":"), allow_nan=False).encode()
+
+
+class FalconJsonBatches:
+    """The encoding half of a :class:`~falcon_gpu.delivery.pusher.BatchPusher` for the two
+    Open-Falcon sinks (agent and transfer read the same JSON items); they add ``push``."""
+
+    def __init__(self, name: str, telemetry: Telemetry) -> None:
+        self.name = name
+        self._telemetry = telemetry
+        self._key = f"delivery:{name}"
+
+    def explode(self, rendered: Rendered) -> Sequence[FalconItem]:
+        return sendable(rendered.falcon, self._telemetry, self.name, self._key)
+
+    def encode(self, items: Sequence[FalconItem]) -> bytes:
+        return encode(items)
+
+    def closing(self) -> Sequence[FalconItem]:
+        return ()

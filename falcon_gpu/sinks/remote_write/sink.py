@@ -1,8 +1,9 @@
 """The Prometheus remote-write sink (Prometheus, VictoriaMetrics, Mimir, Thanos...).
 
-It only explodes a cycle into validated samples, encodes a batch (1.0 or 2.0)
-and classifies the answer; queueing, batching, retry and the spool are
-:class:`~falcon_gpu.delivery.queued.QueuedSink`'s.
+:class:`RemoteWritePusher` only explodes a cycle into validated samples, encodes
+a batch (1.0 or 2.0) and classifies the answer; queueing, batching, retry, the
+spool and counting are :class:`~falcon_gpu.delivery.queued.QueuedDelivery`'s,
+composed with it in :func:`build`.
 
 Version 2 (``version = 2``) is tried first; when the receiver answers 415, or
 a 2xx without ``X-Prometheus-Remote-Write-Samples-Written`` (a 1.0 receiver
@@ -12,8 +13,8 @@ switches to 1.0 for good, says so once, and re-sends that batch as 1.0.
 Staleness (CONTRACT section 3): a series sent in the previous cycle and not in
 this one (a GPU lost, a pod or process gone, a label set changed) gets a
 Prometheus staleness marker (:data:`STALE_NAN`) at this cycle's timestamp, and
-every series still live gets one at a clean shutdown (unless
-``stale_on_shutdown = false``), so a query stops seeing
+every series still live gets one at a clean shutdown (the pusher's ``closing``
+items; unless ``stale_on_shutdown = false``), so a query stops seeing
 it at once instead of for the 5-minute lookback. Markers are ordinary samples
 of the cycle's items: they go through the same queue, batches and spool as the
 data, so they always follow the data they close, also across an outage or a
@@ -32,16 +33,16 @@ import logging
 import struct
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from falcon_gpu import __version__
 from falcon_gpu.delivery.http import HttpTransport, classify
 from falcon_gpu.delivery.outcome import Ack, PermanentError
-from falcon_gpu.delivery.queued import QueuedSink
+from falcon_gpu.delivery.queued import QueuedDelivery
 from falcon_gpu.delivery.secrets import redact_url
 from falcon_gpu.model.samples import Labels, MetricKind
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
+from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.remote_write import encode_v2
 from falcon_gpu.sinks.remote_write.encode_v1 import RwSample, V1Encoder
 from falcon_gpu.sinks.remote_write.labels import LabelCache, Refused
@@ -65,19 +66,13 @@ STALE_NAN: float = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 """Prometheus's staleness marker: a NaN with this exact bit pattern (``value.StaleNaN``)."""
 
 
-class RemoteWriteSink(QueuedSink[RwSample]):
-    consumes = "prometheus"
+class RemoteWritePusher:
+    """Implements :class:`~falcon_gpu.delivery.pusher.BatchPusher` for remote write."""
 
-    def __init__(
-        self,
-        config: RemoteWriteSinkConfig,
-        *,
-        spool_dir: Path | str,
-        spool_max_bytes: int,
-        telemetry: Telemetry,
-        node: str = "",
-    ) -> None:
-        super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
+    def __init__(self, config: RemoteWriteSinkConfig, *, telemetry: Telemetry, node: str = "") -> None:
+        self.name = config.name
+        self._telemetry = telemetry
+        self._key = f"delivery:{self.name}"
         self._url = config.url
         self._version = config.version
         self._labels = LabelCache(job=config.job, instance=config.instance or node)
@@ -115,13 +110,13 @@ class RemoteWriteSink(QueuedSink[RwSample]):
         self._live, self._last_ts = live, ts
         return out
 
-    def close(self, timeout: float) -> None:
-        """Mark every live series stale (a clean shutdown), then close as any queued sink."""
-        if not self._closed and self._live and self._stale_on_shutdown:
-            ts = max(int(time.time() * 1000), self._last_ts + 1)
-            self._enqueue([(labels, ts, STALE_NAN) for labels in self._live])
-            self._live = set()
-        super().close(timeout)
+    def closing(self) -> Sequence[RwSample]:
+        """A staleness marker for every live series (a clean shutdown), after the last cycle."""
+        if not self._live or not self._stale_on_shutdown:
+            return ()
+        ts = max(int(time.time() * 1000), self._last_ts + 1)
+        live, self._live = self._live, set()
+        return [(labels, ts, STALE_NAN) for labels in live]
 
     def encode(self, items: Sequence[RwSample]) -> bytes:
         if self._version == 2:
@@ -160,5 +155,9 @@ class RemoteWriteSink(QueuedSink[RwSample]):
         """For ``doctor``: POST an empty 1.0 WriteRequest (a receiver stores nothing; Prometheus: 204)."""
         return self._transport.probe("POST", self._url, V1Encoder().encode([]), HEADERS_V1)
 
-    def close_transport(self) -> None:
+    def close(self) -> None:
         self._transport.close()
+
+
+def build(config: RemoteWriteSinkConfig, ctx: SinkContext) -> QueuedDelivery[Rendered, RwSample]:
+    return ctx.queued(config, RemoteWritePusher(config, telemetry=ctx.telemetry, node=ctx.node))
