@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import socket
-import typing
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -25,7 +24,7 @@ from pydantic_settings import (
 
 from falcon_gpu.schemas.extra_labels import check_extra_labels
 from falcon_gpu.settings_sources import ConfigError, read_env, read_toml
-from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig
+from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig, types_taking
 
 __all__ = ["DEFAULT_CONFIG_FILE", "ConfigError", "Settings", "load_settings"]
 
@@ -136,15 +135,23 @@ class _TomlSource(PydanticBaseSettingsSource):
 
 
 def _sink_types() -> list[str]:
-    union = typing.get_args(SinkConfig)[0]
-    return [typing.get_args(m.model_fields["type"].annotation)[0] for m in typing.get_args(union)]
+    return types_taking("type")
+
+
+def _unknown(loc: tuple[Any, ...]) -> str:
+    """ "unknown setting", or for a sink key that another sink type takes, which ones do."""
+    if len(loc) == 4 and loc[0] == "sinks":
+        elsewhere = types_taking(str(loc[3]))
+        if elsewhere:
+            return f"a {loc[2]} sink does not take it ({', '.join(elsewhere)} sinks do)"
+    return "unknown setting"
 
 
 def _message(e: Any) -> str:
     """pydantic's message for one error, reworded where it would puzzle a user."""
     kind, given = e["type"], e.get("input")
     if kind == "extra_forbidden":
-        return "unknown setting"
+        return _unknown(e["loc"])
     if kind == "union_tag_invalid":
         expected = e["ctx"]["expected_tags"].replace("'", "")
         return f"sink type {e['ctx']['tag']!r} is not one of: {expected}"

@@ -10,6 +10,7 @@ together from the key groups its sink really reads: delivery (``_RetryKeys``,
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -172,3 +173,14 @@ SinkConfig = Annotated[
     | RemoteWriteSinkConfig,
     Field(discriminator="type"),
 ]
+
+
+def types_taking(key: str) -> list[str]:
+    """The sink types whose table takes ``key``: for the error when another type's table has it
+    (``ca_file`` on ``falcon_transfer`` says where it would work, not just "unknown")."""
+    union = typing.get_args(SinkConfig)[0]
+    return [
+        typing.get_args(model.model_fields["type"].annotation)[0]
+        for model in typing.get_args(union)
+        if key in model.model_fields
+    ]
