@@ -1,9 +1,11 @@
 """A live store for the live check: Prometheus with the shipped rules, and agents feeding it.
 
 One Prometheus receives remote_write from every agent and evaluates conf/prometheus/*.yml every
-second; a second one (when the agent has the ``listen`` setting) scrapes the same agents'
-``/metrics``. Each agent is the real ``falcon-gpu run --simulate <scenario>``, with its own
-``node`` and, when the agent has the ``labels`` setting, ``labels = {cluster = ...}``.
+second; it also scrapes a Pushgateway that one agent pushes to as well, so that node reaches it
+twice (different job/instance), as in a store fed by both paths. A second one (when the agent
+has the ``listen`` setting) scrapes the same agents' ``/metrics``. Each agent is the real
+``falcon-gpu run --simulate <scenario>``, with its own ``node`` and, when the agent has the
+``labels`` setting, ``labels = {cluster = ...}``.
 """
 
 from __future__ import annotations
@@ -40,20 +42,36 @@ class Agent:
         return self.cluster if HAS_LABELS else ""
 
 
-def start_prometheus(root: Path, name: str, scrape_targets: list[str]) -> ManagedServer:
+def start_pushgateway(root: Path) -> ManagedServer:
     port = free_port()
+    server = ManagedServer(
+        [need("prometheus-pushgateway"), f"--web.listen-address=127.0.0.1:{port}", "--persistence.file="],
+        f"http://127.0.0.1:{port}/-/ready",
+        f"http://127.0.0.1:{port}",
+        root / "pushgateway.log",
+    )
+    server.start()
+    return server
+
+
+def start_prometheus(
+    root: Path, name: str, scrape_targets: list[str], pushgateway: str = ""
+) -> ManagedServer:
+    """Prometheus with the shipped rules; it scrapes the agents' ``listen`` addresses and a
+    Pushgateway (``honor_labels``, as docs/DASHBOARDS.md says) when given."""
+    port = free_port()
+    jobs: list[dict[str, Any]] = []
+    if scrape_targets:
+        jobs.append({"job_name": "falcon_gpu", "static_configs": [{"targets": scrape_targets}]})
+    if pushgateway:
+        jobs.append(
+            {"job_name": "pushgateway", "honor_labels": True, "static_configs": [{"targets": [pushgateway]}]}
+        )
     cfg = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES / "recording.yml"), str(RULES / "alerts.yml")],
+        "scrape_configs": jobs,
     }
-    if scrape_targets:
-        cfg["scrape_configs"] = [
-            {
-                "job_name": "falcon_gpu",
-                "scrape_interval": "1s",
-                "static_configs": [{"targets": scrape_targets}],
-            }
-        ]
     (root / f"{name}.yml").write_text(json.dumps(cfg))  # JSON is YAML
     server = ManagedServer(
         [
@@ -71,7 +89,7 @@ def start_prometheus(root: Path, name: str, scrape_targets: list[str]) -> Manage
     return server
 
 
-def agent_config(root: Path, agent: Agent, write_url: str, listen: str) -> Path:
+def agent_config(root: Path, agent: Agent, write_url: str, listen: str, pushgateway_url: str = "") -> Path:
     lines = [
         f'node = "{agent.node}"',
         "interval = 1",
@@ -82,6 +100,8 @@ def agent_config(root: Path, agent: Agent, write_url: str, listen: str) -> Path:
     if listen:
         lines.append(f'listen = "{listen}"')
     lines += ["[[sinks]]", 'type = "remote_write"', f'url = "{write_url}"']
+    if pushgateway_url:
+        lines += ["[[sinks]]", 'type = "pushgateway"', f'url = "{pushgateway_url}"']
     path = root / f"{agent.node}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path

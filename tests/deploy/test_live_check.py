@@ -2,10 +2,12 @@
 
 Four agents (mixed-4gpu and shared-gpu in cluster prod-a, mig-node and faulty-node in prod-b;
 pods allocated, some shared, some idle, one GPU faulty, two lost) remote_write into a
-Prometheus that evaluates the shipped rules every second. Then every panel query of every
-dashboard (variables set to All) and every recording rule must answer, and the key answers must
-equal the figures computed from the scenario JSON (tests/deploy/expected.py). A second
-Prometheus scrapes the same agents' ``listen`` endpoints and must agree on device and pod series.
+Prometheus that evaluates the shipped rules every second; shared-gpu also pushes to a
+Pushgateway that Prometheus scrapes, so its node arrives twice and must still count once.
+Then every panel query of every dashboard (variables set to All) and every recording rule must
+answer, and the key answers must equal the figures computed from the scenario JSON
+(tests/deploy/expected.py). A second Prometheus scrapes the same agents' ``listen`` endpoints
+and must agree on device and pod series.
 
 Parts that need a setting the agent does not have yet are skipped with the reason, detected
 at run time: ``labels`` (the cluster label; without it every cluster is ""), ``listen`` (the
@@ -37,6 +39,7 @@ from tests.deploy.live import (
     query,
     start_agent,
     start_prometheus,
+    start_pushgateway,
     stop,
     values,
 )
@@ -49,6 +52,7 @@ AGENTS = (
     Agent("mig-node", "prod-b"),
     Agent("faulty-node", "prod-b"),
 )
+TWICE = AGENTS[1]  # reaches the store by remote_write and through the Pushgateway
 WINDOW = 20  # seconds of cost window checked exactly
 # what a dashboard's variables and Grafana's macros become here
 MACROS = {
@@ -116,13 +120,15 @@ def needs_allocatable(expr: str, rules: dict[str, str], seen: frozenset[str] = f
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     root: Path = tmp_path_factory.mktemp("live")
-    store = start_prometheus(root, "store", [])
+    pushgateway = start_pushgateway(root)
+    store = start_prometheus(root, "store", [], pushgateway.url.removeprefix("http://"))
     listens = [f"127.0.0.1:{free_port()}" if HAS_LISTEN else "" for _ in AGENTS]
     procs = []
     scraper = None
     try:
         for agent, listen in zip(AGENTS, listens, strict=True):
-            config = agent_config(root, agent, f"{store.url}/api/v1/write", listen)
+            also_pushed = pushgateway.url if agent is TWICE else ""
+            config = agent_config(root, agent, f"{store.url}/api/v1/write", listen, also_pushed)
             procs.append(start_agent(root, agent, config))
         if HAS_LISTEN:
             scraper = start_prometheus(root, "scraper", listens)
@@ -149,7 +155,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     finally:
         for proc in procs:
             stop(proc)
-        for server in (store, scraper):
+        for server in (store, scraper, pushgateway):
             if server is not None:
                 server.stop()
 
@@ -264,3 +270,12 @@ def test_scraping_prometheus_gives_the_same_answers(live: Live) -> None:
         pushed = values(live.ask(promql), *labels)
         assert pushed, promql
         assert values(live.ask(promql, live.scraper), *labels) == pushed, promql
+
+
+def test_a_node_delivered_twice_is_there_twice_and_counted_once(live: Live) -> None:
+    """The premise of the count checks above: shared-gpu's raw series come by both paths."""
+    paths = values(live.ask(f'count by (job) (falcon_gpu_info{{node="{TWICE.node}"}})'), "job")
+    assert len(paths) == 2 and set(paths.values()) == {float(len(expected(TWICE).gpus))}, paths
+    assert values(live.ask(f'node:falcon_gpu_devices:count{{node="{TWICE.node}"}}')) == {
+        (): float(len(expected(TWICE).gpus))
+    }
