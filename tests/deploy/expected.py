@@ -89,3 +89,16 @@ class Expected:
                 if process["pid"] == pid:
                     return dict(process)
         raise AssertionError(f"no process {pid} for {namespace}/{pod}/{container}")
+
+    def xids(self) -> set[tuple[str, str]]:
+        """(uuid, xid) of every XID event the scenario raises."""
+        return {(g["uuid"], str(e["xid"])) for g in self.gpus for e in g.get("xid_events", [])}
+
+    def rising_uncorrectable_ecc(self) -> set[str]:
+        """GPUs whose volatile uncorrectable ECC count grows during the scenario."""
+        out = set()
+        for gpu in self.gpus:
+            counts = gpu.get("ecc", {}).get("uncorrected_volatile", 0)
+            if isinstance(counts, list) and counts[-1] > counts[0]:
+                out.add(gpu["uuid"])
+        return out

@@ -24,10 +24,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from falcon_gpu.health.evaluator import CRITICAL_XIDS
 from tests.delivery.conftest import ManagedServer, free_port, wait_until
 from tests.deploy.expected import Expected, last
 from tests.deploy.live import (
@@ -75,7 +77,7 @@ class Live:
     scraper: ManagedServer | None
     at: float  # every answer is read at this instant
 
-    def ask(self, promql: str, server: ManagedServer | None = None) -> list[dict[str, object]]:
+    def ask(self, promql: str, server: ManagedServer | None = None) -> list[dict[str, Any]]:
         return query(server or self.store, promql, self.at)
 
 
@@ -278,3 +280,24 @@ def test_a_node_delivered_twice_is_there_twice_and_counted_once(live: Live) -> N
     gpus = float(len(expected(TWICE).gpus))
     assert values(live.ask(f'count(falcon_gpu_info{{node="{TWICE.node}"}})')) == {(): 2 * gpus}
     assert values(live.ask(f'node:falcon_gpu_devices:count{{node="{TWICE.node}"}}')) == {(): gpus}
+
+
+def test_alerts_fire_on_the_faulty_node(live: Live) -> None:
+    """The alerts without a `for` fire within the run; FalconGpuLost is at least pending."""
+    faulty = AGENTS[3]
+    want = expected(faulty)
+
+    def alerts(name: str, *labels: str) -> set[tuple[str, ...]]:
+        found = live.ask(f'ALERTS{{alertname="{name}",node="{faulty.node}"}}')
+        return {tuple(r["metric"][k] for k in labels) for r in found}
+
+    critical = {(uuid, xid) for uuid, xid in want.xids() if int(xid) in CRITICAL_XIDS}
+    assert critical and alerts("FalconGpuCriticalXid", "uuid", "xid", "alertstate") == {
+        (uuid, xid, "firing") for uuid, xid in critical
+    }
+    ecc = want.rising_uncorrectable_ecc()
+    assert ecc and alerts("FalconGpuUncorrectableEccErrors", "uuid", "alertstate") == {
+        (u, "firing") for u in ecc
+    }
+    lost = {g["uuid"] for g in want.gpus if g.get("lost_at_cycle") is not None}
+    assert {uuid for uuid, _state in alerts("FalconGpuLost", "uuid", "alertstate")} == lost

@@ -7,12 +7,14 @@ Prometheus does. promtool comes with Debian's ``prometheus`` package (scripts/te
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from falcon_gpu.health.evaluator import CRITICAL_XIDS
 from tests.delivery.conftest import need
 
 RULES = Path(__file__).resolve().parents[2] / "conf" / "prometheus"
@@ -53,3 +55,10 @@ def test_every_alert_has_a_unit_test() -> None:
     for group in yaml.safe_load((RULES / "tests" / "alerts_test.yml").read_text())["tests"]:
         fired |= {t["alertname"] for t in group["alert_rule_test"] if t["exp_alerts"]}
     assert alerts == fired
+
+
+def test_critical_xid_alert_lists_the_health_evaluator_xids() -> None:
+    """The alert and the agent's health check must call the same XIDs critical."""
+    alerts = (RULES / "alerts.yml").read_text()
+    lists = set(re.findall(r'xid=~"([0-9|]+)"', alerts))
+    assert lists == {"|".join(str(x) for x in sorted(CRITICAL_XIDS))}
