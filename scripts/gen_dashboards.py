@@ -261,7 +261,6 @@ def cluster() -> Dashboard:
                     f"node:falcon_gpu_memory_used:ratio{{{C}}}",
                 ),
                 width=24,
-                height=8,
                 description="A: GPUs, B: free devices, C: unhealthy GPUs, D: memory used (share)",
             ),
         ],
@@ -376,7 +375,6 @@ def pods() -> Dashboard:
                     f" allocated) (falcon_gpu_pod_info{{{CNP}}})",
                 ),
                 width=24,
-                height=8,
             ),
             Panel(
                 "Compute used (GPU-equivalents)",
@@ -459,7 +457,6 @@ def health() -> Dashboard:
                 "table",
                 (f"max by ({by_gpu}, check) (falcon_gpu_health{{{CNU}}}) > 0",),
                 width=24,
-                height=8,
             ),
             Panel(
                 "Uncorrectable ECC errors",
@@ -493,7 +490,6 @@ def health() -> Dashboard:
                 unit="s",
                 legend="{{node}}",
                 width=8,
-                height=8,
             ),
             Panel(
                 "Agent errors",
@@ -505,7 +501,6 @@ def health() -> Dashboard:
                 unit="ops",
                 legend="{{node}} {{kind}}",
                 width=8,
-                height=8,
             ),
             Panel(
                 "Spool backlog",
@@ -514,7 +509,6 @@ def health() -> Dashboard:
                 unit="bytes",
                 legend="{{node}} {{sink}}",
                 width=8,
-                height=8,
             ),
         ],
     )
@@ -532,14 +526,12 @@ def cost() -> Dashboard:
                 "table",
                 (hours(f"namespace:falcon_gpu_allocated:sum{{{CS}}}"),),
                 width=8,
-                height=8,
             ),
             Panel(
                 "GPU-hours used",
                 "table",
                 (hours(f"namespace:falcon_gpu_utilization:sum{{{CS}}}"),),
                 width=8,
-                height=8,
             ),
             Panel(
                 "Energy (kWh)",
@@ -550,7 +542,6 @@ def cost() -> Dashboard:
                     + f") (increase(falcon_gpu_pod_energy_joules_total{{{CS}}}[$__range]))) / 3.6e6",
                 ),
                 width=8,
-                height=8,
             ),
             Panel(
                 "GPUs held per namespace",
