@@ -55,8 +55,21 @@ def dropped_report(telemetry: Telemetry) -> list[str]:
     ]
 
 
+def _one_shot_sinks(settings: Settings) -> Settings:
+    """``run --once`` (a cron job, a test) leaves its series to the store's lookback: staleness
+    markers at its exit would hide every value until the next run. A sink that sets
+    ``stale_on_shutdown`` itself keeps its choice."""
+    sinks = [
+        cfg.model_copy(update={"stale_on_shutdown": False})
+        if "stale_on_shutdown" in type(cfg).model_fields and "stale_on_shutdown" not in cfg.model_fields_set
+        else cfg
+        for cfg in settings.sinks
+    ]
+    return settings.model_copy(update={"sinks": sinks})
+
+
 def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
-    rt = build(settings, simulate=simulate)
+    rt = build(_one_shot_sinks(settings) if once else settings, simulate=simulate)
     stuck = closed = False
     try:
         if once:

@@ -217,7 +217,8 @@ def test_xid_errors_is_the_most_recent_xid_not_the_most_critical() -> None:
         report = evaluator.evaluate(snap)["GPU-x"]
         seen.append((snap.devices[0].last_xid, report.last_xid, report.checks["xid"]))
     xid.stop()
-    assert seen == [(None, None, 0), (13, 13, 2), (13, 13, 2), (31, 31, 1)]
+    # 31 is the newest, but 79's 5-minute hold still fails the check
+    assert seen == [(None, None, 0), (13, 13, 2), (13, 13, 2), (31, 31, 2)]
     base = cycle()
     snap_cycle = dataclasses.replace(base, snapshot=snap, attribution=Attribution(), health={"GPU-x": report})
     vals = series_of(dcgm.render(snap_cycle))
