@@ -148,9 +148,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             running()
             seen = values(query(store, "count(max by (node, uuid) (falcon_gpu_info))"))
             held = values(query(store, "namespace:falcon_gpu_allocated:sum"), "cluster", "namespace")
-            return seen == {(): gpus} and held.keys() == allocated.keys()
+            return (
+                seen == {(): gpus}
+                and held.keys() == allocated.keys()
+                and all(math.isclose(held[k], v, rel_tol=1e-9) for k, v in allocated.items())
+            )
 
-        wait_until(everything_arrived, 60, "every GPU and every namespace's allocation in the store")
+        wait_until(everything_arrived, 90, "every GPU and every namespace's allocation in the store")
         time.sleep(WINDOW + 2)  # one whole cost window of steady allocations
         running()
         yield Live(store, scraper, float(int(time.time()) - 1))
