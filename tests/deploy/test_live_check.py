@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from falcon_gpu.health.evaluator import CRITICAL_XIDS
-from tests.delivery.conftest import ManagedServer, free_port, wait_until
+from tests.delivery.conftest import ManagedServer, free_port, http_get, wait_until
 from tests.deploy.expected import Expected, last
 from tests.deploy.live import (
     HAS_LISTEN,
@@ -305,3 +305,11 @@ def test_alerts_fire_on_the_faulty_node(live: Live) -> None:
     }
     lost = {g["uuid"] for g in want.gpus if g.get("lost_at_cycle") is not None}
     assert {uuid for uuid, _state in alerts("FalconGpuLost", "uuid", "alertstate")} == lost
+
+
+def test_no_rule_evaluation_failed(live: Live) -> None:
+    """A many-to-many join or a bad expression is an evaluation failure Prometheus counts."""
+    metrics = http_get(f"{live.store.url}/metrics").decode().splitlines()
+    failures = [line for line in metrics if line.startswith("prometheus_rule_evaluation_failures_total{")]
+    assert len(failures) == 2, failures  # the recording group and the alert group
+    assert all(line.endswith(" 0") for line in failures), failures
