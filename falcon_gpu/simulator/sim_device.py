@@ -7,6 +7,7 @@ base units, so the source's unit conversions are exercised for real.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
@@ -110,25 +111,27 @@ class DeviceCalls(SimCore):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return self._int(dev, "temperature_celsius")
 
-    def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[int]) -> list[NvmlStruct]:
+    def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[Any]) -> Any:
+        """As pynvml's: a ctypes array of ``c_nvmlFieldValue_t``, one per requested ID (an int, or a
+        ``(fieldId, scopeId)`` pair), each with its own ``nvmlReturn``; NOT_SUPPORTED per field for
+        IDs the simulator does not serve or the scenario lacks."""
         dev = self._device(handle, "nvmlDeviceGetFieldValues")
-        out = []
-        for field_id in fieldIds:
-            value = NvmlStruct(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
-            ret = pynvml.NVML_ERROR_NOT_SUPPORTED
-            if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
-                try:
-                    value.uiVal = self._int(dev, "memory_temperature_celsius")
-                    ret = pynvml.NVML_SUCCESS
-                except pynvml.NVMLError:
-                    pass
-            out.append(
-                NvmlStruct(
-                    fieldId=field_id, scopeId=0, timestamp=self.stamp(self.cycle) or 0, latencyUsec=0,
-                    valueType=pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, nvmlReturn=ret, value=value,
-                )
-            )  # fmt: skip
-        return out
+        values = (pynvml.c_nvmlFieldValue_t * len(fieldIds))()
+        stamp = self.stamp(self.cycle) or 0
+        for out, requested in zip(values, fieldIds, strict=True):
+            field_id, scope_id = requested if isinstance(requested, tuple) else (requested, 0)
+            out.fieldId, out.scopeId, out.timestamp = field_id, scope_id, stamp
+            serve = FIELD_VALUES.get(field_id)
+            try:
+                if serve is None:
+                    fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+                value_type, number = serve(self, dev)
+            except pynvml.NVMLError as exc:
+                out.nvmlReturn = exc.value
+                continue
+            out.valueType, out.nvmlReturn = value_type, pynvml.NVML_SUCCESS
+            setattr(out.value, VALUE_MEMBER[value_type], number)
+        return values
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         return self._int(self._device(handle, "nvmlDeviceGetPowerUsage"), "power_watts", 1000)
@@ -171,7 +174,9 @@ class DeviceCalls(SimCore):
         return self._int(self._device(handle, "nvmlDeviceGetPcieReplayCounter"), "pcie_replays")
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int:
-        dev = self._device(handle, "nvmlDeviceGetTotalEccErrors")
+        return self._ecc(self._device(handle, "nvmlDeviceGetTotalEccErrors"), errorType, counterType)
+
+    def _ecc(self, dev: SimDevice, errorType: int, counterType: int) -> int:
         ecc = dev.gpu.ecc
         if ecc is None or not dev.gpu.supports("ecc"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -189,17 +194,22 @@ class DeviceCalls(SimCore):
         return pages
 
     def nvmlDeviceGetRetiredPages(self, device: Any, sourceFilter: int) -> list[int]:
-        pages = self._retired(self._device(device, "nvmlDeviceGetRetiredPages"))
+        dev = self._device(device, "nvmlDeviceGetRetiredPages")
         double = sourceFilter == pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
-        count = round(at(pages.double_bit if double else pages.single_bit, self.cycle))
-        return [0x1000 * (i + 1) for i in range(count)]
+        return [0x1000 * (i + 1) for i in range(self._retired_count(dev, double=double))]
+
+    def _retired_count(self, dev: SimDevice, *, double: bool) -> int:
+        pages = self._retired(dev)
+        return round(at(pages.double_bit if double else pages.single_bit, self.cycle))
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Any) -> int:
         pages = self._retired(self._device(device, "nvmlDeviceGetRetiredPagesPendingStatus"))
         return int(pages.pending)
 
     def nvmlDeviceGetRemappedRows(self, device: Any) -> tuple[int, int, int, int]:
-        dev = self._device(device, "nvmlDeviceGetRemappedRows")
+        return self._remapped(self._device(device, "nvmlDeviceGetRemappedRows"))
+
+    def _remapped(self, dev: SimDevice) -> tuple[int, int, int, int]:
         rows = dev.gpu.remapped_rows
         if rows is None or not dev.gpu.supports("remapped_rows"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -217,3 +227,38 @@ class DeviceCalls(SimCore):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         if not dev.gpu.inforom_valid:
             fail(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
+
+
+_UINT, _ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+_C, _U = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+_V, _A = pynvml.NVML_VOLATILE_ECC, pynvml.NVML_AGGREGATE_ECC
+FieldServer = Callable[[DeviceCalls, SimDevice], tuple[int, int]]
+
+
+def _row(i: int) -> FieldServer:
+    return lambda sim, dev: (_UINT, sim._remapped(dev)[i])
+
+
+FIELD_VALUES: dict[int, FieldServer] = {
+    pynvml.NVML_FI_DEV_MEMORY_TEMP: lambda sim, dev: (_UINT, sim._int(dev, "memory_temperature_celsius")),
+    pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: lambda sim, dev: (_ULL, sim._int(dev, "energy_joules", 1e3)),
+    pynvml.NVML_FI_DEV_POWER_AVERAGE: lambda sim, dev: (_UINT, sim._int(dev, "power_watts", 1000)),
+    pynvml.NVML_FI_DEV_POWER_INSTANT: lambda sim, dev: (_UINT, sim._int(dev, "power_watts", 1000)),
+    pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: lambda sim, dev: (_ULL, sim._int(dev, "pcie_replays")),
+    pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _C, _V)),
+    pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _U, _V)),
+    pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _C, _A)),
+    pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _U, _A)),
+    pynvml.NVML_FI_DEV_RETIRED_SBE: lambda sim, dev: (_ULL, sim._retired_count(dev, double=False)),
+    pynvml.NVML_FI_DEV_RETIRED_DBE: lambda sim, dev: (_ULL, sim._retired_count(dev, double=True)),
+    pynvml.NVML_FI_DEV_RETIRED_PENDING: lambda sim, dev: (_UINT, int(sim._retired(dev).pending)),
+    pynvml.NVML_FI_DEV_REMAPPED_COR: _row(0),
+    pynvml.NVML_FI_DEV_REMAPPED_UNC: _row(1),
+    pynvml.NVML_FI_DEV_REMAPPED_PENDING: _row(2),
+    pynvml.NVML_FI_DEV_REMAPPED_FAILURE: _row(3),
+}
+"""The field IDs the simulator serves, each from the same scenario value as its dedicated call.
+Other engineers' readings (PCIe, NVLink) add their IDs here."""
+
+VALUE_MEMBER = {_UINT: "uiVal", _ULL: "ullVal", pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal"}
+"""The ``c_nvmlValue_t`` union member of each value type served."""

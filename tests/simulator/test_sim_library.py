@@ -311,3 +311,44 @@ def test_every_simulated_function_is_a_real_pynvml_function_with_its_arity() -> 
         ours = list(inspect.signature(getattr(SimulatedNvml, name)).parameters)[1:]  # without self
         theirs = list(inspect.signature(getattr(pynvml, name)).parameters)
         assert len(ours) == len(theirs), (name, ours, theirs)
+
+
+def test_field_values_are_pynvml_structs_with_a_return_code_each() -> None:
+    sim = sim_of(
+        gpu(
+            energy_joules=12.5,
+            power_watts=250,
+            pcie_replays=4,
+            ecc={"corrected_volatile": 3, "uncorrected_aggregate": 1},
+            remapped_rows={"correctable": 5, "uncorrectable": 0, "pending": False, "failed": True},
+        )
+    )
+    h = sim.nvmlDeviceGetHandleByIndex(0)
+    ids = [
+        pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+        (pynvml.NVML_FI_DEV_POWER_INSTANT, 0),
+        pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER,
+        pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL,
+        pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
+        pynvml.NVML_FI_DEV_REMAPPED_FAILURE,
+        pynvml.NVML_FI_DEV_RETIRED_SBE,
+        pynvml.NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT,
+    ]
+    values = sim.nvmlDeviceGetFieldValues(h, ids)
+    assert isinstance(values[0], pynvml.c_nvmlFieldValue_t) and len(values) == len(ids)
+    got = [
+        (v.fieldId, v.nvmlReturn, v.value.ullVal if v.valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+         else v.value.uiVal)
+        for v in values
+    ]  # fmt: skip
+    ns = pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert got == [
+        (pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 0, 12500),
+        (pynvml.NVML_FI_DEV_POWER_INSTANT, 0, 250_000),
+        (pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, 0, 4),
+        (pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, 0, 3),
+        (pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, ns, 0),  # the scenario has no such counter
+        (pynvml.NVML_FI_DEV_REMAPPED_FAILURE, 0, 1),
+        (pynvml.NVML_FI_DEV_RETIRED_SBE, ns, 0),
+        (pynvml.NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT, ns, 0),  # an ID the simulator does not serve
+    ]

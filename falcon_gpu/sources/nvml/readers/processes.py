@@ -33,6 +33,12 @@ NOT_AVAILABLE_ULL = 0xFFFFFFFFFFFFFFFF
 
 ProcessKey = tuple[int, int | None, int | None]
 
+_VARIANTS: dict[str, tuple[Variant, ...]] = {
+    kind: (("v3", f"{base}_v3", {}), ("v2", f"{base}_v2", {}), ("v1", base, {})) for kind, base in LISTS
+}
+"""Per list: the process-info generations, newest first (``_v3`` -> ``_v2`` -> plain)."""
+_FIELDS = {kind: f"processes_{kind}" for kind, _ in LISTS}
+
 
 def _instance_id(value: Any) -> int | None:
     return None if value is None or int(value) == NOT_AVAILABLE_UINT else int(value)
@@ -42,11 +48,9 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
     """The merged process lists of ``handle`` (a device or MIG handle)."""
     types: dict[ProcessKey, list[str]] = {}
     memory: dict[ProcessKey, int | None] = {}
-    for kind, base in LISTS:
-        variants: list[Variant] = [(v, f"{base}_{v}", (handle,), {}) for v in ("v3", "v2")] + [
-            ("v1", base, (handle,), {})
-        ]
-        found = ctx.nvml.call_first(scope, f"processes_{kind}", f"processes_{kind}", variants)
+    for kind, _ in LISTS:
+        field = _FIELDS[kind]
+        found = ctx.nvml.call_first(scope, field, field, _VARIANTS[kind], handle)
         if found is ABSENT:
             continue
         for info in found:

@@ -1,0 +1,227 @@
+"""NVML field values: the scalar readings of one GPU in one ``nvmlDeviceGetFieldValues`` call.
+
+Every reading that NVML also publishes under a field ID (``NVML_FI_DEV_*``) is
+declared once in :data:`FIELDS`. The first reader that asks for one of a device's
+fields in a cycle makes the one call for all of them (:class:`FieldBatch`); the
+others take their value from its answer. On a real driver every NVML call is an
+ioctl, so this turns twelve calls per GPU per cycle into one.
+
+Each value carries its own ``nvmlReturn``, and it is honoured per field:
+
+- SUCCESS: the number, read from the union member its ``valueType`` names;
+- NOT_FOUND: no value this cycle (None);
+- NOT_SUPPORTED or INVALID_ARGUMENT: when the reading has a dedicated function
+  (``FieldSpec.call``), that function is used for this reading on this device
+  from then on (an older driver that does not know the field ID), and *its*
+  NOT_SUPPORTED is remembered the usual way; without one the field is remembered
+  as not supported and not asked again;
+- anything else: an error of the reader that asks for that field (counted, logged
+  once), None; the other fields of the batch are not affected.
+
+When the call as a whole is unavailable (an old binding without it, a driver that
+answers NOT_SUPPORTED or an error for the call), every reading falls back to its
+dedicated function (:data:`USE_CALL`), so old drivers lose nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pynvml
+
+from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
+
+log = logging.getLogger("falcon_gpu.nvml")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One reading available as a field value; ``name`` is its not-supported key."""
+
+    name: str
+    field_id: int
+    call: str | None = None
+    """The dedicated ``nvml*`` function for drivers without the field (None: there is none;
+    for a member of a group, the group's function, which its reader calls)."""
+    args: tuple[Any, ...] = ()
+    """Arguments of ``call`` after the handle."""
+
+
+class UseCall:
+    """The answer "ask the dedicated function": the batch cannot give this field."""
+
+    def __repr__(self) -> str:
+        return "USE_CALL"
+
+
+USE_CALL: Final = UseCall()
+
+_CORR, _UNCORR = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+_VOL, _AGG = pynvml.NVML_VOLATILE_ECC, pynvml.NVML_AGGREGATE_ECC
+_ECC = "nvmlDeviceGetTotalEccErrors"
+
+MEMORY_TEMP: Final = FieldSpec("memory_temperature", pynvml.NVML_FI_DEV_MEMORY_TEMP)
+ENERGY: Final = FieldSpec(
+    "energy", pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, "nvmlDeviceGetTotalEnergyConsumption"
+)
+POWER_AVERAGE: Final = FieldSpec("power_average", pynvml.NVML_FI_DEV_POWER_AVERAGE)
+"""Power averaged over 1 s: what ``nvmlDeviceGetPowerUsage`` answers on Ampere (but GA100) and later."""
+POWER_INSTANT: Final = FieldSpec("power", pynvml.NVML_FI_DEV_POWER_INSTANT, "nvmlDeviceGetPowerUsage")
+"""Instantaneous power: what ``nvmlDeviceGetPowerUsage`` answers on GA100 and older (all GPUs have it)."""
+PCIE_REPLAYS: Final = FieldSpec(
+    "pcie_replays", pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, "nvmlDeviceGetPcieReplayCounter"
+)
+ECC: Final = (
+    FieldSpec("ecc_corrected_volatile", pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, _ECC, (_CORR, _VOL)),
+    FieldSpec("ecc_uncorrected_volatile", pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, _ECC, (_UNCORR, _VOL)),
+    FieldSpec("ecc_corrected_aggregate", pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL, _ECC, (_CORR, _AGG)),
+    FieldSpec("ecc_uncorrected_aggregate", pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL, _ECC, (_UNCORR, _AGG)),
+)
+"""Single-bit = corrected, double-bit = uncorrected; in :class:`EccCounts` field order."""
+_PAGES, _ROWS = "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRemappedRows"
+RETIRED: Final = (
+    FieldSpec("retired_single_bit", pynvml.NVML_FI_DEV_RETIRED_SBE, _PAGES),
+    FieldSpec("retired_double_bit", pynvml.NVML_FI_DEV_RETIRED_DBE, _PAGES),
+    FieldSpec("retired_pending", pynvml.NVML_FI_DEV_RETIRED_PENDING, _PAGES),
+)
+"""Retired page counts. Groups fall back as a whole: the health reader makes the group's calls
+when any member answers USE_CALL (``call`` names them, for the log)."""
+REMAPPED: Final = (
+    FieldSpec("remapped_correctable", pynvml.NVML_FI_DEV_REMAPPED_COR, _ROWS),
+    FieldSpec("remapped_uncorrectable", pynvml.NVML_FI_DEV_REMAPPED_UNC, _ROWS),
+    FieldSpec("remapped_pending", pynvml.NVML_FI_DEV_REMAPPED_PENDING, _ROWS),
+    FieldSpec("remapped_failed", pynvml.NVML_FI_DEV_REMAPPED_FAILURE, _ROWS),
+)
+"""Remapped rows, in :class:`RemappedRows` field order (a group, like RETIRED)."""
+
+FIELDS: Final = (MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED)
+
+VALUE_ATTR: Final = {
+    pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}
+"""Which member of the ``c_nvmlValue_t`` union holds a value of each ``valueType``."""
+
+_OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
+
+Answer = float | None | UseCall
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A field that answered an unexpected code: the error of the reader that asks for it."""
+
+    error: str
+
+
+class FieldValues:
+    """Per source: which fields each device is asked in its batch, and which use their own call."""
+
+    def __init__(self, nvml: NvmlCaller, specs: tuple[FieldSpec, ...] = FIELDS) -> None:
+        self._nvml = nvml
+        self._specs = specs
+        self._by_id = {s.field_id: s for s in specs}
+        self._via_call: set[tuple[str, str]] = set()
+        self._ids: dict[str, tuple[int, list[int]]] = {}
+        """Per scope: (the caller's not-supported generation, the field IDs to ask)."""
+
+    def report(self, failed: Failed) -> None:
+        self._nvml.errors.append(failed.error)
+
+    def batch(self, scope: str, handle: Any) -> FieldBatch:
+        return FieldBatch(self, scope, handle)
+
+    def uses_call(self, scope: str, spec: FieldSpec) -> bool:
+        return (scope, spec.name) in self._via_call
+
+    def _ids_for(self, scope: str) -> list[int]:
+        generation = self._nvml.generation
+        cached = self._ids.get(scope)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        ids = [
+            s.field_id
+            for s in self._specs
+            if self._nvml.supported(scope, s.name) and (scope, s.name) not in self._via_call
+        ]
+        self._ids[scope] = (generation, ids)
+        return ids
+
+    def fetch(self, scope: str, handle: Any) -> dict[int, Answer | Failed] | None:
+        """This cycle's answers by field ID; None: the call is unavailable (use the dedicated ones)."""
+        ids = self._ids_for(scope)
+        if not ids:
+            return {}
+        raw = self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids)
+        if raw is ABSENT:
+            return None
+        out: dict[int, Answer | Failed] = {}
+        for value in raw:
+            field_id = int(value.fieldId)
+            spec = self._by_id.get(field_id)
+            if spec is not None:
+                out[field_id] = self._answer(scope, spec, value)
+        return out
+
+    def _answer(self, scope: str, spec: FieldSpec, value: Any) -> Answer | Failed:
+        ret = int(value.nvmlReturn)
+        if ret == pynvml.NVML_SUCCESS:
+            attr = VALUE_ATTR.get(int(value.valueType))
+            if attr is None:
+                return Failed(f"{spec.name}: unknown field value type {value.valueType}")
+            return float(getattr(value.value, attr))
+        if ret == pynvml.NVML_ERROR_NOT_FOUND:
+            return None
+        if ret in _OLD_DRIVER:
+            if spec.call is None:
+                self._nvml.mark_not_supported(scope, spec.name)
+                return None
+            self._via_call.add((scope, spec.name))
+            self._ids.pop(scope, None)
+            log.info("NVML: field %s of %s answered code %d; using %s instead", spec.field_id, scope, ret,
+                     spec.call)  # fmt: skip
+            return USE_CALL
+        return Failed(f"{spec.name}: field {spec.field_id} answered NVML error code {ret}")
+
+
+class FieldBatch:
+    """One device's field values in one cycle, fetched on first use."""
+
+    __slots__ = ("_handle", "_owner", "_scope", "_values")
+
+    def __init__(self, owner: FieldValues, scope: str, handle: Any) -> None:
+        self._owner = owner
+        self._scope = scope
+        self._handle = handle
+        self._values: dict[int, Answer | Failed] | UseCall | None = USE_CALL
+        """USE_CALL until fetched; None when the call is unavailable."""
+
+    def get(self, spec: FieldSpec) -> Answer:
+        """The field's number, None (no value), or USE_CALL (ask its dedicated function)."""
+        if self._owner.uses_call(self._scope, spec):
+            return USE_CALL
+        if isinstance(self._values, UseCall):
+            self._values = self._owner.fetch(self._scope, self._handle)
+        if self._values is None:
+            return USE_CALL
+        got = self._values.get(spec.field_id)
+        if isinstance(got, Failed):
+            self._owner.report(got)
+            return None
+        return got
+
+    def value(self, nvml: NvmlCaller, spec: FieldSpec) -> Any:
+        """The field's number, or its dedicated call's answer where the batch cannot give it; ABSENT: none."""
+        got = self.get(spec)
+        if isinstance(got, UseCall):
+            if spec.call is None:
+                return ABSENT
+            return nvml.call(self._scope, spec.name, spec.call, self._handle, *spec.args)
+        return ABSENT if got is None else got
