@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
+import time
 
 import pynvml
 import pytest
@@ -352,3 +353,23 @@ def test_field_values_are_pynvml_structs_with_a_return_code_each() -> None:
         (pynvml.NVML_FI_DEV_RETIRED_SBE, ns, 0),
         (pynvml.NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT, ns, 0),  # an ID the simulator does not serve
     ]
+
+
+def test_event_wait_blocks_for_its_timeout_and_wakes_on_the_next_event() -> None:
+    sim = sim_of(gpu(xid_events=[{"cycle": 1, "xid": 79}]))
+    sim.nvmlDeviceGetCount()  # cycle 0: the event is not due yet
+    event_set = sim.nvmlEventSetCreate()
+    sim.nvmlDeviceRegisterEvents(
+        sim.nvmlDeviceGetHandleByIndex(0), pynvml.nvmlEventTypeXidCriticalError, event_set
+    )
+    started = time.monotonic()
+    assert code_of(sim.nvmlEventSetWait, event_set, 300) == pynvml.NVML_ERROR_TIMEOUT
+    assert time.monotonic() - started >= 0.29  # the whole timeout, not 50 ms slices
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(sim.nvmlEventSetWait(event_set, 10_000).eventData))
+    started = time.monotonic()
+    waiter.start()
+    time.sleep(0.05)
+    sim.nvmlDeviceGetCount()  # cycle 1: the XID becomes due and wakes the waiter
+    waiter.join(5)
+    assert got == [79] and time.monotonic() - started < 2

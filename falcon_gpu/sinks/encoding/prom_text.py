@@ -1,17 +1,26 @@
 """Prometheus text exposition format 0.0.4, as a pure function of a batch.
 
 Used by the stdout sink and the Pushgateway sink. Label values are escaped
-(backslash, double quote, newline) as the format requires; timestamps are
-optional because Pushgateway rejects them.
+(backslash, double quote, newline) as the format requires. No timestamps:
+Pushgateway rejects them, and a scrape or stdout reader takes the time it reads.
+
+The same series (metric name and label set) come back every cycle, so the
+rendered ``name{labels} `` text of each is cached (:data:`MAX_CACHED` entries,
+dropped all at once when full, so a node whose pods churn cannot grow it without
+bound); only the values are formatted per cycle.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Final
 
-from falcon_gpu.model.samples import Family, PromBatch
+from falcon_gpu.model.samples import Family, Labels, PromBatch
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MAX_CACHED: Final = 65_536
+
+_series_text: dict[tuple[str, Labels], str] = {}
 
 
 def escape_label_value(value: str) -> str:
@@ -32,19 +41,31 @@ def format_value(value: float) -> str:
     return repr(float(value))
 
 
-def encode_family(family: Family, timestamp_ms: int | None = None) -> str:
-    suffix = f" {timestamp_ms}" if timestamp_ms is not None else ""
-    lines = [f"# HELP {family.name} {_escape_help(family.help)}", f"# TYPE {family.name} {family.kind}"]
-    for s in family.series:
-        if s.labels:
-            inner = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in s.labels)
-            lines.append(f"{family.name}{{{inner}}} {format_value(s.value)}{suffix}")
-        else:
-            lines.append(f"{family.name} {format_value(s.value)}{suffix}")
+def _render_series(name: str, labels: Labels) -> str:
+    if not labels:
+        return name + " "
+    inner = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels)
+    return f"{name}{{{inner}}} "
+
+
+def series_text(name: str, labels: Labels) -> str:
+    """``name{k="v",...} `` (with the trailing space), rendered once per series while cached."""
+    key = (name, labels)
+    text = _series_text.get(key)
+    if text is None:
+        if len(_series_text) >= MAX_CACHED:
+            _series_text.clear()
+        text = _series_text[key] = _render_series(name, labels)
+    return text
+
+
+def encode_family(family: Family) -> str:
+    name = family.name
+    lines = [f"# HELP {name} {_escape_help(family.help)}", f"# TYPE {name} {family.kind}"]
+    lines.extend(series_text(name, s.labels) + format_value(s.value) for s in family.series)
     return "\n".join(lines) + "\n"
 
 
-def encode(batch: PromBatch, *, with_timestamps: bool = False) -> str:
+def encode(batch: PromBatch) -> str:
     """The whole batch; families with no series are left out (the format allows it, but it is noise)."""
-    ts = batch.timestamp_ms if with_timestamps else None
-    return "".join(encode_family(f, ts) for f in batch.families if f.series)
+    return "".join(encode_family(f) for f in batch.families if f.series)
