@@ -7,6 +7,8 @@ base units, so the source's unit conversions are exercised for real.
 
 from __future__ import annotations
 
+import struct
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -114,24 +116,27 @@ class DeviceCalls(SimCore):
     def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[Any]) -> Any:
         """As pynvml's: a ctypes array of ``c_nvmlFieldValue_t``, one per requested ID (an int, or a
         ``(fieldId, scopeId)`` pair), each with its own ``nvmlReturn``; NOT_SUPPORTED per field for
-        IDs the simulator does not serve or the scenario lacks."""
+        IDs the simulator does not serve or the scenario lacks.
+
+        The array is packed in one go from the structs' C layout (:data:`FIELD_VALUE_LAYOUT`) rather
+        than field by field: pynvml's structs set every attribute through Python, and that would make
+        the simulator, not the code under measurement, the cost of a field-values call."""
         dev = self._device(handle, "nvmlDeviceGetFieldValues")
-        values = (pynvml.c_nvmlFieldValue_t * len(fieldIds))()
         stamp = self.stamp(self.cycle) or 0
-        for out, requested in zip(values, fieldIds, strict=True):
+        packed = bytearray()
+        for requested in fieldIds:
             field_id, scope_id = requested if isinstance(requested, tuple) else (requested, 0)
-            out.fieldId, out.scopeId, out.timestamp = field_id, scope_id, stamp
             serve = FIELD_VALUES.get(field_id)
+            value_type, ret, raw = 0, pynvml.NVML_SUCCESS, 0
             try:
                 if serve is None:
                     fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
                 value_type, number = serve(self, dev)
+                raw = _ULL_OF[value_type](number)
             except pynvml.NVMLError as exc:
-                out.nvmlReturn = exc.value
-                continue
-            out.valueType, out.nvmlReturn = value_type, pynvml.NVML_SUCCESS
-            setattr(out.value, VALUE_MEMBER[value_type], number)
-        return values
+                ret = exc.value
+            packed += FIELD_VALUE_LAYOUT.pack(field_id, scope_id, stamp, 0, value_type, ret, raw)
+        return (pynvml.c_nvmlFieldValue_t * len(fieldIds)).from_buffer_copy(packed)
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         return self._int(self._device(handle, "nvmlDeviceGetPowerUsage"), "power_watts", 1000)
@@ -260,5 +265,13 @@ FIELD_VALUES: dict[int, FieldServer] = {
 """The field IDs the simulator serves, each from the same scenario value as its dedicated call.
 Other engineers' readings (PCIe, NVLink) add their IDs here."""
 
-VALUE_MEMBER = {_UINT: "uiVal", _ULL: "ullVal", pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal"}
-"""The ``c_nvmlValue_t`` union member of each value type served."""
+FIELD_VALUE_LAYOUT = struct.Struct("@IIqqIIQ")
+"""``c_nvmlFieldValue_t`` in C: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, value
+(the 8-byte ``c_nvmlValue_t`` union; checked against ctypes in the simulator tests)."""
+
+_ULL_OF: dict[int, Callable[[float], int]] = {
+    _UINT: lambda n: int(n) & 0xFFFFFFFF,  # uiVal: the union's low 4 bytes (little-endian)
+    _ULL: lambda n: int(n),
+    pynvml.NVML_VALUE_TYPE_DOUBLE: lambda n: int.from_bytes(struct.pack("@d", n), sys.byteorder),
+}
+"""Each served value type as the union's 8 bytes read as one unsigned integer."""

@@ -34,12 +34,15 @@ def test_exact_text_with_escaping_and_values() -> None:
     )
 
 
-def test_cached_series_text_is_reused_and_values_are_not() -> None:
+def test_cached_series_text_is_reused_and_changed_values_are_formatted() -> None:
     first = prom_text.encode(batch(1.0, 2.0))
     assert prom_text.encode(batch(1.0, 2.0)) == first
     assert prom_text.encode(batch(7.0, 8.0)) == first.replace("} 1\n", "} 7\n").replace("} 2\n", "} 8\n")
+    prefix = 'x_ratio{node="n1",pod="a\\"b\\\\c\\nd0"} '
     assert prom_text._series_text[("x_ratio", (("node", "n1"), ("pod", 'a"b\\c\nd0')))] == (
-        'x_ratio{node="n1",pod="a\\"b\\\\c\\nd0"} '
+        prefix,
+        7.0,
+        prefix + "7",
     )
 
 

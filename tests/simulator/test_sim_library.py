@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import inspect
 import threading
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from falcon_gpu.simulator.library import SimulatedNvml
 from falcon_gpu.simulator.scenario import load_scenario, parse_scenario, resolve_scenario
+from falcon_gpu.simulator.sim_device import FIELD_VALUE_LAYOUT
 from falcon_gpu.sources.nvml.library import load_nvml
 
 GIB = 1 << 30
@@ -373,3 +375,10 @@ def test_event_wait_blocks_for_its_timeout_and_wakes_on_the_next_event() -> None
     sim.nvmlDeviceGetCount()  # cycle 1: the XID becomes due and wakes the waiter
     waiter.join(5)
     assert got == [79] and time.monotonic() - started < 2
+
+
+def test_the_packed_field_value_layout_is_the_ctypes_struct() -> None:
+    struct_type = pynvml.c_nvmlFieldValue_t
+    assert FIELD_VALUE_LAYOUT.size == ctypes.sizeof(struct_type)
+    offsets = [getattr(struct_type, name).offset for name, _ in struct_type._fields_]
+    assert offsets == [0, 4, 8, 16, 24, 28, 32]

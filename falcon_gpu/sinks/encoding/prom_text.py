@@ -4,10 +4,12 @@ Used by the stdout sink and the Pushgateway sink. Label values are escaped
 (backslash, double quote, newline) as the format requires. No timestamps:
 Pushgateway rejects them, and a scrape or stdout reader takes the time it reads.
 
-The same series (metric name and label set) come back every cycle, so the
-rendered ``name{labels} `` text of each is cached (:data:`MAX_CACHED` entries,
-dropped all at once when full, so a node whose pods churn cannot grow it without
-bound); only the values are formatted per cycle.
+The same series (metric name and label set) come back every cycle, and most of
+their values do not change between cycles (memory total, limits, clocks, error
+counters), so each series' rendered ``name{labels} value`` line is cached with its
+value: an unchanged value reuses the line, a changed one formats only the value.
+The cache is bounded (:data:`MAX_CACHED` entries, dropped all at once when full,
+so a node whose pods churn cannot grow it without bound).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from falcon_gpu.model.samples import Family, Labels, PromBatch
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_CACHED: Final = 65_536
 
-_series_text: dict[tuple[str, Labels], str] = {}
+_series_text: dict[tuple[str, Labels], tuple[str, float, str]] = {}
+"""(name, labels) -> (``name{labels} ``, the last value, its whole line)."""
 
 
 def escape_label_value(value: str) -> str:
@@ -48,21 +51,27 @@ def _render_series(name: str, labels: Labels) -> str:
     return f"{name}{{{inner}}} "
 
 
-def series_text(name: str, labels: Labels) -> str:
-    """``name{k="v",...} `` (with the trailing space), rendered once per series while cached."""
+def series_line(name: str, labels: Labels, value: float) -> str:
+    """``name{k="v",...} value``: the label text rendered once per series, the line once per value."""
     key = (name, labels)
-    text = _series_text.get(key)
-    if text is None:
+    cached = _series_text.get(key)
+    if cached is not None:
+        if cached[1] == value:
+            return cached[2]
+        prefix = cached[0]
+    else:
         if len(_series_text) >= MAX_CACHED:
             _series_text.clear()
-        text = _series_text[key] = _render_series(name, labels)
-    return text
+        prefix = _render_series(name, labels)
+    line = prefix + format_value(value)
+    _series_text[key] = (prefix, value, line)
+    return line
 
 
 def encode_family(family: Family) -> str:
     name = family.name
     lines = [f"# HELP {name} {_escape_help(family.help)}", f"# TYPE {name} {family.kind}"]
-    lines.extend(series_text(name, s.labels) + format_value(s.value) for s in family.series)
+    lines.extend(series_line(name, s.labels, s.value) for s in family.series)
     return "\n".join(lines) + "\n"
 
 

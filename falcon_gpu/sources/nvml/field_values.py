@@ -127,10 +127,9 @@ class FieldValues:
     def __init__(self, nvml: NvmlCaller, specs: tuple[FieldSpec, ...] = FIELDS) -> None:
         self._nvml = nvml
         self._specs = specs
-        self._by_id = {s.field_id: s for s in specs}
         self._via_call: set[tuple[str, str]] = set()
-        self._ids: dict[str, tuple[int, list[int]]] = {}
-        """Per scope: (the caller's not-supported generation, the field IDs to ask)."""
+        self._ids: dict[str, tuple[int, list[int], list[FieldSpec]]] = {}
+        """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs)."""
 
     def report(self, failed: Failed) -> None:
         self._nvml.errors.append(failed.error)
@@ -141,34 +140,31 @@ class FieldValues:
     def uses_call(self, scope: str, spec: FieldSpec) -> bool:
         return (scope, spec.name) in self._via_call
 
-    def _ids_for(self, scope: str) -> list[int]:
+    def _ids_for(self, scope: str) -> tuple[int, list[int], list[FieldSpec]]:
         generation = self._nvml.generation
         cached = self._ids.get(scope)
         if cached is not None and cached[0] == generation:
-            return cached[1]
-        ids = [
-            s.field_id
+            return cached
+        specs = [
+            s
             for s in self._specs
             if self._nvml.supported(scope, s.name) and (scope, s.name) not in self._via_call
         ]
-        self._ids[scope] = (generation, ids)
-        return ids
+        cached = self._ids[scope] = (generation, [s.field_id for s in specs], specs)
+        return cached
 
     def fetch(self, scope: str, handle: Any) -> dict[int, Answer | Failed] | None:
         """This cycle's answers by field ID; None: the call is unavailable (use the dedicated ones)."""
-        ids = self._ids_for(scope)
+        _, ids, specs = self._ids_for(scope)
         if not ids:
             return {}
         raw = self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids)
         if raw is ABSENT:
             return None
-        out: dict[int, Answer | Failed] = {}
-        for value in raw:
-            field_id = int(value.fieldId)
-            spec = self._by_id.get(field_id)
-            if spec is not None:
-                out[field_id] = self._answer(scope, spec, value)
-        return out
+        # NVML answers in request order (the array it was given, filled in place).
+        return {
+            spec.field_id: self._answer(scope, spec, value) for spec, value in zip(specs, raw, strict=True)
+        }
 
     def _answer(self, scope: str, spec: FieldSpec, value: Any) -> Answer | Failed:
         ret = int(value.nvmlReturn)
