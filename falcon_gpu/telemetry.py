@@ -69,7 +69,7 @@ class Telemetry:
             self._spool[sink] = n
 
     def readers_done(self, outcome: dict[str, tuple[bool, float]]) -> None:
-        """The NVML readers' outcome of one cycle (the dict is kept, not copied: pass a fresh one)."""
+        """The NVML readers' outcome of one cycle: name -> (succeeded on every GPU, seconds)."""
         with self._lock:
             self._readers = outcome
 
@@ -88,7 +88,7 @@ class Telemetry:
                 errors_total=dict(self._errors),
                 samples_total=dict(self._samples),
                 spool_bytes=dict(self._spool),
-                readers=self._readers,
+                readers=dict(self._readers),
             )
 
     # -- log once ---------------------------------------------------------
