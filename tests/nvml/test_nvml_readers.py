@@ -13,7 +13,7 @@ import pytest
 
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
-from falcon_gpu.model.snapshot import DeviceReading, Snapshot
+from falcon_gpu.model.snapshot import DeviceReading
 from falcon_gpu.schemas import falcon_gpu
 from falcon_gpu.simulator.library import SimulatedNvml
 from falcon_gpu.sinks.encoding import prom_text
@@ -259,7 +259,11 @@ def test_not_supported_per_field_is_remembered_per_field() -> None:
     assert telemetry.view().errors_total == {}
 
 
-def test_snapshot_fields_are_never_a_reader_typo_away_from_losing_the_device() -> None:
+def test_reader_outcomes_are_absent_while_nvml_is_down() -> None:
     sim = SimulatedNvml(scenario_of(FULL))
-    snap: Snapshot = source_on(sim)[0].collect(1000.0)
-    assert snap.devices[0].up and snap.nvml_ok
+    source, telemetry = source_on(sim)
+    source.collect(1000.0)
+    assert set(telemetry.view().readers) == {name for name, _ in READERS}
+    sim.nvmlShutdown()  # NVML stops answering (UNINITIALIZED on every call)
+    snap = source.collect(1001.0)
+    assert not snap.nvml_ok and telemetry.view().readers == {}

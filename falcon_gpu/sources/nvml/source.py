@@ -100,14 +100,18 @@ class NvmlSource:
 
     # -- the cycle ---------------------------------------------------------
     def collect(self, timestamp: float) -> Snapshot:
-        """One cycle's readings. Never raises: NVML down -> ``Snapshot(nvml_ok=False)``."""
+        """One cycle's readings. Never raises: NVML down -> ``Snapshot(nvml_ok=False)`` (and no
+        reader outcome: the ``reader_*`` series are absent rather than last cycle's)."""
         try:
-            return self._collect(timestamp)
+            snapshot = self._collect(timestamp)
         except Exception as exc:  # the last line of defence: a bug must not stop the agent
             log.debug("NVML collection failed", exc_info=True)
             message = f"NVML collection failed unexpectedly: {type(exc).__name__}: {exc}"
             self._telemetry.failing("nvml:collect", "nvml", message)
-            return Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=message)
+            snapshot = Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=message)
+        if not snapshot.nvml_ok:
+            self._telemetry.readers_done({})
+        return snapshot
 
     def _collect(self, timestamp: float) -> Snapshot:
         if not self._session.ensure():
