@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pynvml
@@ -17,6 +18,7 @@ from falcon_gpu.model.snapshot import DeviceReading
 from falcon_gpu.schemas import falcon_gpu
 from falcon_gpu.simulator.library import SimulatedNvml
 from falcon_gpu.sinks.encoding import prom_text
+from falcon_gpu.sources.nvml import field_values
 from falcon_gpu.sources.nvml import source as source_module
 from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields
 from falcon_gpu.sources.nvml.readers.base import FIELD_TYPES
@@ -267,3 +269,33 @@ def test_reader_outcomes_are_absent_while_nvml_is_down() -> None:
     sim.nvmlShutdown()  # NVML stops answering (UNINITIALIZED on every call)
     snap = source.collect(1001.0)
     assert not snap.nvml_ok and telemetry.view().readers == {}
+
+
+@pytest.mark.parametrize(
+    ("value_type", "member", "number"),
+    [
+        (pynvml.NVML_VALUE_TYPE_DOUBLE, "dVal", 2.5),
+        (pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, "uiVal", 4_000_000_000),
+        (pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG, "ulVal", 1 << 40),
+        (pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal", (1 << 63) + 5),
+        (pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG, "sllVal", -7),
+        (pynvml.NVML_VALUE_TYPE_SIGNED_INT, "siVal", -3),
+        (pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT, "usVal", 65535),
+    ],
+)
+def test_field_values_read_from_bytes_equal_the_struct_members(
+    value_type: int, member: str, number: float
+) -> None:
+    values = (pynvml.c_nvmlFieldValue_t * 2)()
+    values[0].valueType, values[0].nvmlReturn = value_type, pynvml.NVML_SUCCESS
+    setattr(values[0].value, member, number)
+    values[1].valueType, values[1].nvmlReturn = 99, pynvml.NVML_ERROR_NOT_SUPPORTED  # a type unknown here
+    as_objects = [  # a binding that answers plain objects goes the attribute way
+        SimpleNamespace(
+            valueType=v.valueType, nvmlReturn=v.nvmlReturn, value=SimpleNamespace(**{member: number})
+        )
+        for v in values
+    ]
+    want = [(pynvml.NVML_SUCCESS, value_type, float(number)), (pynvml.NVML_ERROR_NOT_SUPPORTED, 99, None)]
+    assert field_values._decoded(values) == want == field_values._decoded(as_objects)
+    assert field_values.LITTLE_ENDIAN  # the bytes path is the one taken on this machine

@@ -25,7 +25,11 @@ dedicated function (:data:`USE_CALL`), so old drivers lose nothing.
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import struct
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -109,6 +113,48 @@ VALUE_ATTR: Final = {
 }
 """Which member of the ``c_nvmlValue_t`` union holds a value of each ``valueType``."""
 
+LAYOUT: Final = struct.Struct("@IIqqIIQ")
+"""``c_nvmlFieldValue_t`` in C: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn and
+the 8-byte ``c_nvmlValue_t`` union (read as one unsigned integer; checked against ctypes in the tests)."""
+
+_FROM_U64: Final[dict[int, Callable[[int], float]]] = {
+    pynvml.NVML_VALUE_TYPE_DOUBLE: lambda u: float(struct.unpack("<d", u.to_bytes(8, "little"))[0]),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: lambda u: float(u & 0xFFFF_FFFF),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: float,
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: float,
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: lambda u: float(u - (1 << 64) if u >> 63 else u),
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: lambda u: float(
+        (u & 0xFFFF_FFFF) - (1 << 32) if u & 0x8000_0000 else u & 0xFFFF_FFFF
+    ),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: lambda u: float(u & 0xFFFF),
+}
+"""Each value type from the union's 8 bytes (little-endian: the narrow members are the low bytes)."""
+
+Decoded = tuple[int, int, float | None]
+"""(nvmlReturn, valueType, the number or None for a type not known here)."""
+
+
+def _decoded(raw: Any) -> list[Decoded]:
+    """The answers of a field-values array, read from its bytes in one go where it is pynvml's ctypes
+    array (pynvml's structs route every attribute read through Python: three per field), else by
+    attribute."""
+    if LITTLE_ENDIAN and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
+        return [
+            (ret, value_type, None if (decode := _FROM_U64.get(value_type)) is None else decode(u64))
+            for _, _, _, _, value_type, ret, u64 in LAYOUT.iter_unpack(memoryview(raw).cast("B"))
+        ]
+    out: list[Decoded] = []
+    for value in raw:
+        value_type = int(value.valueType)
+        attr = VALUE_ATTR.get(value_type)
+        out.append(
+            (int(value.nvmlReturn), value_type, None if attr is None else float(getattr(value.value, attr)))
+        )
+    return out
+
+
+LITTLE_ENDIAN: Final = sys.byteorder == "little" and ctypes.sizeof(pynvml.c_nvmlFieldValue_t) == LAYOUT.size
+
 _OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 
 Answer = float | None | UseCall
@@ -163,16 +209,17 @@ class FieldValues:
             return None
         # NVML answers in request order (the array it was given, filled in place).
         return {
-            spec.field_id: self._answer(scope, spec, value) for spec, value in zip(specs, raw, strict=True)
+            spec.field_id: self._answer(scope, spec, ret, value_type, number)
+            for spec, (ret, value_type, number) in zip(specs, _decoded(raw), strict=True)
         }
 
-    def _answer(self, scope: str, spec: FieldSpec, value: Any) -> Answer | Failed:
-        ret = int(value.nvmlReturn)
+    def _answer(
+        self, scope: str, spec: FieldSpec, ret: int, value_type: int, number: float | None
+    ) -> Answer | Failed:
         if ret == pynvml.NVML_SUCCESS:
-            attr = VALUE_ATTR.get(int(value.valueType))
-            if attr is None:
-                return Failed(f"{spec.name}: unknown field value type {value.valueType}")
-            return float(getattr(value.value, attr))
+            if number is None:
+                return Failed(f"{spec.name}: unknown field value type {value_type}")
+            return number
         if ret == pynvml.NVML_ERROR_NOT_FOUND:
             return None
         if ret in _OLD_DRIVER:
