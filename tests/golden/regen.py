@@ -21,11 +21,14 @@ Regenerate after a deliberate output change, and review the diff:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from falcon_gpu.attribution import Attributor
@@ -122,9 +125,20 @@ def _cycles(name: str) -> list[CycleData]:
     return out
 
 
+@contextlib.contextmanager
+def _no_settings_from_the_environment() -> Iterator[None]:
+    """``FALCON_GPU_*`` variables would change the settings, and so the output."""
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FALCON_GPU_")}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 def render(name: str) -> dict[str, str]:
     """File name -> content for one scenario."""
-    cycles = _cycles(name)
+    with _no_settings_from_the_environment():
+        cycles = _cycles(name)
     fg, dc, of = [], [], []
     for i, cycle in enumerate(cycles):
         fg.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle)))
