@@ -111,7 +111,8 @@ class DeviceContext:
     """Answers that only an administrator changes (power limit, infoROM): re-read once a minute."""
     fields: Fields = field(default_factory=lambda: Fields())
     """What earlier readers produced this cycle (the MIG reader uses the processes)."""
-    sm_by_pid: dict[int, float] = field(default_factory=dict)
+    sm_by_pid: dict[int, float] | None = field(default_factory=dict)
+    """PID -> SM share this cycle; None where NVML gives no per-process utilisation."""
 
 
 Reader = Callable[[DeviceContext], Fields]
