@@ -124,9 +124,13 @@ class QueuedSink(Sink, Generic[T]):
         if self._closed:
             return
         self._start()
-        items = list(self.explode(rendered))
+        self._enqueue(list(self.explode(rendered)))
+
+    def _enqueue(self, items: list[T]) -> None:
+        """Hand items to the batcher (also used by a sink for items of its own at close)."""
         if not items:
             return
+        self._start()
         try:
             self._queue.put_nowait(items)
             self._telemetry.recovered(f"{self._key}:queue", f"sink {self.name}: memory queue has room again")

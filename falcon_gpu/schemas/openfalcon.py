@@ -1,9 +1,10 @@
 """The Open-Falcon schema (CONTRACT section 4): gpu-mon's metric names, so its users'
 strategies keep working, plus node roll-ups and per-pod items.
 
-Tag values keep only ``[A-Za-z0-9._-]``; ``metric`` + ``tags`` stay under 255
-characters (falcon-agent and transfer reject longer counters) by shortening the
-longest tag value and marking it with a short hash so distinct values stay distinct.
+Tags with an empty value are left out; tag values keep only ``[A-Za-z0-9._-]``;
+``metric`` + ``tags`` stay under 255 characters (falcon-agent and transfer reject
+longer counters) by shortening the longest tag value and marking it with a short
+hash so distinct values stay distinct.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ def _digest(value: str) -> str:
 
 
 def format_tags(metric: str, pairs: list[tuple[str, str]]) -> str:
-    """``k=v,k=v`` with sanitised values, shortened until metric + tags fit."""
-    clean = [(k, sanitize(v)) for k, v in pairs]
+    """``k=v,k=v`` with sanitised values, shortened until metric + tags fit. A tag with
+    an empty value is left out (``container=`` would be a distinct, meaningless counter)."""
+    clean = [(k, sanitize(v)) for k, v in pairs if v]
     tags = ",".join(f"{k}={v}" for k, v in clean)
     while len(metric) + len(tags) > MAX_COUNTER:
         i = max(range(len(clean)), key=lambda j: len(clean[j][1]))

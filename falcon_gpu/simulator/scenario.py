@@ -77,12 +77,21 @@ def _process(o: Obj) -> ProcessScenario:
     for t in types:
         if t not in PROCESS_TYPES:
             raise ScenarioError(f"{o.sub('type')}: expected one of {PROCESS_TYPES}, got {t!r}")
+    first, until = o.integer("from_cycle", 0), o.opt_integer("until_cycle")
+    if first < 0:
+        raise ScenarioError(f"{o.sub('from_cycle')}: expected a cycle number (0 or more), got {first}")
+    if until is not None and until <= first:
+        raise ScenarioError(
+            f"{o.sub('until_cycle')}: expected a cycle after from_cycle ({first}), got {until}"
+        )
     proc = ProcessScenario(
         pid=o.integer("pid"),
         name=o.opt_string("name"),
         types=types,
         used_memory_bytes=o.series("used_memory_bytes"),
         sm_util_percent=o.series("sm_util_percent"),
+        from_cycle=first,
+        until_cycle=until,
     )
     o.done()
     return proc

@@ -139,6 +139,11 @@ class RemoteWriteSinkConfig(_HttpSinkConfig):
     type: Literal["remote_write"]
     url: str = "http://127.0.0.1:9090/api/v1/write"
     version: Literal[1, 2] = 1
+    job: str = Field("falcon_gpu", min_length=1, description="the job label on every series")
+    instance: str | None = Field(None, min_length=1, description="the instance label; default the node")
+    stale_on_shutdown: bool = Field(
+        True, description="mark every series stale at a clean shutdown (false for `run --once` from cron)"
+    )
 
 
 SinkConfig = Annotated[
