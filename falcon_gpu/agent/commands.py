@@ -32,6 +32,7 @@ def _runner(rt: Runtime, *, step: int) -> CycleRunner:
         telemetry=rt.telemetry,
         schema=s.schema_,
         process_metrics=s.process_metrics,
+        jobs=rt.jobs,
     )
 
 
@@ -54,7 +55,7 @@ def dropped_report(telemetry: Telemetry) -> list[str]:
 
 
 def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
-    rt = build(settings, simulate=simulate)
+    rt = build(settings, simulate=simulate, with_jobs=True)
     stuck = closed = False
     try:
         if once:
@@ -102,7 +103,9 @@ def plugin(settings: Settings, *, simulate: str | None) -> int:
     everything from a non-zero exit)."""
     items: list[dict[str, object]] = []
     try:
-        rt = build(settings, simulate=simulate, with_sinks=False)
+        # job records in the plugin only when asked for: it runs every minute under falcon-agent,
+        # often as a user who cannot write the default jobs_dir
+        rt = build(settings, simulate=simulate, with_sinks=False, with_jobs="jobs_dir" in settings.explicit)
         try:
             _prepare_one_shot(rt)
             rendered = _runner(rt, step=PLUGIN_STEP).run()

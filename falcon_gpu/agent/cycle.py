@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
@@ -19,6 +19,9 @@ from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.schemas.render import RenderedCycle
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from falcon_gpu.jobs.tracker import JobTracker
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +47,14 @@ class CycleRunner:
         schema: Literal["falcon_gpu", "dcgm"] = "falcon_gpu",
         process_metrics: bool = False,
         clock: Callable[[], float] = time.time,
+        jobs: JobTracker | None = None,
     ) -> None:
         self.node, self.step = node, step
         self.source, self.attributor, self.sinks = source, attributor, list(sinks)
         self.telemetry, self.schema, self.process_metrics = telemetry, schema, process_metrics
         self.health = HealthEvaluator()
         self._clock = clock
+        self.jobs = jobs
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
@@ -64,14 +69,18 @@ class CycleRunner:
                 log.debug("attribution failure", exc_info=True)
             else:
                 self.telemetry.recovered("attribution", "attribution works again")
+        health = self.health.evaluate(snapshot)
+        jobs = self.jobs.observe(snapshot, attribution, health) if self.jobs is not None else None
         cycle = CycleData(
             node=self.node,
             step=self.step,
             snapshot=snapshot,
             attribution=attribution,
-            health=self.health.evaluate(snapshot),
+            health=health,
             telemetry=self.telemetry.view(),
             process_metrics=self.process_metrics,
+            jobs_finished=jobs.finished if jobs else (),
+            job_groups=jobs.groups if jobs else (),
         )
         rendered = RenderedCycle(cycle, self.schema)
         for sink in self.sinks:

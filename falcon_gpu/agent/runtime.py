@@ -18,11 +18,14 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from falcon_gpu.settings import ConfigError, Settings
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from falcon_gpu.jobs.tracker import JobTracker
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,7 @@ class Runtime:
     attributor: Any
     sinks: list[Sink] = field(default_factory=list)
     host: Any = None
+    jobs: JobTracker | None = None
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
@@ -48,6 +52,7 @@ class Runtime:
             ("attribution", getattr(self.attributor, "close", None)),
         ):
             _quietly(name, fn)
+        _quietly("job records", self.jobs.close if self.jobs else None)
         _close_sinks(self.sinks, timeout)
         if nvml:
             _quietly("nvml", getattr(self.source, "close", None))
@@ -86,9 +91,15 @@ def _quietly(what: str, fn: Any) -> None:
 
 
 def build(
-    settings: Settings, *, simulate: str | None, with_sinks: bool = True, telemetry: Telemetry | None = None
+    settings: Settings,
+    *,
+    simulate: str | None,
+    with_sinks: bool = True,
+    telemetry: Telemetry | None = None,
+    with_jobs: bool = False,
 ) -> Runtime:
-    """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink) before anything runs."""
+    """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink, unusable
+    ``spool_dir`` or, ``with_jobs``, ``jobs_dir``) before anything runs."""
     from falcon_gpu.sources.nvml.library import load_nvml
     from falcon_gpu.sources.nvml.source import NvmlSource
     from falcon_gpu.sources.nvml.xid import XidWatcher
@@ -114,6 +125,7 @@ def build(
             )
     sinks: list[Sink] = []
     try:
+        jobs = _job_tracker(settings, telemetry) if with_jobs else None
         if with_sinks:
             from falcon_gpu.sinks.registry import build_sink
 
@@ -141,4 +153,17 @@ def build(
         if host is not None:
             host.stop()
         raise
-    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host)
+    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host, jobs)
+
+
+def _job_tracker(settings: Settings, telemetry: Telemetry) -> JobTracker:
+    """Raises ConfigError naming ``jobs_dir`` when it cannot be created or written."""
+    from falcon_gpu.jobs.records_file import JobLog, prepare_dir
+    from falcon_gpu.jobs.state import StateFile
+    from falcon_gpu.jobs.tracker import JobTracker
+
+    try:
+        prepare_dir(settings.jobs_dir)
+    except OSError as exc:
+        raise ConfigError(f"setting 'jobs_dir': {settings.jobs_dir}: {exc.strerror or exc}") from None
+    return JobTracker(settings.node, JobLog(settings.jobs_dir), StateFile(settings.jobs_dir), telemetry)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from falcon_gpu.jobs.record import JobGroup, JobRecord
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.telemetry import TelemetryView
@@ -37,3 +38,7 @@ class CycleData:
     """GPU uuid -> report."""
     telemetry: TelemetryView
     process_metrics: bool = False
+    jobs_finished: tuple[JobRecord, ...] = ()
+    """Job records written this cycle (containers whose processes left a GPU)."""
+    job_groups: tuple[JobGroup, ...] = ()
+    """The latest records of each pod in ``jobs_finished`` (its whole Pushgateway group)."""
