@@ -64,7 +64,8 @@ class JobRecord:
 
     @property
     def duration_seconds(self) -> float:
-        return max(0.0, self.end - self.start)
+        """To the millisecond, so the file, the Pushgateway and Open-Falcon show one value."""
+        return round(max(0.0, self.end - self.start), 3)
 
     @property
     def group(self) -> tuple[str, str]:
@@ -81,7 +82,7 @@ class JobRecord:
         out["health_changes"] = [
             {"check": h.check, "from": h.before, "to": h.after, "at": h.at} for h in self.health_changes
         ]
-        out["duration_seconds"] = round(self.duration_seconds, 3)
+        out["duration_seconds"] = self.duration_seconds
         out["start_iso"], out["end_iso"] = iso(self.start), iso(self.end)
         return out
 

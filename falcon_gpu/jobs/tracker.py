@@ -10,8 +10,10 @@ cycles; XIDs, ECC increments and health changes are those of the job's GPU from
 its second cycle up to the cycle that saw it gone; throttling is each active
 clock event reason times the time between the job's cycles.
 
-A cycle with no information (NVML failed, attribution failed) changes nothing:
-closing every job on it would split them. Open jobs are saved when they change
+A cycle with no information changes nothing — closing every job on it would
+split them: NVML failed, attribution failed, no GPU process was visible under
+``proc_root``, or neither the kubelet nor the log dirs have answered yet (the
+first cycle after a start can come before the first lookup). Open jobs are saved when they change
 and every ``save_every`` cycles, and at :meth:`close`; a job restored at start
 continues if its container is still on the GPU (one record across the restart)
 and is closed at its last-seen time if not. Memory is bounded by the jobs
@@ -86,6 +88,15 @@ def _level(n: int) -> str:
     return HEALTH_NAMES[n] if 0 <= n < len(HEALTH_NAMES) else str(n)
 
 
+def attribution_known(att: Attribution) -> bool:
+    """Whether this cycle's attribution can say which containers run (see the module docstring)."""
+    ok = att.sources_ok
+    if not ok or ok.get("cgroup") is False:
+        return False
+    names = [ok[k] for k in ("kubelet", "logs") if k in ok]
+    return not names or any(names)
+
+
 def utilization_known(dev: DeviceReading) -> bool:
     """NVML gave utilisation for this GPU this cycle (MIG-enabled GPUs give none)."""
     return dev.utilization_ratio is not None or any(p.sm_util_ratio is not None for p in dev.processes)
@@ -125,7 +136,7 @@ class JobTracker:
         return update
 
     def _observe(self, snapshot: Snapshot, attribution: Attribution, health: dict[str, HealthReport]) -> JobsUpdate:
-        if not snapshot.nvml_ok or not attribution.sources_ok:
+        if not snapshot.nvml_ok or not attribution_known(attribution):
             return NO_JOBS  # nothing is known this cycle: keep every job as it is
         now = snapshot.timestamp
         devices = {d.uuid: d for d in snapshot.devices}

@@ -68,6 +68,8 @@ def test_a_cycle_without_nvml_or_attribution_closes_nothing(tmp_path: Path) -> N
     f.cycle([use("main", memory=1)])
     assert f.cycle([], nvml_ok=False).finished == ()
     assert f.cycle([], sources_ok={}).finished == ()  # what the cycle passes when attribution raised
+    assert f.cycle([], sources_ok={"cgroup": False, "kubelet": True, "logs": True}).finished == ()
+    assert f.cycle([], sources_ok={"cgroup": True, "kubelet": False, "logs": False}).finished == ()  # not yet
     assert f.tracker.open_jobs == 1
     assert len(f.cycle([]).finished) == 1
 
