@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     install.add_argument("dir", type=Path, metavar="DIR", help="falcon-agent's plugin directory")
     install.add_argument("--config", type=Path, metavar="FILE", help="settings file the plugin passes on")
-    stats = sub.add_parser("stats", help="recent per-pod job records (from jobs_dir) as a table, newest first")
+    stats = sub.add_parser(
+        "stats", help="recent per-pod job records (from jobs_dir) as a table, newest first"
+    )
     stats.add_argument("--config", type=Path, metavar="FILE", help="settings file (for jobs_dir)")
     stats.add_argument("--namespace", metavar="NS", help="only this namespace")
     stats.add_argument("--pod", metavar="P", help="only this pod")
@@ -112,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         from falcon_gpu.simulator.scenario import ScenarioError
     except ImportError:  # pragma: no cover - the simulator ships with the package
         ScenarioError = ValueError  # type: ignore[misc,assignment]
-    overrides: dict[str, Any] = {"interval": getattr(args, "interval", None), "log_level": getattr(args, "log_level", None)}
+    overrides: dict[str, Any] = {
+        "interval": getattr(args, "interval", None),
+        "log_level": getattr(args, "log_level", None),
+    }
     try:
         settings = load_settings(args.config, **overrides)
         level = _effective_level(args.command, settings.log_level)

@@ -58,9 +58,7 @@ class OpenJob:
             self.util_cycles += 1
         self.last_seen = now
 
-    def device_events(
-        self, xids: dict[int, int], ecc: tuple[int, int], changes: list[HealthChange]
-    ) -> None:
+    def device_events(self, xids: dict[int, int], ecc: tuple[int, int], changes: list[HealthChange]) -> None:
         """What happened on the job's GPU since the previous cycle."""
         for xid, n in xids.items():
             self.xids[xid] = self.xids.get(xid, 0) + n
@@ -119,8 +117,9 @@ class OpenJob:
         ns, pod, container, uuid, mig = data["key"]
         fields["key"] = (str(ns), str(pod), str(container), str(uuid), None if mig is None else str(mig))
         fields["xids"] = {int(k): int(v) for k, v in (data.get("xids") or {}).items()}
-        fields["health_changes"] = [HealthChange(str(c), str(b), str(a), float(t)) for c, b, a, t in
-                                    data.get("health_changes") or ()]  # fmt: skip
+        fields["health_changes"] = [
+            HealthChange(str(c), str(b), str(a), float(t)) for c, b, a, t in data.get("health_changes") or ()
+        ]
         fields["throttled"] = {str(k): float(v) for k, v in (data.get("throttled") or {}).items()}
         job = cls(**fields)
         job.energy_total = 0.0

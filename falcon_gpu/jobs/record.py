@@ -95,7 +95,9 @@ class JobRecord:
             HealthChange(str(h["check"]), str(h["from"]), str(h["to"]), float(h["at"]))
             for h in data.get("health_changes") or ()
         )
-        known["throttled_seconds"] = {str(k): float(v) for k, v in (data.get("throttled_seconds") or {}).items()}
+        known["throttled_seconds"] = {
+            str(k): float(v) for k, v in (data.get("throttled_seconds") or {}).items()
+        }
         record = cls(**known)
         if not isinstance(record.namespace, str) or not isinstance(record.start, int | float):
             raise TypeError("not a job record")

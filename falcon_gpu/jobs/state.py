@@ -35,7 +35,9 @@ class StateFile:
         except FileNotFoundError:
             return [], []
         except (OSError, ValueError) as exc:
-            log.warning("job records: ignoring unreadable %s (%s); starting with no open jobs", self.path, exc)
+            log.warning(
+                "job records: ignoring unreadable %s (%s); starting with no open jobs", self.path, exc
+            )
             return [], []
         try:
             if data.get("version") != VERSION:
@@ -43,14 +45,19 @@ class StateFile:
             jobs = [OpenJob.from_state(j) for j in data["open"]]
             recent = [JobRecord.from_json(r) for r in data.get("recent", ())]
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            log.warning("job records: ignoring %s, not a saved state (%r); starting with no open jobs",
-                        self.path, exc)  # fmt: skip
+            log.warning(
+                "job records: ignoring %s, not a saved state (%r); starting with no open jobs", self.path, exc
+            )
             return [], []
         return jobs, recent
 
     def save(self, jobs: list[OpenJob], recent: list[JobRecord]) -> None:
         """Raises OSError."""
-        body = {"version": VERSION, "open": [j.as_state() for j in jobs], "recent": [r.as_json() for r in recent]}
+        body = {
+            "version": VERSION,
+            "open": [j.as_state() for j in jobs],
+            "recent": [r.as_json() for r in recent],
+        }
         tmp = self.path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
         try:
             tmp.write_bytes(json.dumps(body, separators=(",", ":")).encode())

@@ -19,8 +19,19 @@ from falcon_gpu.jobs.records_file import JobLog
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-COLUMNS = ("END", "NAMESPACE", "POD", "CONTAINER", "GPU", "DURATION", "ENERGY_J", "MAX_MEM_MIB", "AVG_UTIL",
-           "XIDS", "THROTTLED")  # fmt: skip
+COLUMNS = (
+    "END",
+    "NAMESPACE",
+    "POD",
+    "CONTAINER",
+    "GPU",
+    "DURATION",
+    "ENERGY_J",
+    "MAX_MEM_MIB",
+    "AVG_UTIL",
+    "XIDS",
+    "THROTTLED",
+)
 
 
 def parse_duration(text: str) -> float:
@@ -32,7 +43,7 @@ def parse_duration(text: str) -> float:
 
 
 def _span(seconds: float) -> str:
-    s = int(round(seconds))
+    s = round(seconds)
     h, rest = divmod(s, 3600)
     return f"{h}h{rest // 60:02d}m{rest % 60:02d}s" if h else f"{rest // 60}m{rest % 60:02d}s"
 
@@ -42,8 +53,19 @@ def _row(r: JobRecord) -> tuple[str, ...]:
     util = "-" if r.utilization_mean_ratio is None else f"{r.utilization_mean_ratio * 100:.0f}%"
     xids = ",".join(f"{x}x{n}" if n > 1 else str(x) for x, n in r.xids.items()) or "-"
     throttled = ",".join(f"{k}={v:.0f}s" for k, v in r.throttled_seconds.items() if v > 0) or "-"
-    return (iso(r.end), r.namespace, r.pod, r.container, gpu, _span(r.duration_seconds),
-            f"{r.energy_joules:.1f}", f"{r.memory_max_bytes / (1 << 20):.0f}", util, xids, throttled)  # fmt: skip
+    return (
+        iso(r.end),
+        r.namespace,
+        r.pod,
+        r.container,
+        gpu,
+        _span(r.duration_seconds),
+        f"{r.energy_joules:.1f}",
+        f"{r.memory_max_bytes / (1 << 20):.0f}",
+        util,
+        xids,
+        throttled,
+    )
 
 
 def select(

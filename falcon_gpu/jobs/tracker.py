@@ -104,12 +104,20 @@ def utilization_known(dev: DeviceReading) -> bool:
 
 class JobTracker:
     def __init__(
-        self, node: str, records: JobLog, state: StateFile, telemetry: Telemetry, *, save_every: int = SAVE_EVERY
+        self,
+        node: str,
+        records: JobLog,
+        state: StateFile,
+        telemetry: Telemetry,
+        *,
+        save_every: int = SAVE_EVERY,
     ) -> None:
         self.node, self._log, self._state, self._telemetry = node, records, state, telemetry
         self._save_every = save_every
         self._open: dict[JobKey, OpenJob] = {}
-        self._groups: OrderedDict[tuple[str, str], dict[tuple[str, str, str | None], JobRecord]] = OrderedDict()
+        self._groups: OrderedDict[tuple[str, str], dict[tuple[str, str, str | None], JobRecord]] = (
+            OrderedDict()
+        )
         saved, recent = state.load()
         self._open = {job.key: job for job in saved}
         self._restored = set(self._open)
@@ -124,7 +132,9 @@ class JobTracker:
     def open_jobs(self) -> int:
         return len(self._open)
 
-    def observe(self, snapshot: Snapshot, attribution: Attribution, health: dict[str, HealthReport]) -> JobsUpdate:
+    def observe(
+        self, snapshot: Snapshot, attribution: Attribution, health: dict[str, HealthReport]
+    ) -> JobsUpdate:
         """One cycle; never raises (a bug here must not cost the cycle its metrics)."""
         try:
             update = self._observe(snapshot, attribution, health)
@@ -135,7 +145,9 @@ class JobTracker:
         self._telemetry.recovered("jobs", "job records work again")
         return update
 
-    def _observe(self, snapshot: Snapshot, attribution: Attribution, health: dict[str, HealthReport]) -> JobsUpdate:
+    def _observe(
+        self, snapshot: Snapshot, attribution: Attribution, health: dict[str, HealthReport]
+    ) -> JobsUpdate:
         if not snapshot.nvml_ok or not attribution_known(attribution):
             return NO_JOBS  # nothing is known this cycle: keep every job as it is
         now = snapshot.timestamp
@@ -219,9 +231,11 @@ class JobTracker:
             self._log.append(finished)
         except OSError as exc:
             self._telemetry.failing(
-                "jobs:write", "jobs", f"job records: cannot write under {self._log.directory}: {exc}; "
-                "the records still go to the sinks"
-            )  # fmt: skip
+                "jobs:write",
+                "jobs",
+                f"job records: cannot write under {self._log.directory}: {exc}; "
+                "the records still go to the sinks",
+            )
         else:
             self._telemetry.recovered("jobs:write", "job records: writing records again")
 

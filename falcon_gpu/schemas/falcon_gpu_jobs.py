@@ -16,9 +16,15 @@ JOB = "falcon_gpu_job"
 P = "falcon_gpu_job_record_"
 
 SPECS: tuple[MetricSpec, ...] = (
-    MetricSpec(P + "energy_joules", "gauge", "Energy attributed to the container over the job (sum of its shares)."),
-    MetricSpec(P + "duration_seconds", "gauge", "From the first to the last cycle that saw the job's processes."),
-    MetricSpec(P + "max_memory_bytes", "gauge", "Most GPU memory the container's processes used during the job."),
+    MetricSpec(
+        P + "energy_joules", "gauge", "Energy attributed to the container over the job (sum of its shares)."
+    ),
+    MetricSpec(
+        P + "duration_seconds", "gauge", "From the first to the last cycle that saw the job's processes."
+    ),
+    MetricSpec(
+        P + "max_memory_bytes", "gauge", "Most GPU memory the container's processes used during the job."
+    ),
     MetricSpec(P + "mean_utilization_ratio", "gauge", "Mean SM share of the container during the job."),
     MetricSpec(P + "end_timestamp_seconds", "gauge", "When the job was last seen (Unix seconds)."),
 )

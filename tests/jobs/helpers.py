@@ -6,7 +6,7 @@ from pathlib import Path
 
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.state import StateFile
-from falcon_gpu.jobs.tracker import JobTracker, JobsUpdate
+from falcon_gpu.jobs.tracker import JobsUpdate, JobTracker
 from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage
 from falcon_gpu.model.cycle import PASS, HealthReport
 from falcon_gpu.model.snapshot import DeviceReading, EccCounts, MigReading, ProcessReading, Snapshot
@@ -17,8 +17,17 @@ MIG = "MIG-bbbb"
 OK = {"kubelet": True, "logs": True, "kube_api": False}
 
 
-def use(container: str, *, memory: int = 0, util: float = 0.0, energy: float = 0.0, processes: int = 1,
-        pod: str = "train-0", mig: str | None = None, gpu: str = UUID) -> PodUsage:  # fmt: skip
+def use(
+    container: str,
+    *,
+    memory: int = 0,
+    util: float = 0.0,
+    energy: float = 0.0,
+    processes: int = 1,
+    pod: str = "train-0",
+    mig: str | None = None,
+    gpu: str = UUID,
+) -> PodUsage:
     return PodUsage(
         ContainerRef("ml", pod, container),
         gpu_uuid=gpu,
@@ -30,8 +39,15 @@ def use(container: str, *, memory: int = 0, util: float = 0.0, energy: float = 0
     )
 
 
-def device(*, util: float | None = 0.5, reasons: frozenset[str] = frozenset(), ecc: int = 0,
-           mig: bool = False, uuid: str = UUID, index: int = 0) -> DeviceReading:  # fmt: skip
+def device(
+    *,
+    util: float | None = 0.5,
+    reasons: frozenset[str] = frozenset(),
+    ecc: int = 0,
+    mig: bool = False,
+    uuid: str = UUID,
+    index: int = 0,
+) -> DeviceReading:
     return DeviceReading(
         index=index,
         uuid=uuid,
@@ -55,15 +71,25 @@ class Feeder:
         self.tracker = self.new_tracker(save_every)
 
     def new_tracker(self, save_every: int = 10) -> JobTracker:
-        return JobTracker("node-a", JobLog(self.jobs_dir), StateFile(self.jobs_dir), self.telemetry,
-                          save_every=save_every)  # fmt: skip
+        return JobTracker(
+            "node-a", JobLog(self.jobs_dir), StateFile(self.jobs_dir), self.telemetry, save_every=save_every
+        )
 
-    def cycle(self, pods: list[PodUsage], *, devices: list[DeviceReading] | None = None,
-              checks: dict[str, int] | None = None, xids: dict[int, int] | None = None,
-              nvml_ok: bool = True, sources_ok: dict[str, bool] | None = None) -> JobsUpdate:  # fmt: skip
+    def cycle(
+        self,
+        pods: list[PodUsage],
+        *,
+        devices: list[DeviceReading] | None = None,
+        checks: dict[str, int] | None = None,
+        xids: dict[int, int] | None = None,
+        nvml_ok: bool = True,
+        sources_ok: dict[str, bool] | None = None,
+    ) -> JobsUpdate:
         devs = tuple(devices if devices is not None else [device()])
         snap = Snapshot(timestamp=self.now, nvml_ok=nvml_ok, devices=devs)
         health = {d.uuid: HealthReport(dict(checks or {"xid": PASS}), dict(xids or {})) for d in devs}
-        update = self.tracker.observe(snap, Attribution(pods=tuple(pods), sources_ok=OK if sources_ok is None else sources_ok), health)
+        update = self.tracker.observe(
+            snap, Attribution(pods=tuple(pods), sources_ok=OK if sources_ok is None else sources_ok), health
+        )
         self.now += self.step
         return update

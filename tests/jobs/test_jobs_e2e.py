@@ -65,7 +65,9 @@ def pushgateway_job_series(server: ManagedServer) -> dict[str, float]:
     out = {}
     for line in http_get(server.url + "/metrics").decode().splitlines():
         if line.startswith("falcon_gpu_job_record_") and 'pod="train-job-0"' in line:
-            assert 'job="falcon_gpu_job"' in line and 'namespace="ml"' in line and 'container="trainer"' in line
+            assert (
+                'job="falcon_gpu_job"' in line and 'namespace="ml"' in line and 'container="trainer"' in line
+            )
             name, value = line.rsplit(" ", 1)
             out[name.split("{", 1)[0]] = float(value)
     return out
@@ -76,9 +78,11 @@ def test_a_finished_job_adds_up_and_reaches_every_output(
 ) -> None:
     jobs_dir = Path(os.environ["FALCON_GPU_JOBS_DIR"])
     out = tmp_path / "stdout"
-    sinks = [{"type": "stdout", "name": "json", "format": "json"},
-             {"type": "stdout", "name": "falcon", "format": "falcon"},
-             {"type": "pushgateway", "url": pushgateway.url, "retry_max_delay": 0.5}]  # fmt: skip
+    sinks = [
+        {"type": "stdout", "name": "json", "format": "json"},
+        {"type": "stdout", "name": "falcon", "format": "falcon"},
+        {"type": "pushgateway", "url": pushgateway.url, "retry_max_delay": 0.5},
+    ]
     agent = start_agent(tmp_path, sinks, out)
     try:
         wait_until(lambda: bool(job_records(jobs_dir)), 60, "the trainer's job record")
@@ -99,7 +103,9 @@ def test_a_finished_job_adds_up_and_reaches_every_output(
     # ... which is the scenario's energy shared out by SM share (the trainer vs a 10 % host daemon)
     procs = gpu0["processes"]
     joules, sm = gpu0["energy_joules"], procs[0]["sm_util_percent"]
-    shares = [(joules[k] - joules[k - 1]) * sm[k] / (sm[k] + procs[1]["sm_util_percent"]) for k in running if k > 0]
+    shares = [
+        (joules[k] - joules[k - 1]) * sm[k] / (sm[k] + procs[1]["sm_util_percent"]) for k in running if k > 0
+    ]
     assert rec["energy_joules"] == pytest.approx(sum(shares), abs=1e-3)
     assert rec["memory_max_bytes"] == max(procs[0]["used_memory_bytes"]) == 30 << 30
     assert rec["cycles"] == len(running)
@@ -132,14 +138,31 @@ def test_a_finished_job_adds_up_and_reaches_every_output(
     }
 
     # falcon-gpu stats prints it (newest first; the serving pod is still running: no record)
-    shown = subprocess.run([sys.executable, "-m", "falcon_gpu", "stats", "--namespace", "ml", "--since", "1h"],
-                           capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    shown = subprocess.run(
+        [sys.executable, "-m", "falcon_gpu", "stats", "--namespace", "ml", "--since", "1h"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert shown.returncode == 0, shown.stderr
-    header, row = shown.stdout.splitlines()
-    assert row.split()[1:8] == ["ml", "train-job-0", "trainer", "0", "0m0" + str(round(rec["duration_seconds"])) + "s",
-                                f"{rec['energy_joules']:.1f}", "30720"]  # fmt: skip
-    nothing = subprocess.run([sys.executable, "-m", "falcon_gpu", "stats", "--pod", "serve-0"],
-                             capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    _, row = shown.stdout.splitlines()
+    assert row.split()[1:8] == [
+        "ml",
+        "train-job-0",
+        "trainer",
+        "0",
+        "0m0" + str(round(rec["duration_seconds"])) + "s",
+        f"{rec['energy_joules']:.1f}",
+        "30720",
+    ]
+    nothing = subprocess.run(
+        [sys.executable, "-m", "falcon_gpu", "stats", "--pod", "serve-0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert nothing.stdout.startswith("no job records matching")
 
 
@@ -176,6 +199,7 @@ def test_a_job_spanning_an_agent_restart_is_one_record(tmp_path: Path) -> None:
     assert rec["cycles"] == first_run["cycles"] + len(running2)
     # energy: the first run's share plus the second run's counter (its ledger started at 0)
     assert rec["energy_joules"] == pytest.approx(
-        first_run["energy_joules"] + (sample(running2[-1], "falcon_gpu_pod_energy_joules_total") or 0.0), abs=1e-6
+        first_run["energy_joules"] + (sample(running2[-1], "falcon_gpu_pod_energy_joules_total") or 0.0),
+        abs=1e-6,
     )
     assert rec["memory_max_bytes"] == 30 << 30

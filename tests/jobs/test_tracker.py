@@ -20,14 +20,25 @@ def records(jobs_dir: Path) -> list[JobRecord]:
 def test_a_record_sums_energy_increments_and_keeps_peaks_means_and_device_events(tmp_path: Path) -> None:
     f = Feeder(tmp_path)
     f.cycle([use("main", processes=0, energy=0.0)])  # allocated, not running yet
-    f.cycle([use("main", memory=4, util=0.5, energy=50.0)], devices=[device(reasons=frozenset({"sw_power_cap"}))])
-    f.cycle([use("main", memory=10, util=0.9, energy=120.0)],
-            devices=[device(ecc=2, reasons=frozenset({"sw_power_cap", "hw_slowdown"}))],
-            checks={"xid": WARN}, xids={13: 1})  # fmt: skip
+    f.cycle(
+        [use("main", memory=4, util=0.5, energy=50.0)], devices=[device(reasons=frozenset({"sw_power_cap"}))]
+    )
+    f.cycle(
+        [use("main", memory=10, util=0.9, energy=120.0)],
+        devices=[device(ecc=2, reasons=frozenset({"sw_power_cap", "hw_slowdown"}))],
+        checks={"xid": WARN},
+        xids={13: 1},
+    )
     assert f.cycle([use("main", memory=6, util=0.1, energy=200.0)], devices=[device(ecc=5)]).finished == ()
     update = f.cycle([use("main", processes=0, energy=200.0)], checks={"xid": FAIL}, xids={79: 2})
     (rec,) = update.finished
-    assert (rec.namespace, rec.pod, rec.container, rec.gpu_uuid, rec.gpu_index) == ("ml", "train-0", "main", UUID, 0)
+    assert (rec.namespace, rec.pod, rec.container, rec.gpu_uuid, rec.gpu_index) == (
+        "ml",
+        "train-0",
+        "main",
+        UUID,
+        0,
+    )
     assert (rec.start, rec.end, rec.duration_seconds, rec.cycles) == (1010.0, 1030.0, 20.0, 3)
     assert rec.energy_joules == 200.0  # 50 + 70 + 80: every increment from the counter's start
     assert (rec.memory_max_bytes, rec.memory_mean_bytes) == (10, 7)
@@ -36,7 +47,10 @@ def test_a_record_sums_energy_increments_and_keeps_peaks_means_and_device_events
     assert rec.xids == {13: 1, 79: 2}
     assert (rec.ecc_corrected, rec.ecc_uncorrected) == (5, 0)
     assert [(h.check, h.before, h.after, h.at) for h in rec.health_changes] == [
-        ("xid", "pass", "warn", 1020.0), ("xid", "warn", "pass", 1030.0), ("xid", "pass", "fail", 1040.0)]  # fmt: skip
+        ("xid", "pass", "warn", 1020.0),
+        ("xid", "warn", "pass", 1030.0),
+        ("xid", "pass", "fail", 1040.0),
+    ]
     assert rec.throttled_seconds == {"hw_slowdown": 10.0, "sw_power_cap": 10.0}
     assert [g.records for g in update.groups] == [(rec,)]
     assert records(tmp_path) == [rec], "the same record is in the file"
