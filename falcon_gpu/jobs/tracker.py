@@ -255,11 +255,14 @@ class JobTracker:
     def _maybe_save(self, now: float, *, changed: bool) -> None:
         self._dirty |= changed
         self._since_save += 1
-        if not self._dirty and (self._since_save < self._save_every or not self._open):
-            return
-        cutoff = now - TOTALS_RETENTION
-        self._totals = {k: v for k, v in self._totals.items() if v[1] >= cutoff}
-        self.save()
+        due = self._since_save >= self._save_every
+        if due:  # forget counters of containers gone for good, whether or not a job is open
+            cutoff = now - TOTALS_RETENTION
+            self._totals = {k: v for k, v in self._totals.items() if v[1] >= cutoff}
+        if self._dirty or (due and self._open):
+            self.save()
+        elif due:
+            self._since_save = 0
 
     def save(self) -> None:
         """Write the open jobs and the pods' latest records (tmp + rename). Never raises."""

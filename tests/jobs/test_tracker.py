@@ -155,3 +155,10 @@ def test_a_corrupt_state_is_ignored(tmp_path: Path) -> None:
     assert f.tracker.open_jobs == 0
     f.cycle([use("main")])
     assert f.tracker.open_jobs == 1
+
+
+def test_counters_of_containers_gone_for_good_are_forgotten(tmp_path: Path) -> None:
+    f = Feeder(tmp_path, step=100.0, save_every=2)
+    for i in range(30):  # a new allocated-but-idle pod every cycle, none ever running
+        f.cycle([use("main", pod=f"idle-{i}", processes=0)])
+    assert len(f.tracker._totals) <= 11  # 900 s at 100 s per cycle, plus one save period
