@@ -93,7 +93,8 @@ def test_a_finished_job_adds_up_and_reaches_every_output(
     cycles = [json.loads(x) for x in out.read_text().splitlines() if x.startswith("{")]
     falcon = [json.loads(x) for x in out.read_text().splitlines() if x.startswith("[")]
     running = [i for i, c in enumerate(cycles) if sample(c, "falcon_gpu_pod_processes") == 1]
-    assert running == list(range(running[0], 4)) and running[0] <= 1, "the process runs in cycles 0-3"
+    # the process runs in cycles 0-3; the first cycle or two can come before the first kubelet answer
+    assert running == list(range(running[0], 4)) and running[0] <= 2, running
     first, last = running[0], running[-1]
     energy = [sample(c, "falcon_gpu_pod_energy_joules_total") or 0.0 for c in cycles]
 
@@ -203,3 +204,16 @@ def test_a_job_spanning_an_agent_restart_is_one_record(tmp_path: Path) -> None:
         abs=1e-6,
     )
     assert rec["memory_max_bytes"] == 30 << 30
+
+
+def test_the_plugin_with_a_jobs_dir_continues_the_jobs_its_previous_run_saved() -> None:
+    jobs_dir = Path(os.environ["FALCON_GPU_JOBS_DIR"])  # set: the plugin keeps records
+    argv = [sys.executable, "-m", "falcon_gpu", "plugin", "--simulate", "job-node"]
+    for _ in range(2):
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert done.returncode == 0 and json.loads(done.stdout), done.stderr
+    saved = json.loads((jobs_dir / "open-jobs.json").read_text())["open"]
+    assert sorted((j["key"][1], j["cycles"], j["restarts"]) for j in saved) == [
+        ("serve-0", 2, 1),
+        ("train-job-0", 2, 1),
+    ]
