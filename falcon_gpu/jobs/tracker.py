@@ -114,12 +114,11 @@ class JobTracker:
     ) -> None:
         self.node, self._log, self._state, self._telemetry = node, records, state, telemetry
         self._save_every = save_every
-        self._open: dict[JobKey, OpenJob] = {}
         self._groups: OrderedDict[tuple[str, str], dict[tuple[str, str, str | None], JobRecord]] = (
             OrderedDict()
         )
         saved, recent = state.load()
-        self._open = {job.key: job for job in saved}
+        self._open: dict[JobKey, OpenJob] = {job.key: job for job in saved}
         self._restored = set(self._open)
         for record in recent:
             self._remember(record)
