@@ -1,4 +1,4 @@
-"""Command line: ``falcon-gpu run | plugin | doctor | install-plugin`` (CONTRACT section 1).
+"""Command line: ``falcon-gpu run | plugin | doctor | install-plugin | stats`` (CONTRACT section 1).
 
 Thin on purpose: parse flags, load settings, hand over to the agent. Exit codes:
 0 success, 2 invalid configuration, arguments or scenario (the message names
@@ -24,7 +24,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
     p.add_argument("--version", action="version", version=f"falcon-gpu {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,plugin,doctor,install-plugin}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats}")
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument(
@@ -56,7 +56,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     install.add_argument("dir", type=Path, metavar="DIR", help="falcon-agent's plugin directory")
     install.add_argument("--config", type=Path, metavar="FILE", help="settings file the plugin passes on")
+    stats = sub.add_parser(
+        "stats", help="recent per-pod job records (from jobs_dir) as a table, newest first"
+    )
+    stats.add_argument("--config", type=Path, metavar="FILE", help="settings file (for jobs_dir)")
+    stats.add_argument("--namespace", metavar="NS", help="only this namespace")
+    stats.add_argument("--pod", metavar="P", help="only this pod")
+    stats.add_argument("--since", type=_duration, metavar="DURATION", help="only jobs that ended within "
+                       "this long, e.g. 30m, 2h, 1d or seconds")  # fmt: skip
     return p
+
+
+def _duration(text: str) -> float:
+    from falcon_gpu.jobs.stats import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _setup_logging(level: str) -> None:
@@ -90,14 +107,17 @@ def main(argv: list[str] | None = None) -> int:
         from falcon_gpu.plugin_install import install_plugin
 
         return install_plugin(args.dir, args.config)
-    _setup_logging(_effective_level(args.command, args.log_level or "info"))
+    _setup_logging(_effective_level(args.command, getattr(args, "log_level", None) or "info"))
     from falcon_gpu.settings import ConfigError, load_settings
 
     try:
         from falcon_gpu.simulator.scenario import ScenarioError
     except ImportError:  # pragma: no cover - the simulator ships with the package
         ScenarioError = ValueError  # type: ignore[misc,assignment]
-    overrides: dict[str, Any] = {"interval": getattr(args, "interval", None), "log_level": args.log_level}
+    overrides: dict[str, Any] = {
+        "interval": getattr(args, "interval", None),
+        "log_level": getattr(args, "log_level", None),
+    }
     try:
         settings = load_settings(args.config, **overrides)
         level = _effective_level(args.command, settings.log_level)
@@ -111,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             from falcon_gpu.agent.commands import plugin
 
             return plugin(settings, simulate=args.simulate)
+        if args.command == "stats":
+            from falcon_gpu.jobs.stats import stats
+
+            return stats(settings.jobs_dir, namespace=args.namespace, pod=args.pod, since=args.since)
         from falcon_gpu.doctor import doctor
 
         return doctor(settings, simulate=args.simulate)

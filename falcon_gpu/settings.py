@@ -65,6 +65,7 @@ class Settings(BaseSettings):
     schema_: Literal["falcon_gpu", "dcgm"] = Field("falcon_gpu", alias="schema")
     spool_dir: Path = Path("/var/lib/falcon-gpu/spool")
     spool_max_bytes: int = Field(268435456, ge=1 << 16)
+    jobs_dir: Path = Field(Path("/var/lib/falcon-gpu/jobs"), description="per-pod job records (JSON lines)")
     sinks: list[SinkConfig] = Field(default_factory=_default_sinks)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     kubernetes: Literal["auto", "on", "off"] = Field(

@@ -35,6 +35,7 @@ def _runner(rt: Runtime, *, step: int) -> CycleRunner:
         process_metrics=s.process_metrics,
         labels=as_labels(s.labels),
         policies=rt.policies,
+        jobs=rt.jobs,
     )
 
 
@@ -70,7 +71,7 @@ def _one_shot_sinks(settings: Settings) -> Settings:
 
 
 def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
-    rt = build(_one_shot_sinks(settings) if once else settings, simulate=simulate)
+    rt = build(_one_shot_sinks(settings) if once else settings, simulate=simulate, with_jobs=True)
     stuck = closed = False
     try:
         if once:
@@ -118,7 +119,9 @@ def plugin(settings: Settings, *, simulate: str | None) -> int:
     everything from a non-zero exit)."""
     items: list[dict[str, object]] = []
     try:
-        rt = build(settings, simulate=simulate, with_sinks=False)
+        # job records in the plugin only when asked for: it runs every minute under falcon-agent,
+        # often as a user who cannot write the default jobs_dir
+        rt = build(settings, simulate=simulate, with_sinks=False, with_jobs="jobs_dir" in settings.explicit)
         try:
             _prepare_one_shot(rt)
             rendered = _runner(rt, step=PLUGIN_STEP).run()

@@ -19,13 +19,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from falcon_gpu.policies.engine import PolicyEngine
 from falcon_gpu.schemas.extra_labels import as_labels
 from falcon_gpu.settings import ConfigError, Settings
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from falcon_gpu.jobs.tracker import JobTracker
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ class Runtime:
     sinks: list[Sink] = field(default_factory=list)
     host: Any = None
     policies: PolicyEngine | None = None
+    jobs: JobTracker | None = None
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
@@ -52,6 +56,7 @@ class Runtime:
             ("attribution", getattr(self.attributor, "close", None)),
         ):
             _quietly(name, fn)
+        _quietly("job records", self.jobs.close if self.jobs else None)
         closing: list[tuple[str, Callable[[float], None]]] = [(f"sink {s.name}", s.close) for s in self.sinks]
         if self.policies is not None:  # resolutions and new firings get the same deadline as data
             closing.append(("policy alerts", self.policies.close))
@@ -94,9 +99,15 @@ def _quietly(what: str, fn: Any) -> None:
 
 
 def build(
-    settings: Settings, *, simulate: str | None, with_sinks: bool = True, telemetry: Telemetry | None = None
+    settings: Settings,
+    *,
+    simulate: str | None,
+    with_sinks: bool = True,
+    telemetry: Telemetry | None = None,
+    with_jobs: bool = False,
 ) -> Runtime:
-    """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink) before anything runs."""
+    """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink, unusable
+    ``spool_dir`` or, ``with_jobs``, ``jobs_dir``) before anything runs."""
     from falcon_gpu.sources.nvml.library import load_nvml
     from falcon_gpu.sources.nvml.source import NvmlSource
     from falcon_gpu.sources.nvml.xid import XidWatcher
@@ -122,6 +133,7 @@ def build(
             )
     sinks: list[Sink] = []
     try:
+        jobs = _job_tracker(settings, telemetry) if with_jobs else None
         if with_sinks:
             from falcon_gpu.sinks.registry import build_sink
 
@@ -150,7 +162,7 @@ def build(
         if host is not None:
             host.stop()
         raise
-    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host, policies)
+    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host, policies, jobs)
 
 
 def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | None:
@@ -164,3 +176,16 @@ def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | N
         extra_labels=as_labels(settings.labels),
         notifiers=[AlertNotifier(telemetry)],
     )
+
+
+def _job_tracker(settings: Settings, telemetry: Telemetry) -> JobTracker:
+    """Raises ConfigError naming ``jobs_dir`` when it cannot be created or written."""
+    from falcon_gpu.jobs.records_file import JobLog, prepare_dir
+    from falcon_gpu.jobs.state import StateFile
+    from falcon_gpu.jobs.tracker import JobTracker
+
+    try:
+        prepare_dir(settings.jobs_dir)
+    except OSError as exc:
+        raise ConfigError(f"setting 'jobs_dir': {settings.jobs_dir}: {exc.strerror or exc}") from None
+    return JobTracker(settings.node, JobLog(settings.jobs_dir), StateFile(settings.jobs_dir), telemetry)
