@@ -31,6 +31,17 @@ class ConfigError(Exception):
     """A setting is invalid; the message names it and says why."""
 
 
+def split_listen(value: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``; an empty host means every interface; port 0 picks a free
+    one, which the start-up log names) as a bind address."""
+    host, sep, port = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536 or "[" in host or "]" in host:
+        raise ValueError(f"must be host:port with a port from 0 to 65535, e.g. '0.0.0.0:9410', got {value!r}")
+    return host, int(port)
+
+
 def _default_node() -> str:
     return os.environ.get("NODE_NAME") or socket.gethostname()
 
@@ -62,6 +73,14 @@ class Settings(BaseSettings):
     spool_max_bytes: int = Field(268435456, ge=1 << 16)
     sinks: list[SinkConfig] = Field(default_factory=_default_sinks)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    listen: str = Field("", description="host:port of the /metrics, /healthz, /readyz endpoint; empty: off")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_address(cls, value: str) -> str:
+        if value:
+            split_listen(value)  # raises ValueError naming what is wrong
+        return value
 
     @field_validator("sinks")
     @classmethod

@@ -43,7 +43,7 @@ def _prepare_one_shot(rt: Runtime) -> None:
 
 
 def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
-    rt = build(settings, simulate=simulate)
+    rt = build(settings, simulate=simulate, listen=True)
     stuck = False
     try:
         if once:

@@ -39,11 +39,13 @@ class Runtime:
     attributor: Any
     sinks: list[Sink] = field(default_factory=list)
     host: Any = None
+    listener: Any = None
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
         wait on the same driver lock)."""
         for name, fn in (
+            ("listen", getattr(self.listener, "close", None)),
             ("xid", getattr(self.xid, "stop", None)),
             ("attribution", getattr(self.attributor, "close", None)),
         ):
@@ -86,9 +88,17 @@ def _quietly(what: str, fn: Any) -> None:
 
 
 def build(
-    settings: Settings, *, simulate: str | None, with_sinks: bool = True, telemetry: Telemetry | None = None
+    settings: Settings,
+    *,
+    simulate: str | None,
+    with_sinks: bool = True,
+    telemetry: Telemetry | None = None,
+    listen: bool = False,
 ) -> Runtime:
-    """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink) before anything runs."""
+    """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink) before anything runs.
+
+    ``listen``: also bind and serve the ``listen`` endpoint when it is set (only ``run`` does:
+    ``doctor`` beside a running agent must not fight it for the port)."""
     from falcon_gpu.sources.nvml.library import load_nvml
     from falcon_gpu.sources.nvml.source import NvmlSource
     from falcon_gpu.sources.nvml.xid import XidWatcher
@@ -113,7 +123,14 @@ def build(
                 }
             )
     sinks: list[Sink] = []
+    listener = None
     try:
+        if listen and settings.listen:
+            from falcon_gpu.listen import LatestCycle, open_listener
+
+            latest = LatestCycle(settings.interval)
+            listener = open_listener(settings.listen, latest)
+            sinks.append(latest)
         if with_sinks:
             from falcon_gpu.sinks.registry import build_sink
 
@@ -136,9 +153,13 @@ def build(
 
         attributor = Attributor(settings, telemetry)
     except BaseException:
+        if listener is not None:
+            listener.close()
         for s in sinks:
             _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))  # type: ignore[misc]
         if host is not None:
             host.stop()
         raise
-    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host)
+    if listener is not None:
+        listener.start()
+    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host, listener)
