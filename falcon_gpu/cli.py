@@ -19,7 +19,7 @@ EXIT_OK, EXIT_FATAL, EXIT_USAGE = 0, 1, 2
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,plugin,doctor}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,plugin,doctor,top}")
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument(
@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     common(plugin)
     doctor = sub.add_parser("doctor", help="check NVML, process visibility, kubelet socket, log dirs, sinks")
     common(doctor)
+    top = sub.add_parser("top", help="this node's GPUs with their pods and processes, live")
+    common(top)
+    top.add_argument("--once", action="store_true", help="print one frame and exit")
     return p
 
 
@@ -59,7 +62,7 @@ def _setup_logging(level: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _setup_logging(args.log_level or "info")
+    _setup_logging(args.log_level or ("warning" if args.command == "top" else "info"))
     from falcon_gpu.settings import ConfigError, load_settings
 
     try:
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides: dict[str, Any] = {"interval": getattr(args, "interval", None), "log_level": args.log_level}
     try:
         settings = load_settings(args.config, **overrides)
-        if args.log_level is None:
+        if args.log_level is None and args.command != "top":  # top: only warnings cross the screen
             logging.getLogger().setLevel(settings.log_level.upper())
         if args.command == "run":
             from falcon_gpu.agent.commands import run
@@ -79,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             from falcon_gpu.agent.commands import plugin
 
             return plugin(settings, simulate=args.simulate)
+        if args.command == "top":
+            from falcon_gpu.top.command import top
+
+            return top(settings, simulate=args.simulate, once=args.once)
         from falcon_gpu.doctor import doctor
 
         return doctor(settings, simulate=args.simulate)
