@@ -8,7 +8,9 @@ checked here against the Service it selects.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 from functools import cache
@@ -35,10 +37,27 @@ OVERLAYS = {
 K8S_VERSIONS = ("1.29.0", "1.33.0")
 
 
-def kustomize(directory: Path) -> list[dict[str, Any]]:
+@cache
+def kubectl_or_reason() -> tuple[str | None, str]:
+    """kubectl with a kustomize new enough for components and ``labels`` (kubectl >= 1.27)."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
-        pytest.skip("kubectl is not installed (no Debian package provides it; install kubectl >= 1.14)")
+        return (
+            None,
+            "kubectl is not installed (Debian's kubernetes-client 1.20 is too old: install kubectl >= 1.27)",
+        )
+    out = subprocess.run([kubectl, "version", "--client", "-o", "json"], capture_output=True, text=True)
+    try:
+        minor = int(re.sub(r"\D.*", "", json.loads(out.stdout)["clientVersion"]["minor"]))
+    except (ValueError, KeyError):
+        return None, f"cannot tell kubectl's version: {out.stdout[:100]!r} {out.stderr[:100]!r}"
+    return (kubectl, "") if minor >= 27 else (None, f"kubectl 1.{minor} is older than 1.27")
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    kubectl, reason = kubectl_or_reason()
+    if kubectl is None:
+        pytest.skip(reason)
     done = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return [d for d in yaml.safe_load_all(done.stdout) if d]
