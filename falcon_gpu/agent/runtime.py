@@ -3,9 +3,10 @@
 The simulator replaces only the NVML library; when its scenario describes a
 host (proc tree, logs, kubelet) and the user set none of those paths, the host
 is laid out in a temporary directory and attribution is pointed at it, so the
-real readers run. Shutdown order: stop the XID thread and attribution
-refreshers first (they feed the cycle), then flush and close sinks (so queued
-and spooled data gets its chance), then NVML, then the simulated host.
+real readers run. Shutdown order: stop the ``listen`` endpoint, the XID thread
+and attribution refreshers first (they serve or feed the cycle), then flush and
+close sinks (so queued and spooled data gets its chance), then NVML, then the
+simulated host.
 
 Sinks close side by side under one deadline: one after the other, N slow sinks
 would take N times ``timeout`` and outlast the kubelet's 30 s grace period, so
