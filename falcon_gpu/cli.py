@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     top = sub.add_parser("top", help="this node's GPUs with their pods and processes, live")
     common(top)
     top.add_argument("--once", action="store_true", help="print one frame and exit")
+    top.add_argument("--interval", type=float, metavar="S", help="seconds between frames")
     return p
 
 

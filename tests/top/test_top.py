@@ -73,8 +73,8 @@ def tmux() -> Iterator[list[str]]:
 
 
 def test_live_view_in_tmux_refreshes_and_stops_on_ctrl_c(tmux: list[str]) -> None:
-    env = " ".join(f"{k}={v}" for k, v in {**ENV, "FALCON_GPU_INTERVAL": "1"}.items())
-    command = f"cd {ROOT} && env {env} {sys.executable} -m falcon_gpu top --simulate shared-gpu"
+    env = " ".join(f"{k}={v}" for k, v in ENV.items())
+    command = f"cd {ROOT} && env {env} {sys.executable} -m falcon_gpu top --simulate shared-gpu --interval 1"
     subprocess.run([*tmux, "new-session", "-d", "-s", "top", "-x", "160", "-y", "60", command], check=True)
     subprocess.run([*tmux, "set-option", "-t", "top", "remain-on-exit", "on"], check=True)
 
