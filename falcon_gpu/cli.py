@@ -1,4 +1,4 @@
-"""Command line: ``falcon-gpu run | plugin | doctor`` (CONTRACT section 1).
+"""Command line: ``falcon-gpu run | plugin | doctor | install-plugin`` (CONTRACT section 1).
 
 Thin on purpose: parse flags, load settings, hand over to the agent. Exit codes:
 0 success, 2 invalid configuration, arguments or scenario (the message names
@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from falcon_gpu import __version__
+
 EXIT_OK, EXIT_FATAL, EXIT_USAGE = 0, 1, 2
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,plugin,doctor,top}")
+    p.add_argument("--version", action="version", version=f"falcon-gpu {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,top}")
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument(
@@ -36,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
             help="use the NVML simulator: a scenario file, a bundled name, or nothing for the "
             "bundled 4-GPU node",
         )
-        sp.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None)
+        sp.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default=None)
 
     run = sub.add_parser("run", help="the agent: collect, attribute and push every interval")
     common(run)
@@ -50,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     common(top)
     top.add_argument("--once", action="store_true", help="print one frame and exit")
     top.add_argument("--interval", type=float, metavar="S", help="seconds between frames")
+    install = sub.add_parser(
+        "install-plugin", help="write 60_gpu_monitor.py for falcon-agent into DIR, bound to this installation"
+    )
+    install.add_argument("dir", type=Path, metavar="DIR", help="falcon-agent's plugin directory")
+    install.add_argument("--config", type=Path, metavar="FILE", help="settings file the plugin passes on")
     return p
 
 
@@ -61,9 +71,31 @@ def _setup_logging(level: str) -> None:
     )
 
 
+def _effective_level(command: str, level: str) -> str:
+    """``plugin`` runs every minute under falcon-agent, ``top`` draws on the terminal: warnings and
+    errors only, unless debugging."""
+    if command in ("plugin", "top") and level == "info":
+        return "warning"
+    return level
+
+
+def _quiet_grpc(level: str) -> None:
+    """gRPC's C core logs to stderr on its own (``I1201 … chttp2_transport.cc] Got goaway``);
+    the agent reports the kubelet's state itself, so the core stays silent unless debugging.
+    Must run before grpc is first imported (the core reads these at load)."""
+    if level == "debug":
+        return
+    os.environ["GRPC_VERBOSITY"] = "NONE"
+    os.environ.pop("GRPC_TRACE", None)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _setup_logging(args.log_level or ("warning" if args.command == "top" else "info"))
+    if args.command == "install-plugin":
+        from falcon_gpu.plugin_install import install_plugin
+
+        return install_plugin(args.dir, args.config)
+    _setup_logging(_effective_level(args.command, args.log_level or "info"))
     from falcon_gpu.settings import ConfigError, load_settings
 
     try:
@@ -73,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     overrides: dict[str, Any] = {"interval": getattr(args, "interval", None), "log_level": args.log_level}
     try:
         settings = load_settings(args.config, **overrides)
-        if args.log_level is None and args.command != "top":  # top: only warnings cross the screen
-            logging.getLogger().setLevel(settings.log_level.upper())
+        level = _effective_level(args.command, settings.log_level)
+        logging.getLogger().setLevel(level.upper())
+        _quiet_grpc(level)
         if args.command == "run":
             from falcon_gpu.agent.commands import run
 
@@ -90,11 +123,14 @@ def main(argv: list[str] | None = None) -> int:
         from falcon_gpu.doctor import doctor
 
         return doctor(settings, simulate=args.simulate)
-    except ConfigError as exc:
-        print(f"falcon-gpu: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ScenarioError as exc:
-        print(f"falcon-gpu: invalid scenario: {exc}", file=sys.stderr)
+    except (ConfigError, ScenarioError) as exc:
+        what = "invalid scenario: " if isinstance(exc, ScenarioError) else ""
+        print(f"falcon-gpu: {what}{exc}", file=sys.stderr)
+        if args.command == "plugin":  # falcon-agent drops a failing plugin's output: still one array
+            from falcon_gpu.agent.commands import print_items
+
+            print_items([])
+            return EXIT_OK
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_OK

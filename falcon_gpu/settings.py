@@ -2,19 +2,20 @@
 
 Sources, strongest first: command-line flags, ``FALCON_GPU_*`` environment
 (nested with ``__``, lists as JSON), the TOML file, defaults. Unknown keys are
-errors. :func:`load_settings` turns every problem into :class:`ConfigError`
-whose message names the setting, so the CLI can exit 2 without a traceback.
+errors in every source. :func:`load_settings` turns every problem into
+:class:`ConfigError` whose message names the setting (and the file or variable),
+so the CLI can exit 2 without a traceback. Reading the sources is
+:mod:`falcon_gpu.settings_sources`'s job.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
+import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-import tomllib
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
@@ -22,13 +23,15 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from falcon_gpu.schemas.extra_labels import check_extra_labels
+from falcon_gpu.settings_sources import ConfigError, read_env, read_toml
 from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig
 
+__all__ = ["DEFAULT_CONFIG_FILE", "ConfigError", "Settings", "load_settings", "split_listen"]
+
 DEFAULT_CONFIG_FILE = Path("/etc/falcon-gpu/falcon-gpu.toml")
-
-
-class ConfigError(Exception):
-    """A setting is invalid; the message names it and says why."""
+NAMED_VALUES = ("schema_", "log_level", "kubernetes")
+"""Settings whose values are names: matched case-insensitively (``--log-level INFO``)."""
 
 
 def split_listen(value: str) -> tuple[str, int]:
@@ -60,6 +63,7 @@ class Settings(BaseSettings):
 
     interval: float = Field(30.0, gt=0, le=86400, description="seconds between cycles")
     node: str = Field(default_factory=_default_node, min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
     proc_root: Path = Path("/proc")
     kubelet_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
     log_root: Path = Path("/var/log")
@@ -73,6 +77,10 @@ class Settings(BaseSettings):
     spool_max_bytes: int = Field(268435456, ge=1 << 16)
     sinks: list[SinkConfig] = Field(default_factory=_default_sinks)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    kubernetes: Literal["auto", "on", "off"] = Field(
+        "auto", description="auto: attribute to pods when the kubelet socket or log dirs exist"
+    )
+
     listen: str = Field("", description="host:port of the /metrics, /healthz, /readyz endpoint; empty: off")
 
     @field_validator("listen")
@@ -81,6 +89,16 @@ class Settings(BaseSettings):
         if value:
             split_listen(value)  # raises ValueError naming what is wrong
         return value
+
+    @field_validator(*NAMED_VALUES, mode="before")
+    @classmethod
+    def _lower_names(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("labels")
+    @classmethod
+    def _extra_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return check_extra_labels(labels)
 
     @field_validator("sinks")
     @classmethod
@@ -107,13 +125,28 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _TomlSource(settings_cls))
+        return (init_settings, _EnvSource(settings_cls), _TomlSource(settings_cls))
+
+
+def setting_fields() -> dict[str, Any]:
+    """Every key as users write it (``schema``, not ``schema_``) → its annotation."""
+    return {(f.alias or name): f.annotation for name, f in Settings.model_fields.items()}
+
+
+class _EnvSource(PydanticBaseSettingsSource):
+    """``FALCON_GPU_<KEY>`` for every key; an unknown ``FALCON_GPU_*`` variable raises ConfigError."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads every variable at once
+
+    def __call__(self) -> dict[str, Any]:
+        return read_env(setting_fields())
 
 
 class _TomlSource(PydanticBaseSettingsSource):
     """Reads the TOML file chosen by :func:`load_settings` (class attribute, set per load)."""
 
-    data: dict[str, Any] = {}
+    data: ClassVar[dict[str, Any]] = {}
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return self.data.get(field_name), field_name, False
@@ -122,16 +155,25 @@ class _TomlSource(PydanticBaseSettingsSource):
         return dict(self.data)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"--config: file {path} does not exist") from exc
-    except PermissionError as exc:
-        raise ConfigError(f"--config: cannot read {path}: permission denied") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config: {path} is not valid TOML: {exc}") from exc
+def _sink_types() -> list[str]:
+    union = typing.get_args(SinkConfig)[0]
+    return [typing.get_args(m.model_fields["type"].annotation)[0] for m in typing.get_args(union)]
+
+
+def _message(e: Any) -> str:
+    """pydantic's message for one error, reworded where it would puzzle a user."""
+    kind, given = e["type"], e.get("input")
+    if kind == "extra_forbidden":
+        return "unknown setting"
+    if kind == "union_tag_invalid":
+        expected = e["ctx"]["expected_tags"].replace("'", "")
+        return f"sink type {e['ctx']['tag']!r} is not one of: {expected}"
+    if kind == "union_tag_not_found":
+        return f"each sink needs a type, one of: {', '.join(_sink_types())}"
+    if kind == "list_type" and isinstance(given, dict):
+        return "is a single table; write each entry as [[name]] (double brackets), not [name]"
+    shown = "" if isinstance(given, dict) else f" (got {given!r})"
+    return f"{e['msg']}{shown}"
 
 
 def _describe(err: ValidationError, source: str) -> str:
@@ -139,12 +181,10 @@ def _describe(err: ValidationError, source: str) -> str:
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-after"))
         loc = loc.replace("schema_", "schema")
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown setting"
-        given = e.get("input")
-        shown = "" if e["type"] == "extra_forbidden" or isinstance(given, dict) else f" (got {given!r})"
-        lines.append(f"setting {loc!r}: {msg}{shown}")
+        message = _message(e)
+        if e["type"] == "list_type" and isinstance(e.get("input"), dict):
+            message = message.replace("name", loc)
+        lines.append(f"setting {loc!r}: {message}")
     return f"invalid configuration ({source}):\n  " + "\n  ".join(lines)
 
 
@@ -155,20 +195,12 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     """
     if config_file is None and DEFAULT_CONFIG_FILE.exists():
         config_file = DEFAULT_CONFIG_FILE
-    toml_data = _read_toml(config_file) if config_file else {}
-    _TomlSource.data = toml_data
+    _TomlSource.data = read_toml(config_file) if config_file else {}
     given = {k: v for k, v in overrides.items() if v is not None}
     source = f"{config_file}, environment and flags" if config_file else "environment and flags"
     try:
         return Settings(**given)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
-    except ValueError as exc:  # env values that are not JSON where JSON is needed
-        found = re.search(r'field "([^"]+)"', str(exc))
-        name = found.group(1).replace("schema_", "schema") if found else "?"
-        raise ConfigError(
-            f"invalid configuration ({source}):\n  setting {name!r}: FALCON_GPU_{name.upper()} "
-            'must be JSON (a list or table), e.g. \'[{"type": "stdout"}]\''
-        ) from None
     finally:
         _TomlSource.data = {}

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Open-Falcon falcon-agent plugin: one cycle of GPU and pod metrics as one JSON array.
 
-Install: copy (or link) into the falcon-agent plugin directory; the ``60_``
-prefix makes falcon-agent run it every 60 seconds. It prints exactly one JSON
+Install with ``falcon-gpu install-plugin DIR [--config FILE]`` rather than copying
+this file: falcon-agent runs plugins with a bare environment, so the ``python3``
+below is the system one, which has falcon_gpu only where it was installed
+system-wide; ``install-plugin`` writes the same thing with this installation's
+interpreter. The ``60_`` prefix makes falcon-agent run it every 60 seconds. It prints exactly one JSON
 array on stdout, logs only to stderr, and exits 0 even when GPUs fail (falcon-agent
 throws away everything a plugin prints when it exits non-zero). Settings come
 from the usual places (``/etc/falcon-gpu/falcon-gpu.toml``, ``FALCON_GPU_*``).

@@ -42,6 +42,15 @@ def gpu_uuid(i: int) -> str:
     return f"GPU-{i:08x}-1111-2222-3333-444444444444"
 
 
+class _ChangingKubelet(PodResourcesServer):
+    """A kubelet whose pods come and go: List answers whatever ``pods`` holds now."""
+
+    pods: tuple[PodResourcesPod, ...] = ()
+
+    def state(self) -> tuple[tuple[PodResourcesPod, ...], tuple[PodResourcesDevice, ...]]:
+        return self.pods, ()
+
+
 class Node:
     """A node's files and kubelet: pods can be added and removed while the agent watches."""
 
@@ -51,7 +60,7 @@ class Node:
         for d in (self.proc, self.log / "pods", self.log / "containers"):
             d.mkdir(parents=True)
         self.pods: dict[int, tuple[str, str, int, int]] = {}  # n -> (uid, cid, pid, gpu)
-        self.server = PodResourcesServer(socket)
+        self.server = _ChangingKubelet(socket)
         self.server.start()
 
     def add(self, n: int, gpu: int) -> None:
@@ -82,7 +91,7 @@ class Node:
         pod_dir.rmdir()
 
     def publish(self) -> None:
-        self.server.set_pods(
+        self.server.pods = tuple(
             [
                 PodResourcesPod(
                     "bench",

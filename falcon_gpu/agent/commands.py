@@ -10,7 +10,9 @@ import threading
 
 from falcon_gpu.agent.cycle import CycleRunner
 from falcon_gpu.agent.runtime import Runtime, build
+from falcon_gpu.schemas.extra_labels import as_labels
 from falcon_gpu.settings import Settings
+from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,7 @@ def _runner(rt: Runtime, *, step: int) -> CycleRunner:
         telemetry=rt.telemetry,
         schema=s.schema_,
         process_metrics=s.process_metrics,
+        labels=as_labels(s.labels),
     )
 
 
@@ -42,14 +45,42 @@ def _prepare_one_shot(rt: Runtime) -> None:
         rt.telemetry.failing("attribution", "attribution", f"attribution refresh failed: {exc!r}")
 
 
+def dropped_report(telemetry: Telemetry) -> list[str]:
+    """One line per sink that dropped samples (refused, invalid or lost), for ``run --once``."""
+    samples = telemetry.view().samples_total
+    return [
+        f"falcon-gpu: sink {sink}: {n} samples dropped (refused or invalid; see the warnings above)"
+        for (sink, outcome), n in sorted(samples.items())
+        if outcome == "dropped" and n > 0
+    ]
+
+
+def _one_shot_sinks(settings: Settings) -> Settings:
+    """``run --once`` (a cron job, a test) leaves its series to the store's lookback: staleness
+    markers at its exit would hide every value until the next run. A sink that sets
+    ``stale_on_shutdown`` itself keeps its choice."""
+    sinks = [
+        cfg.model_copy(update={"stale_on_shutdown": False})
+        if "stale_on_shutdown" in type(cfg).model_fields and "stale_on_shutdown" not in cfg.model_fields_set
+        else cfg
+        for cfg in settings.sinks
+    ]
+    return settings.model_copy(update={"sinks": sinks})
+
+
 def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
-    rt = build(settings, simulate=simulate, listen=True)
-    stuck = False
+    rt = build(_one_shot_sinks(settings) if once else settings, simulate=simulate, listen=True)
+    stuck = closed = False
     try:
         if once:
             _prepare_one_shot(rt)
             _runner(rt, step=max(1, round(settings.interval))).run()
-            return 0  # rt.close below delivers, or leaves spooled when a server is failing
+            rt.close(FLUSH_TIMEOUT)  # delivers, or leaves spooled when a server is failing
+            closed = True
+            lines = dropped_report(rt.telemetry)
+            for line in lines:
+                print(line, file=sys.stderr)
+            return 1 if lines else 0
         from falcon_gpu.agent.loop import install_stop_signals, run_every
 
         stop = threading.Event()
@@ -66,7 +97,8 @@ def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
         stuck = not run_every(settings.interval, runner.run, rt.telemetry, stop)
         return 0
     finally:
-        rt.close(FLUSH_TIMEOUT, nvml=not stuck)
+        if not closed:
+            rt.close(FLUSH_TIMEOUT, nvml=not stuck)
         if stuck:
             _exit_leaving_the_stuck_cycle()
 
@@ -96,6 +128,11 @@ def plugin(settings: Settings, *, simulate: str | None) -> int:
         if type(exc).__name__ in ("ScenarioError", "ConfigError"):
             raise
         log.error("plugin: %r; printing what was collected", exc)
+    print_items(items)
+    return 0
+
+
+def print_items(items: list[dict[str, object]]) -> None:
+    """The plugin's whole stdout: exactly one JSON array."""
     sys.stdout.write(json.dumps(items, separators=(",", ":")) + "\n")
     sys.stdout.flush()
-    return 0

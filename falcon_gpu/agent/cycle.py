@@ -3,6 +3,13 @@
 Each stage is isolated: an exception in attribution or in one sink is counted
 and logged once, and the cycle still reaches the other sinks. One timestamp
 is taken per cycle and used for every sample.
+
+The first cycle waits (at most ``first_attribution_wait`` s, before reading the
+GPUs so its timestamp stays current) until the attributor's lookups have been
+refreshed once: otherwise every start would ship one cycle with every process
+unattributed and no pod series, a spike on every dashboard at each rollout.
+The labels every series starts with (``node`` and the ``labels`` setting) are
+built here once, not per cycle.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Literal, Protocol
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.schemas.render import RenderedCycle
 from falcon_gpu.sinks.base import Sink
@@ -30,6 +38,12 @@ class Source(Protocol):
 class Attributing(Protocol):
     def attribute(self, snapshot: Snapshot) -> Attribution: ...
 
+    def wait_ready(self, timeout: float) -> bool: ...
+
+
+FIRST_ATTRIBUTION_WAIT = 2.0
+"""Seconds the first cycle waits for the first attribution (CONTRACT section 3)."""
+
 
 class CycleRunner:
     def __init__(
@@ -43,9 +57,15 @@ class CycleRunner:
         telemetry: Telemetry,
         schema: Literal["falcon_gpu", "dcgm"] = "falcon_gpu",
         process_metrics: bool = False,
+        labels: Labels = (),
+        first_attribution_wait: float = FIRST_ATTRIBUTION_WAIT,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``labels``: the ``labels`` setting (validated), added to every series."""
         self.node, self.step = node, step
+        self.labels: Labels = tuple(labels)
+        self.node_labels: Labels = (("node", node), *self.labels)
+        self._first_wait: float | None = first_attribution_wait
         self.source, self.attributor, self.sinks = source, attributor, list(sinks)
         self.telemetry, self.schema, self.process_metrics = telemetry, schema, process_metrics
         self.health = HealthEvaluator()
@@ -53,6 +73,7 @@ class CycleRunner:
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
+        self._await_first_attribution()  # not part of the cycle's own time
         started = time.perf_counter()
         snapshot = self.source.collect(self._clock())
         attribution = Attribution()
@@ -72,12 +93,21 @@ class CycleRunner:
             health=self.health.evaluate(snapshot),
             telemetry=self.telemetry.view(),
             process_metrics=self.process_metrics,
+            node_labels=self.node_labels,
+            extra_labels=self.labels,
         )
         rendered = RenderedCycle(cycle, self.schema)
         for sink in self.sinks:
             self._guard(f"sink:{sink.name}", lambda s=sink: s.submit(rendered))  # type: ignore[misc]
         self.telemetry.cycle_done(time.perf_counter() - started)
         return rendered
+
+    def _await_first_attribution(self) -> None:
+        wait, self._first_wait = self._first_wait, None
+        if wait is None or self.attributor is None:
+            return
+        if not self.attributor.wait_ready(wait):
+            log.info("the first attribution took longer than %gs; the first cycle goes out without it", wait)
 
     def _guard(self, key: str, fn: Callable[[], object]) -> None:
         try:

@@ -31,7 +31,9 @@ from falcon_gpu.attribution.podresources.client import (
     PodResourcesClient,
     PodResourcesError,
 )
+from falcon_gpu.attribution.presence import kubernetes_expected
 from falcon_gpu.attribution.refresher import Refresher
+from falcon_gpu.checks import Row
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.settings import Settings
@@ -76,6 +78,8 @@ class Attributor:
         self._allocations_at = 0.0
         self._labels: PodLabels | None = None
         self._ok = {"kubelet": False, "logs": False, "kube_api": False}
+        self._kubernetes = kubernetes_expected(settings)
+        """False on a host without Kubernetes (setting ``kubernetes``): its sources are not reported."""
         self._lookups = Lookups()
         self._swap = threading.Lock()
         self._join_lock = threading.Lock()
@@ -86,8 +90,9 @@ class Attributor:
 
         period = max(5.0, min(settings.interval, 30.0))
         self._refresher = Refresher()
-        self._refresher.add("kubelet", self._refresh_kubelet, period=period, min_gap=MISS_REFRESH_GAP)
-        self._refresher.add("logs", self._refresh_logs, period=period, min_gap=MISS_REFRESH_GAP)
+        if settings.kubernetes != "off":
+            self._refresher.add("kubelet", self._refresh_kubelet, period=period, min_gap=MISS_REFRESH_GAP)
+            self._refresher.add("logs", self._refresh_logs, period=period, min_gap=MISS_REFRESH_GAP)
         if settings.pod_labels:
             self._refresher.add("kube_api", self._refresh_labels, period=KUBE_API_PERIOD, min_gap=15.0)
 
@@ -95,6 +100,11 @@ class Attributor:
     def start(self) -> None:
         """Start the background refreshers (idempotent)."""
         self._refresher.start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every lookup has been refreshed once (started by :meth:`start` or
+        :meth:`refresh_now`); False after ``timeout`` s. The agent's first cycle calls it."""
+        return self._refresher.wait_first_round(timeout)
 
     def refresh_now(self) -> None:
         """Refresh every lookup synchronously, so the next :meth:`attribute` is complete."""
@@ -113,6 +123,9 @@ class Attributor:
             self._lookups = Lookups.build(self._names, self._allocations, self._labels)
 
     def _refresh_kubelet(self) -> None:
+        self._kubernetes = kubernetes_expected(self._settings)
+        if not self._kubernetes:  # kubernetes = "auto" on a host without it: quiet
+            return
         try:
             self._allocations = self._kubelet.fetch()
             self._allocations_at = self._clock()
@@ -131,6 +144,9 @@ class Attributor:
         self._publish()
 
     def _refresh_logs(self) -> None:
+        self._kubernetes = kubernetes_expected(self._settings)
+        if not self._kubernetes:
+            return
         try:
             self._names = self._scanner.scan()
         except OSError as exc:
@@ -202,6 +218,9 @@ class Attributor:
         sources_ok = {"cgroup": cgroup_ok, **self._ok}
         if not self._settings.pod_labels:
             sources_ok.pop("kube_api")
+        if not self._kubernetes:
+            sources_ok.pop("kubelet")
+            sources_ok.pop("logs")
         with self._join_lock:
             result = self._joiner.join(snapshot, identities, self._lookups, now, sources_ok)
         if result.misses:
@@ -213,7 +232,7 @@ class Attributor:
         return result.attribution
 
     # -- doctor ---------------------------------------------------------------
-    def diagnose(self, snapshot: Snapshot) -> list[tuple[str, bool, str]]:
+    def diagnose(self, snapshot: Snapshot) -> list[Row]:
         """Rows for ``doctor``: host PID visibility, kubelet socket, log dirs, labels, attributed count.
 
         Blocking calls are fine here (doctor is not a cycle); the join uses a

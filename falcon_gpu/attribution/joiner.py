@@ -6,14 +6,21 @@ happened before (PID cache) or off the hot path (:class:`Lookups`). One
 instance) that is allocated by the kubelet or has processes on it:
 
 * memory: sum over the container's processes on that device;
-* utilisation: sum of their SM shares, capped at 1;
-* energy: the GPU's energy delta shared out by SM share (see ledger);
+* utilisation: sum of their SM shares, capped at 1; None (absent, not 0) when a
+  process has no SM share because NVML gives no per-process utilisation there;
+* energy: the GPU's energy delta shared out by SM share (see ledger), None with
+  the utilisation;
 * ``allocated``/``resource`` from PodResources, ``allocation_idle_seconds`` for
   allocated devices without a process of the container.
 
 A process whose cgroup names no pod is unattributed. One whose cgroup names a
 pod the name maps do not know yet (a pod that just started) is unattributed
 this cycle and reported as a *miss*, so the caller can trigger a rescan.
+
+Unattributed memory is what the device reports used minus every pod's share
+(:func:`unattributed_memory`), not the sum of the processes in no pod: driver and
+context overhead belong to no process, and pods + unattributed must add up to the
+device exactly, like energy.
 """
 
 from __future__ import annotations
@@ -61,6 +68,11 @@ class _Acc:
     memory: int = 0
     sm: float = 0.0
     processes: int = 0
+    sm_missing: bool = False
+    """A process here had no SM share (NVML gives none on this device)."""
+
+    def utilization(self) -> float | None:
+        return None if self.sm_missing else min(1.0, self.sm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +155,7 @@ class Joiner:
                     acc = unattributed.setdefault((dev.uuid, mig_uuid), _Acc())
                 acc.memory += proc.used_memory_bytes or 0
                 acc.sm += sm
+                acc.sm_missing |= proc.sm_util_ratio is None
                 acc.processes += 1
                 if delta is not None and total_sm > 0 and sm > 0:
                     joules = delta * sm / total_sm
@@ -159,7 +172,7 @@ class Joiner:
                             gpu_uuid=dev.uuid,
                             mig_uuid=mig_uuid,
                             memory_used_bytes=proc.used_memory_bytes or 0,
-                            utilization_ratio=min(1.0, sm),
+                            utilization_ratio=None if proc.sm_util_ratio is None else min(1.0, sm),
                             container=self._ref(ckey, lookups, refs) if ckey else None,
                         )
                     )
@@ -172,6 +185,7 @@ class Joiner:
             acc = usage.get(key) or _Acc()
             resource = allocated.get(key)
             idle = self.idle.observe(key, acc.processes > 0, now) if resource is not None else 0.0
+            utilization = acc.utilization()
             pods.append(
                 PodUsage(
                     container=self._ref(ckey, lookups, refs),
@@ -180,18 +194,19 @@ class Joiner:
                     resource=resource,
                     allocated=resource is not None,
                     memory_used_bytes=acc.memory,
-                    utilization_ratio=min(1.0, acc.sm),
+                    utilization_ratio=utilization,
                     processes=acc.processes,
-                    energy_joules_total=self.energy.pod_total(key),
+                    energy_joules_total=None if utilization is None else self.energy.pod_total(key),
                     allocation_idle_seconds=idle,
                 )
             )
+        memory = unattributed_memory(snapshot, usage)
         unattr = tuple(
             UnattributedUsage(
                 gpu_uuid=gpu,
                 mig_uuid=mig,
-                memory_used_bytes=acc.memory,
-                utilization_ratio=min(1.0, acc.sm),
+                memory_used_bytes=memory.get((gpu, mig)),
+                utilization_ratio=acc.utilization(),
                 processes=acc.processes,
                 energy_joules_total=self.energy.unattributed_total((gpu, mig)),
             )
@@ -205,6 +220,7 @@ class Joiner:
             pods=tuple(pods),
             unattributed=unattr,
             processes=tuple(processes),
+            allocatable=lookups.kubelet.allocatable_devices if lookups.kubelet is not None else None,
             sources_ok=dict(sources_ok or {}),
         )
         return JoinResult(attribution, frozenset(misses), in_pod, attributed)
@@ -222,6 +238,34 @@ class Joiner:
             ref = ContainerRef(namespace, pod, container, pod_uid=uid, labels=labels)
             cache[ckey] = ref
         return ref
+
+
+def unattributed_memory(snapshot: Snapshot, usage: Mapping[UsageKey, _Acc]) -> dict[DeviceKey, int | None]:
+    """Per device key: the memory the device reports used that no pod's processes hold.
+
+    A MIG instance: its used memory minus its pods'. The whole GPU: its used memory
+    minus every pod's on it and minus what its instances' entries already hold, so
+    the entries of one GPU partition it: Σ pods + Σ unattributed = device used.
+    Never below 0 (process and device memory are read at slightly different
+    instants); None where the device (or instance) gave no memory reading.
+    """
+    pods: dict[DeviceKey, int] = {}
+    per_gpu: dict[str, int] = {}
+    for (_, gpu, instance), acc in usage.items():
+        pods[(gpu, instance)] = pods.get((gpu, instance), 0) + acc.memory
+        per_gpu[gpu] = per_gpu.get(gpu, 0) + acc.memory
+    out: dict[DeviceKey, int | None] = {}
+    for dev in snapshot.devices:
+        on_gpu = per_gpu.get(dev.uuid, 0)
+        in_instances = 0
+        for mig in dev.mig:
+            used = mig.memory_used_bytes
+            rest = None if used is None else max(0, used - pods.get((dev.uuid, mig.uuid), 0))
+            out[(dev.uuid, mig.uuid)] = rest
+            in_instances += rest or 0
+        used = dev.memory_used_bytes
+        out[(dev.uuid, None)] = None if used is None else max(0, used - on_gpu - in_instances)
+    return out
 
 
 def _sort_key(key: UsageKey) -> tuple[str, str, str, str, str]:

@@ -8,6 +8,10 @@ and only if the task has not run within its ``min_gap`` (rate limit), so a
 container that never gets a log file cannot turn into a rescan every cycle.
 A task must not raise (they report into telemetry themselves); if one does, the
 exception is logged and the thread keeps going.
+
+:meth:`Refresher.wait_first_round` lets the agent's first cycle wait (bounded) until
+every task has run once, so the first cycle after a start is attributed like the
+rest instead of going out with every process unattributed.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class Refresher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._state = threading.Lock()
+        self._first_round = threading.Event()
 
     def add(self, name: str, fn: Callable[[], None], *, period: float, min_gap: float) -> None:
         self._tasks[name] = _Task(name, fn, period, min_gap)
@@ -56,10 +61,17 @@ class Refresher:
                 log.exception("attribution refresh %r failed", name)
             with self._state:
                 task.last_run = time.monotonic()
+                if all(t.last_run is not None for t in self._tasks.values()):
+                    self._first_round.set()
 
     def run_all(self) -> None:
         for name in self._tasks:
             self.run(name)
+
+    def wait_first_round(self, timeout: float) -> bool:
+        """Block until every task has run at least once (True), or ``timeout`` s passed (False).
+        True at once when there is nothing to refresh."""
+        return not self._tasks or self._first_round.wait(timeout)
 
     def request(self, name: str) -> bool:
         """Ask for an early run of ``name``; False when rate-limited. Never blocks on I/O."""

@@ -14,5 +14,8 @@ here, so each sink gets the same guarantees:
   durable sinks (Open-Falcon agent, transfer, remote_write).
 - :mod:`.latest`: latest-state delivery for Pushgateway (no backlog).
 - :mod:`.http`, :mod:`.secrets`: the shared HTTP transport (TLS, auth, headers)
-  and secret files re-read on rotation.
+  and secret files re-read on rotation, scrubbed from anything logged;
+  :mod:`.deadline` makes ``timeout`` bound a whole request.
+- :mod:`.headers`, :mod:`.tls`: what the settings check at start so that a header
+  or TLS file that cannot work exits 2 instead of failing every batch.
 """

@@ -23,17 +23,21 @@ spooled while the server was failing (so an hour-long outage counts an hour of
 samples, not just the first batch); ``dropped`` for a permanent refusal, items
 the server rejected one by one, a full memory queue, or the spool cap.
 
-When the spool cannot be written (disk full, I/O error), batches are not
-dropped: they wait in a bounded memory lane (``queue_max_batches`` batches)
-and are sent after everything already spooled, so order still holds; new
-batches keep going to that lane until it is empty, then to the spool again.
-They are not durable meanwhile, which is logged once. A spool locked by
+When the spool cannot be written (disk full, I/O error, a read-only disk),
+batches are not dropped: they wait in a bounded memory lane
+(``queue_max_batches`` batches) and are sent after everything already spooled,
+so order still holds; new batches keep going to that lane until it is empty,
+then to the spool again. They are not durable meanwhile, which is logged once.
+When the spool cannot even be opened or read, the sender goes on with the memory
+lane (what the spool holds waits until it can be read); that is logged once
+too, under its own key, so neither failure hides the other. A spool locked by
 another process (:class:`SpoolBusy`) is not such a failure: two agents must
 not both send the same node's series, so those batches are dropped.
 
 Shutdown order (``close``): stop taking submissions, write every pending item to
-the spool, let the sender drain until the timeout, then stop it; what is left
-stays in the spool for the next start.
+the spool (or the memory lane), let the sender drain until the timeout unless
+the server is failing, then stop it; what is left stays in the spool for the
+next start, and only what the memory lane still holds then is lost (counted).
 
 A sink subclasses :class:`QueuedSink` and supplies ``explode``, ``encode`` and
 ``push`` only.
@@ -120,9 +124,13 @@ class QueuedSink(Sink, Generic[T]):
         if self._closed:
             return
         self._start()
-        items = list(self.explode(rendered))
+        self._enqueue(list(self.explode(rendered)))
+
+    def _enqueue(self, items: list[T]) -> None:
+        """Hand items to the batcher (also used by a sink for items of its own at close)."""
         if not items:
             return
+        self._start()
         try:
             self._queue.put_nowait(items)
             self._telemetry.recovered(f"{self._key}:queue", f"sink {self.name}: memory queue has room again")
@@ -155,13 +163,8 @@ class QueuedSink(Sink, Generic[T]):
         with self._caught_up:
             while self._caught_up_at < spooled_at:
                 left = deadline - time.monotonic()
-                if left <= 0 or (
-                    not while_failing
-                    and (
-                        self._telemetry.is_failing(self._key)
-                        or self._telemetry.is_failing(f"{self._key}:spool")
-                    )
-                ):
+                # a failing spool is no reason to stop waiting: the memory lane still drains
+                if left <= 0 or (not while_failing and self._telemetry.is_failing(self._key)):
                     return False
                 self._caught_up.wait(min(left, 0.1))
             return True
@@ -235,12 +238,12 @@ class QueuedSink(Sink, Generic[T]):
         except SpoolBusy as exc:
             self._telemetry.samples(self.name, "dropped", len(items))
             self._telemetry.failing(
-                f"{self._key}:spool", "spool_write", f"sink {self.name}: {exc}; dropping batches"
+                f"{self._key}:spool_write", "spool_write", f"sink {self.name}: {exc}; dropping batches"
             )
             return
         except OSError as exc:
             self._telemetry.failing(
-                f"{self._key}:spool",
+                f"{self._key}:spool_write",
                 "spool_write",
                 f"sink {self.name}: cannot write the spool ({exc}); keeping up to "
                 f"{self._cfg.queue_max_batches} batches in memory (not durable) until it can",
@@ -256,7 +259,7 @@ class QueuedSink(Sink, Generic[T]):
                 level=logging.ERROR,
             )
             return
-        self._telemetry.recovered(f"{self._key}:spool", f"sink {self.name}: spool writable again")
+        self._telemetry.recovered(f"{self._key}:spool_write", f"sink {self.name}: spool writable again")
         if self._telemetry.is_failing(self._key):  # the server is down: this batch waits
             self._telemetry.samples(self.name, "spooled", len(items))
             self._counted_upto = (position.seq, position.offset)
@@ -279,21 +282,27 @@ class QueuedSink(Sink, Generic[T]):
         self._wake.set()
 
     def _next(self) -> Entry | MemoryEntry | None:
-        """The oldest batch: the spool's first, then the memory lane's (always newer)."""
-        entry = self._spool.next()
+        """The oldest batch: the spool's first, then the memory lane's (always newer). A
+        spool that cannot be opened or read does not hold up the memory lane."""
+        try:
+            entry = self._spool.next()
+        except SpoolBusy:  # the batcher counts and logs it (its batches are dropped)
+            return None
+        except OSError as exc:
+            self._telemetry.failing(
+                f"{self._key}:spool_read",
+                "spool_read",
+                f"sink {self.name}: cannot read the spool ({exc}); sending the batches held in "
+                "memory meanwhile, what the spool holds waits until it can be read",
+            )
+            return self._memory.head()
+        self._telemetry.recovered(f"{self._key}:spool_read", f"sink {self.name}: spool readable again")
         return self._memory.head() if entry is None else entry
 
     def _send_loop(self) -> None:
         progress = ReplayProgress(self.name, self._spool.backlog_at_start)
         while not self._stop.is_set():
-            try:
-                entry = self._next()
-            except OSError as exc:
-                self._telemetry.failing(
-                    f"{self._key}:spool", "spool_read", f"sink {self.name}: cannot read the spool ({exc})"
-                )
-                self._stop.wait(1.0)
-                continue
+            entry = self._next()
             if entry is None:
                 progress.done()
                 # caught up: the next outage that overflows the cap is logged again
@@ -374,11 +383,13 @@ class QueuedSink(Sink, Generic[T]):
             self._spool.ack(entry)
         except OSError as exc:  # disk full: the sender goes on; a restart re-sends (at-least-once)
             self._telemetry.failing(
-                f"{self._key}:spool",
+                f"{self._key}:spool_ack",
                 "spool_write",
                 f"sink {self.name}: cannot record a delivery in the spool ({exc}); "
                 "after a restart it would be sent again",
             )
+            return failed
+        self._telemetry.recovered(f"{self._key}:spool_ack", f"sink {self.name}: deliveries recorded again")
         return failed
 
     def _evicted(self, samples: int, message: str) -> None:

@@ -5,13 +5,21 @@ identity (inode, mtime, size) changes; :class:`SecretFile` checks it with one
 ``stat`` per use and re-reads only then. The value never appears in ``repr``,
 ``str`` or error messages. :func:`redact_url` hides the password a URL may carry
 (``https://user:pass@host/...``, which requests sends as basic auth) before the
-URL goes into a message.
+URL goes into a message, and :func:`scrub` removes the secrets a request carried
+from a server's answer or an exception text (a server may echo them back).
+
+A secret file is read as UTF-8 with a byte-order mark (editors on Windows add
+one) and surrounding whitespace (the newline ``echo`` adds) stripped: neither is
+ever part of a token.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +42,38 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts)
 
 
+def secrets_of(headers: Mapping[str, str]) -> list[str]:
+    """The secret strings a request's ``Authorization`` header reveals: the whole value,
+    its credentials, and for basic auth the decoded ``user:password`` and the password."""
+    value = headers.get("Authorization", "")
+    if not value:
+        return []
+    found = [value]
+    scheme, _, credentials = value.partition(" ")
+    if credentials:
+        found.append(credentials)
+    if scheme.lower() == "basic" and credentials:
+        try:
+            pair = base64.b64decode(credentials, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            pair = ""
+        if pair:
+            found.append(pair)
+            password = pair.partition(":")[2]
+            if password:
+                found.append(password)
+    return found
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by ``<redacted>``
+    (the longest first, so a token inside its own header value goes as one)."""
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
 class SecretError(Exception):
     """The secret file cannot be read; the message names the file, never its content."""
 
@@ -46,7 +86,8 @@ class SecretFile:
         self._value = ""
 
     def value(self) -> str:
-        """The current secret, surrounding whitespace stripped. Raises SecretError."""
+        """The current secret, a UTF-8 BOM and surrounding whitespace stripped. Raises
+        SecretError when the file cannot be read, is not UTF-8 or is empty."""
         try:
             st = os.stat(self.path)
         except OSError as exc:
@@ -55,10 +96,14 @@ class SecretFile:
         with self._lock:
             if stamp != self._stamp:
                 try:
-                    self._value = self.path.read_text().strip()
+                    value = self.path.read_text(encoding="utf-8-sig").strip()
                 except OSError as exc:
                     raise SecretError(f"cannot read secret file {self.path}: {exc.strerror}") from None
-                self._stamp = stamp
+                except UnicodeDecodeError:
+                    raise SecretError(f"secret file {self.path} is not UTF-8 text") from None
+                if not value:
+                    raise SecretError(f"secret file {self.path} is empty")
+                self._value, self._stamp = value, stamp
             return self._value
 
     def __repr__(self) -> str:

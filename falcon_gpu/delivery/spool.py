@@ -18,6 +18,11 @@ Who does what (the Vector disk-buffer model):
   so ``doctor`` run next to the agent changes nothing; a second agent or a
   ``run --once`` on the same directory gets :class:`SpoolBusy` (counted and
   logged by the sink, retried) instead of deleting or duplicating its data.
+- A read-only disk (remounted after an error): the lock is taken through a
+  read-only descriptor when the lock file exists, so the backlog is still read
+  and sent (acknowledgements and deletions then fail, counted by the sink, and a
+  later start sends it again); without a lock file the spool cannot be opened
+  and the sink sends from memory only.
 - Past ``max_bytes`` the oldest segments are deleted and their unsent samples
   reported through ``on_evict`` (counted ``dropped``). A damaged segment is
   reported through ``on_corrupt`` and skipped from the damage on.
@@ -46,6 +51,30 @@ from falcon_gpu.delivery.spool_writer import SpoolWriter
 _COUNT = struct.Struct("<I")
 LEDGER = "ack"
 LOCK_FILE = "lock"
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file's descriptor; on a read-only disk an existing one is opened read-only
+    (``flock`` works on it), so the backlog can still be sent."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.EROFS:
+            raise
+        try:
+            return os.open(path, os.O_RDONLY)
+        except OSError:
+            raise exc from None
+
+
+def _remove(path: Path) -> bool:
+    """Delete an acknowledged segment; False when the disk refuses (read-only): it is
+    only disk space, and the ledger already says it was sent."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True
 
 
 class SpoolBusy(OSError):
@@ -107,7 +136,7 @@ class Spool:
         Raises SpoolBusy while another process holds it, OSError for a failing disk."""
         if self._lock_fd is not None:
             return
-        fd = os.open(self._dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(self._dir / LOCK_FILE)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -132,11 +161,11 @@ class Spool:
         seqs = list_segments(directory)
         for seq in seqs:
             if seq < start.seq:  # fully acknowledged before a crash, not yet deleted
-                (directory / segment_name(seq)).unlink(missing_ok=True)
+                _remove(directory / segment_name(seq))
         seqs = [s for s in seqs if s >= start.seq]
         acked = directory / segment_name(start.seq)
         if seqs and seqs[0] == start.seq and start.offset >= acked.stat().st_size:
-            acked.unlink()  # every record acknowledged (the active segment at a clean shutdown)
+            _remove(acked)  # every record acknowledged (the active segment at a clean shutdown)
             seqs = seqs[1:]
         self._bytes = sum((directory / segment_name(s)).stat().st_size for s in seqs)  # on disk
         self._reader = SpoolReader(directory, start)
@@ -218,10 +247,10 @@ class Spool:
             path = self._dir / segment_name(old)
             try:
                 size = path.stat().st_size
-                path.unlink()
-                self._bytes -= size
             except FileNotFoundError:
-                pass
+                continue
+            if _remove(path):
+                self._bytes -= size
 
     def _read_ledger(self) -> Position:
         try:

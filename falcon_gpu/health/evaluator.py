@@ -6,6 +6,11 @@ uncorrectable ECC, row-remap failure, 60+ retired pages, or an XID that means
 the GPU needs a reset or replacement is a *fail*; a pending page retirement or
 row remap (needs a GPU reset), thermal or hardware slowdown, or other XIDs are a
 *warn*. The state is bounded by the number of devices ever seen.
+
+``last_xid`` is the most recent XID as the watcher saw events arrive (what
+dcgm-exporter's ``XID_ERRORS`` reports), not the most severe of an interval; a
+snapshot without that order (``DeviceReading.last_xid`` unset) falls back to the
+highest new code.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ XID_HOLD_SECONDS = 300.0
 class _DeviceState:
     xid_counts: dict[int, int] = field(default_factory=dict)
     pcie_replays: int | None = None
-    last_xid_at: float | None = None
-    last_xid_level: int = PASS
+    xid_at: dict[int, float] = field(default_factory=dict)
+    """When an XID of each level (WARN, FAIL) last arrived: a critical XID keeps the check
+    failed for its whole hold even if a harmless one follows it."""
     last_xid: int | None = None
 
 
@@ -51,19 +57,16 @@ class HealthEvaluator:
         }
         st.xid_counts = dict(dev.xid_counts)
         if new_xids:
-            st.last_xid_at = now
-            st.last_xid_level = FAIL if CRITICAL_XIDS & new_xids.keys() else WARN
-            # counts carry no order within one interval: prefer a critical XID as "the last"
-            st.last_xid = max(new_xids, key=lambda x: (x in CRITICAL_XIDS, x))
+            st.xid_at[FAIL if CRITICAL_XIDS & new_xids.keys() else WARN] = now
+            st.last_xid = dev.last_xid if dev.last_xid in new_xids else max(new_xids)
         checks = {"lost": PASS if dev.up else FAIL, "xid": self._xid_level(st, now)}
         if dev.up:
             checks.update(self._levels(dev, st))
         return HealthReport(checks=checks, xid_in_interval=new_xids, last_xid=st.last_xid)
 
     def _xid_level(self, st: _DeviceState, now: float) -> int:
-        if st.last_xid_at is None or now - st.last_xid_at > self._hold:
-            return PASS
-        return st.last_xid_level
+        held = [level for level, at in st.xid_at.items() if now - at <= self._hold]
+        return max(held, default=PASS)
 
     @staticmethod
     def _levels(dev: DeviceReading, st: _DeviceState) -> dict[str, int]:

@@ -3,6 +3,11 @@
 Produced by :mod:`falcon_gpu.attribution`, read by the schemas. A *device key*
 names a physical GPU by UUID, or a MIG instance by its MIG UUID, so that pod
 series can carry the same device labels as the device series.
+
+A reading NVML does not give is ``None`` and becomes no series (CONTRACT section 3,
+"absent, not 0"): per-pod utilisation and energy where NVML has no per-process
+utilisation (MIG-enabled GPUs, devices that answer NOT_SUPPORTED), unattributed
+memory where the device's own memory reading is missing.
 """
 
 from __future__ import annotations
@@ -32,20 +37,30 @@ class PodUsage:
     """kubelet resource name when allocated, e.g. ``nvidia.com/gpu``; None when only seen running."""
     allocated: bool = False
     memory_used_bytes: int = 0
-    utilization_ratio: float = 0.0
+    utilization_ratio: float | None = 0.0
+    """None: NVML gives no per-process utilisation for a process of this container here."""
     processes: int = 0
-    energy_joules_total: float = 0.0
+    energy_joules_total: float | None = 0.0
+    """None where the utilisation is None: energy is shared out by SM share."""
     allocation_idle_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class UnattributedUsage:
-    """Processes on a device that belong to no pod (host daemons, other runtimes)."""
+    """Everything on a device (or MIG instance) that is not in a pod.
+
+    ``memory_used_bytes`` is the device's used memory minus every pod's on it:
+    processes in no pod (host daemons, other runtimes), memory no process reports
+    (driver and context overhead) and, for a MIG-enabled GPU's whole-GPU entry, the
+    memory outside every instance. So per GPU, Σ pods + Σ unattributed = device used.
+    None when the device reported no memory used. ``utilization_ratio`` and
+    ``processes`` count only the processes in no pod.
+    """
 
     gpu_uuid: str
     mig_uuid: str | None = None
-    memory_used_bytes: int = 0
-    utilization_ratio: float = 0.0
+    memory_used_bytes: int | None = 0
+    utilization_ratio: float | None = 0.0
     processes: int = 0
     energy_joules_total: float = 0.0
     """The device energy not shared out to pods (idle draw included), so pods + this = device."""
@@ -60,7 +75,8 @@ class ProcessUsage:
     gpu_uuid: str
     mig_uuid: str | None = None
     memory_used_bytes: int = 0
-    utilization_ratio: float = 0.0
+    utilization_ratio: float | None = 0.0
+    """None: NVML gives no per-process utilisation on this device."""
     container: ContainerRef | None = None
 
 
@@ -69,5 +85,8 @@ class Attribution:
     pods: tuple[PodUsage, ...] = ()
     unattributed: tuple[UnattributedUsage, ...] = ()
     processes: tuple[ProcessUsage, ...] = ()
+    allocatable: tuple[tuple[str, int], ...] | None = None
+    """(resource, distinct devices) the kubelet can hand out (GetAllocatableResources), for
+    the resources matching ``gpu_resources``; None when the kubelet did not answer it."""
     sources_ok: dict[str, bool] = field(default_factory=dict)
     """Per lookup source (``cgroup``, ``kubelet``, ``logs``, ``kube_api``): answered this cycle."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from falcon_gpu.model.attribution import Attribution
+from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.telemetry import TelemetryView
 
@@ -37,3 +38,13 @@ class CycleData:
     """GPU uuid -> report."""
     telemetry: TelemetryView
     process_metrics: bool = False
+    node_labels: Labels = ()
+    """``node`` and the ``labels`` setting, built once at start: what every series starts with.
+    Empty (tests that build a cycle by hand): just ``node``."""
+    extra_labels: Labels = ()
+    """The ``labels`` setting alone (Open-Falcon tags, the dcgm schema's device labels)."""
+
+    @property
+    def base_labels(self) -> Labels:
+        """The labels every series of every schema starts with (CONTRACT section 4)."""
+        return self.node_labels or (("node", self.node), *self.extra_labels)

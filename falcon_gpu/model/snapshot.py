@@ -119,6 +119,8 @@ class DeviceReading:
     """Processes on the whole GPU (on a MIG GPU: every instance's, with instance ids set)."""
     xid_counts: dict[int, int] = field(default_factory=dict)
     """Cumulative XID events per XID code since the agent started."""
+    last_xid: int | None = None
+    """The XID of the most recent event since the agent started (arrival order; counts have none)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ SPECS: tuple[MetricSpec, ...] = (
 
 def add_agent(b: FamilyBuilder, cycle: CycleData) -> None:
     t = cycle.telemetry
-    node = (("node", cycle.node),)
+    node = cycle.base_labels
     b.add(P + "cycle_seconds", node, t.last_cycle_seconds)
     b.add(P + "cycles_total", node, t.cycles_total)
     for kind, n in sorted(t.errors_total.items()):

@@ -14,22 +14,41 @@ class MetricSpec:
     help: str
 
 
+def without_empty(labels: Labels) -> Labels:
+    """``labels`` minus the pairs whose value is empty (the same tuple when there are none)."""
+    if all(value for _, value in labels):
+        return labels
+    return tuple(pair for pair in labels if pair[1])
+
+
 class FamilyBuilder:
     """Series added under a spec's name come out grouped, in the specs' order.
 
     Duplicate label sets within one metric are a bug upstream; Prometheus would
     reject the whole remote-write request, so the last value wins here instead.
+
+    A label whose value is ``""`` is left out of the series (CONTRACT section 3):
+    Prometheus treats an empty label as absent, so keeping it would only make
+    stores and validators disagree about what the series is; a series is never
+    dropped for it. Doing it here, where every Prometheus schema builds its
+    series, is what makes it hold for every schema and every sink.
     """
 
     def __init__(self, specs: tuple[MetricSpec, ...]) -> None:
         self._specs = specs
         self._series: dict[str, dict[Labels, float]] = {s.name: {} for s in specs}
+        # schemas add many metrics with the same label tuple in a row: filter it once
+        self._last_in: Labels | None = None
+        self._last_out: Labels = ()
 
     def add(self, name: str, labels: Labels, value: float | int | bool | None) -> None:
         """Add one series; ``None`` (a reading that is absent) adds nothing."""
         if value is None:
             return
-        self._series[name][labels] = float(value)
+        if labels is not self._last_in:
+            self._last_in = labels
+            self._last_out = without_empty(labels)
+        self._series[name][self._last_out] = float(value)
 
     def families(self) -> tuple[Family, ...]:
         return tuple(

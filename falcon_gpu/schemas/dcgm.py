@@ -4,18 +4,37 @@ So that dashboards and alerts built for dcgm-exporter work unchanged. Units
 follow dcgm-exporter (percent, MiB, MHz, millijoules), not base units. Like
 dcgm-exporter's Kubernetes mode, a device series carries ``pod``, ``namespace``
 and ``container`` of the one container the kubelet allocated it to; a GPU shared
-by several containers (or none) carries empty pod labels, and the per-pod
-numbers live in the ``falcon_gpu_pod_*`` series, which this schema keeps.
+by several containers (or none) carries no pod labels, and the per-pod numbers
+live in the ``falcon_gpu_pod_*`` series, which this schema keeps.
+
+A MIG-enabled GPU is reported per GPU instance where the reading is the
+instance's own, as dcgm-exporter does: ``FB_USED`` and ``FB_FREE`` carry
+``GPU_I_PROFILE`` (``"3g.40gb"``) and ``GPU_I_ID`` (NVML's GPU instance id) and the
+pod of the container allocated *that* instance. Readings of the whole board
+(temperature, power, clocks, energy, ECC, XID, ...) come once per GPU, without
+``GPU_I_*`` and without pod labels. dcgm-exporter instead repeats them on every
+instance's series, which charges the whole board's power to each slice's pod and
+makes ``sum(DCGM_FI_DEV_POWER_USAGE)`` count a GPU once per instance; here no
+whole-GPU series carries one slice's pod, and sums over GPUs count each GPU once.
+Compute instances of one GPU instance share its memory, so they are one series;
+a MIG-enabled GPU with no instances yet reports its own memory.
+
+``XID_ERRORS`` is the most recent XID since the agent started (0: none), with
+``err_code`` and ``err_msg`` (NVIDIA's description, :mod:`xid_catalog`).
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from falcon_gpu.model.attribution import ContainerRef
-from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import Labels, PromBatch
-from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading
+from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, MigReading
 from falcon_gpu.schemas import agent, falcon_gpu_pod
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+from falcon_gpu.schemas.xid_catalog import xid_message
 
 MIB = 1 << 20
 F = "DCGM_FI_DEV_"
@@ -73,13 +92,56 @@ def _mhz(hz: float | None) -> float | None:
     return None if hz is None else hz / 1e6
 
 
-def _owner(cycle: CycleData, uuid: str) -> ContainerRef | None:
-    owners = {u.container for u in cycle.attribution.pods if u.gpu_uuid == uuid and u.allocated}
-    return next(iter(owners)) if len(owners) == 1 else None
+_COMPUTE_PREFIX = re.compile(r"^\d+c\.")
+"""A compute instance's MIG device name adds ``<n>c.`` to its GPU instance's profile."""
 
 
-def _labels(cycle: CycleData, dev: DeviceReading) -> Labels:
-    owner = _owner(cycle, dev.uuid)
+@dataclass(frozen=True, slots=True)
+class GpuInstance:
+    """One MIG GPU instance: its compute instances' MIG devices share its memory."""
+
+    id: int
+    profile: str
+    mig_uuids: tuple[str, ...]
+    memory_used_bytes: int | None
+    memory_free_bytes: int | None
+
+
+def gpu_instances(dev: DeviceReading) -> tuple[GpuInstance, ...]:
+    """The GPU instances of a MIG-enabled GPU, in NVML's order, from its MIG device readings."""
+    grouped: dict[int, list[MigReading]] = {}
+    for m in dev.mig:
+        grouped.setdefault(m.gpu_instance_id, []).append(m)
+    return tuple(_instance(gi, readings) for gi, readings in grouped.items())
+
+
+def _instance(gi: int, readings: list[MigReading]) -> GpuInstance:
+    first = readings[0]  # every compute instance of a GPU instance reports the same memory
+    used, total = first.memory_used_bytes, first.memory_total_bytes
+    free = None if used is None or total is None else max(total - used, 0)
+    profile = _COMPUTE_PREFIX.sub("", first.profile)
+    return GpuInstance(gi, profile, tuple(m.uuid for m in readings), used, free)
+
+
+class Owners:
+    """Device key (GPU uuid, or MIG uuid) -> the containers the kubelet allocated it to."""
+
+    def __init__(self, cycle: CycleData) -> None:
+        self._by_key: dict[str, set[ContainerRef]] = {}
+        for use in cycle.attribution.pods:
+            if use.allocated:
+                self._by_key.setdefault(use.mig_uuid or use.gpu_uuid, set()).add(use.container)
+
+    def labels(self, keys: tuple[str, ...]) -> Labels:
+        """``container``, ``namespace``, ``pod`` of the one container holding ``keys``; none if shared."""
+        found = set().union(*(self._by_key.get(k, set()) for k in keys))
+        if len(found) != 1:
+            return ()
+        (c,) = found
+        return (("container", c.container), ("namespace", c.namespace), ("pod", c.pod))
+
+
+def _base_labels(cycle: CycleData, dev: DeviceReading) -> Labels:
     return (
         ("gpu", str(dev.index)),
         ("UUID", dev.uuid),
@@ -88,17 +150,26 @@ def _labels(cycle: CycleData, dev: DeviceReading) -> Labels:
         ("Hostname", cycle.node),
         ("pci_bus_id", dev.pci_bus_id),
         ("DCGM_FI_DRIVER_VERSION", cycle.snapshot.driver_version or ""),
-        ("container", owner.container if owner else ""),
-        ("namespace", owner.namespace if owner else ""),
-        ("pod", owner.pod if owner else ""),
+        *cycle.extra_labels,
     )
 
 
+def _memory(b: FamilyBuilder, lb: Labels, used: int | None, free: int | None) -> None:
+    b.add(F + "FB_USED", lb, _mib(used))
+    b.add(F + "FB_FREE", lb, _mib(free))
+
+
+def _xid(b: FamilyBuilder, lb: Labels, dev: DeviceReading, health: HealthReport | None) -> None:
+    last = health.last_xid if health else None
+    code = last if last is not None else (0 if dev.up else None)
+    if code is not None:
+        b.add(F + "XID_ERRORS", (*lb, ("err_code", str(code)), ("err_msg", xid_message(code))), code)
+
+
 def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
+    """Readings of the whole board (memory is added by the caller: per GPU or per GPU instance)."""
     b.add(F + "GPU_UTIL", lb, _pct(d.utilization_ratio))
     b.add(F + "MEM_COPY_UTIL", lb, _pct(d.memory_utilization_ratio))
-    b.add(F + "FB_USED", lb, _mib(d.memory_used_bytes))
-    b.add(F + "FB_FREE", lb, _mib(d.memory_free_bytes))
     b.add(F + "FB_RESERVED", lb, _mib(d.memory_reserved_bytes))
     b.add(F + "GPU_TEMP", lb, d.temperature_celsius)
     b.add(F + "MEMORY_TEMP", lb, d.memory_temperature_celsius)
@@ -132,13 +203,20 @@ def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
 
 def render(cycle: CycleData) -> PromBatch:
     b = FamilyBuilder(SPECS)
+    owners = Owners(cycle)
     for dev in cycle.snapshot.devices:
-        lb = _labels(cycle, dev)
-        health = cycle.health.get(dev.uuid)
-        last_xid = health.last_xid if health else None
-        b.add(F + "XID_ERRORS", lb, last_xid if last_xid is not None else (0 if dev.up else None))
-        if dev.up:
-            _device(b, lb, dev)
+        base = _base_labels(cycle, dev)
+        instances = gpu_instances(dev) if dev.mig_enabled else ()
+        whole = base if dev.mig_enabled else (*base, *owners.labels((dev.uuid,)))
+        _xid(b, whole, dev, cycle.health.get(dev.uuid))
+        if not dev.up:
+            continue
+        _device(b, whole, dev)
+        if not instances:
+            _memory(b, whole, dev.memory_used_bytes, dev.memory_free_bytes)
+        for gi in instances:
+            lb = (*base, ("GPU_I_PROFILE", gi.profile), ("GPU_I_ID", str(gi.id)))
+            _memory(b, (*lb, *owners.labels(gi.mig_uuids)), gi.memory_used_bytes, gi.memory_free_bytes)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
     agent.add_agent(b, cycle)
     return PromBatch(timestamp_ms=int(cycle.snapshot.timestamp * 1000), families=b.families())

@@ -42,8 +42,9 @@ SPECS: tuple[MetricSpec, ...] = (
 )
 
 
-def device_labels(node: str, dev: DeviceReading) -> Labels:
-    return (("node", node), ("gpu", str(dev.index)), ("uuid", dev.uuid), ("model", dev.name))
+def device_labels(base: Labels, dev: DeviceReading) -> Labels:
+    """``base``: the cycle's :attr:`~falcon_gpu.model.cycle.CycleData.base_labels`."""
+    return (*base, ("gpu", str(dev.index)), ("uuid", dev.uuid), ("model", dev.name))
 
 
 def mig_labels(base: Labels, mig: MigReading) -> Labels:
@@ -58,8 +59,9 @@ def mig_labels(base: Labels, mig: MigReading) -> Labels:
 
 def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
     snap = cycle.snapshot
+    base = cycle.base_labels
     for dev in snap.devices:
-        lb = device_labels(cycle.node, dev)
+        lb = device_labels(base, dev)
         b.add(
             P + "info",
             (

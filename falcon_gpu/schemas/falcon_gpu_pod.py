@@ -1,4 +1,9 @@
-"""Pod, unattributed and per-process series of the ``falcon_gpu`` schema (CONTRACT section 3 "Pods")."""
+"""Pod, unattributed, per-process and kubelet series of the ``falcon_gpu`` schema (CONTRACT
+section 4 "Pods"); the ``dcgm`` schema keeps them too.
+
+A reading the attribution marks None (per-pod utilisation and energy where NVML has no
+per-process utilisation) adds no series: absent, not 0 (CONTRACT section 3).
+"""
 
 from __future__ import annotations
 
@@ -26,7 +31,11 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(
         P + "pod_allocation_idle_seconds", "gauge", "Allocated and unused for this long (0 while used)."
     ),
-    MetricSpec(P + "unattributed_memory_used_bytes", "gauge", "GPU memory used by processes in no pod."),
+    MetricSpec(
+        P + "unattributed_memory_used_bytes",
+        "gauge",
+        "The GPU's memory used not in a pod (processes in no pod, driver overhead): device - pods.",
+    ),
     MetricSpec(P + "unattributed_utilization_ratio", "gauge", "SM share of processes in no pod."),
     MetricSpec(
         P + "unattributed_energy_joules_total",
@@ -35,6 +44,11 @@ SPECS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(P + "process_memory_used_bytes", "gauge", "GPU memory used by one process."),
     MetricSpec(P + "process_utilization_ratio", "gauge", "SM share of one process."),
+    MetricSpec(
+        P + "allocatable_devices",
+        "gauge",
+        "Devices the kubelet can hand out per resource (GetAllocatableResources).",
+    ),
 )
 
 
@@ -45,12 +59,14 @@ class DeviceIndex:
         self.by_uuid = {d.uuid: d for d in devices}
         self.mig = {m.uuid: (d, m) for d in devices for m in d.mig}
 
-    def labels(self, node: str, gpu_uuid: str, mig_uuid: str | None) -> Labels | None:
-        """Device labels for a physical GPU or MIG instance; None when the snapshot lacks it."""
+    def labels(self, node: Labels, gpu_uuid: str, mig_uuid: str | None) -> Labels | None:
+        """Device labels for a physical GPU or MIG instance; None when the snapshot lacks it.
+
+        ``node``: the cycle's base labels (``node`` and the ``labels`` setting)."""
         dev = self.by_uuid.get(gpu_uuid)
         if dev is None:
             return None
-        base = device_labels(node, dev)
+        base = device_labels(node, dev)  # node labels + gpu, uuid, model
         if mig_uuid is None:
             return base
         found: tuple[DeviceReading, MigReading] | None = self.mig.get(mig_uuid)
@@ -71,30 +87,33 @@ def container_labels(c: ContainerRef) -> Labels:
 
 def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
     att = cycle.attribution
+    node = cycle.base_labels
+    for resource, count in att.allocatable or ():
+        b.add(P + "allocatable_devices", (*node, ("resource", resource)), count)
     for use in att.pods:
-        dl = index.labels(cycle.node, use.gpu_uuid, use.mig_uuid)
+        dl = index.labels(node, use.gpu_uuid, use.mig_uuid)
         if dl is None:
             continue
         lb = (*dl, *container_labels(use.container))
         info = (*lb, ("resource", use.resource or ""), ("allocated", "true" if use.allocated else "false"))
         b.add(P + "pod_info", info, 1)
         b.add(P + "pod_memory_used_bytes", lb, use.memory_used_bytes)
-        b.add(P + "pod_utilization_ratio", lb, min(use.utilization_ratio, 1.0))
+        b.add(P + "pod_utilization_ratio", lb, _capped(use.utilization_ratio))
         b.add(P + "pod_processes", lb, use.processes)
         b.add(P + "pod_energy_joules_total", lb, use.energy_joules_total)
         if use.allocated:
             b.add(P + "pod_allocation_idle_seconds", lb, use.allocation_idle_seconds)
     for un in att.unattributed:
-        dl = index.labels(cycle.node, un.gpu_uuid, un.mig_uuid)
+        dl = index.labels(node, un.gpu_uuid, un.mig_uuid)
         if dl is None:
             continue
         b.add(P + "unattributed_memory_used_bytes", dl, un.memory_used_bytes)
-        b.add(P + "unattributed_utilization_ratio", dl, min(un.utilization_ratio, 1.0))
+        b.add(P + "unattributed_utilization_ratio", dl, _capped(un.utilization_ratio))
         b.add(P + "unattributed_energy_joules_total", dl, un.energy_joules_total)
     if not cycle.process_metrics:
         return
     for proc in att.processes:
-        dl = index.labels(cycle.node, proc.gpu_uuid, proc.mig_uuid)
+        dl = index.labels(node, proc.gpu_uuid, proc.mig_uuid)
         if dl is None:
             continue
         cl = (
@@ -105,3 +124,7 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         lb = (*dl, *cl, ("pid", str(proc.pid)), ("command", proc.command))
         b.add(P + "process_memory_used_bytes", lb, proc.memory_used_bytes)
         b.add(P + "process_utilization_ratio", lb, proc.utilization_ratio)
+
+
+def _capped(ratio: float | None) -> float | None:
+    return None if ratio is None else min(ratio, 1.0)

@@ -1,9 +1,10 @@
 """The Open-Falcon schema (CONTRACT section 4): gpu-mon's metric names, so its users'
 strategies keep working, plus node roll-ups and per-pod items.
 
-Tag values keep only ``[A-Za-z0-9._-]``; ``metric`` + ``tags`` stay under 255
-characters (falcon-agent and transfer reject longer counters) by shortening the
-longest tag value and marking it with a short hash so distinct values stay distinct.
+Tags with an empty value are left out; tag values keep only ``[A-Za-z0-9._-]``;
+``metric`` + ``tags`` stay under 255 characters (falcon-agent and transfer reject
+longer counters) by shortening the longest tag value and marking it with a short
+hash so distinct values stay distinct.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections import Counter
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import FalconItem
@@ -30,8 +32,9 @@ def _digest(value: str) -> str:
 
 
 def format_tags(metric: str, pairs: list[tuple[str, str]]) -> str:
-    """``k=v,k=v`` with sanitised values, shortened until metric + tags fit."""
-    clean = [(k, sanitize(v)) for k, v in pairs]
+    """``k=v,k=v`` with sanitised values, shortened until metric + tags fit. A tag with
+    an empty value is left out (``container=`` would be a distinct, meaningless counter)."""
+    clean = [(k, sanitize(v)) for k, v in pairs if v]
     tags = ",".join(f"{k}={v}" for k, v in clean)
     while len(metric) + len(tags) > MAX_COUNTER:
         i = max(range(len(clean)), key=lambda j: len(clean[j][1]))
@@ -50,6 +53,8 @@ class _Items:
         self.endpoint = sanitize(cycle.node)
         self.ts = int(cycle.snapshot.timestamp)
         self.step = cycle.step
+        self.extra = list(cycle.extra_labels)
+        """The ``labels`` setting: extra tags on every item."""
         self.items: list[FalconItem] = []
 
     def add(self, metric: str, value: float | int | bool | None, tags: list[tuple[str, str]]) -> None:
@@ -63,7 +68,7 @@ class _Items:
                 self.step,
                 round(float(value), 4),
                 "GAUGE",
-                format_tags(metric, tags),
+                format_tags(metric, tags + self.extra if self.extra else tags),
             )
         )
 
@@ -125,6 +130,10 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
     _rollup(out, "FBUsed", [v / MIB for d in up if (v := d.memory_used_bytes) is not None])
     if cycle.snapshot.nvml_ok:
         out.add("GPUCount", len(devices), [])
+        for model, n in sorted(Counter(d.name for d in devices).items()):  # "which models, how many"
+            out.add("GPUCount", n, [("model", model)])
+    for resource, count in cycle.attribution.allocatable or ():
+        out.add("AllocatableGPUs", count, [("resource", resource)])
     index = {d.uuid: d.index for d in devices}
     gi = {m.uuid: m.gpu_instance_id for d in devices for m in d.mig}
     for use in cycle.attribution.pods:
@@ -135,7 +144,8 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
             tags.append(("gi", str(gi[use.mig_uuid])))
         c = use.container
         tags += [("namespace", c.namespace), ("pod", c.pod), ("container", c.container)]
-        out.add("PodGPUUtils", min(use.utilization_ratio, 1.0) * 100, tags)
+        util = use.utilization_ratio
+        out.add("PodGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
         out.add("PodFBUsed", use.memory_used_bytes / MIB, tags)
         out.add("PodProcesses", use.processes, tags)
     return tuple(out.items)

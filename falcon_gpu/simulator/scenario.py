@@ -77,12 +77,21 @@ def _process(o: Obj) -> ProcessScenario:
     for t in types:
         if t not in PROCESS_TYPES:
             raise ScenarioError(f"{o.sub('type')}: expected one of {PROCESS_TYPES}, got {t!r}")
+    first, until = o.integer("from_cycle", 0), o.opt_integer("until_cycle")
+    if first < 0:
+        raise ScenarioError(f"{o.sub('from_cycle')}: expected a cycle number (0 or more), got {first}")
+    if until is not None and until <= first:
+        raise ScenarioError(
+            f"{o.sub('until_cycle')}: expected a cycle after from_cycle ({first}), got {until}"
+        )
     proc = ProcessScenario(
         pid=o.integer("pid"),
         name=o.opt_string("name"),
         types=types,
         used_memory_bytes=o.series("used_memory_bytes"),
         sm_util_percent=o.series("sm_util_percent"),
+        from_cycle=first,
+        until_cycle=until,
     )
     o.done()
     return proc
@@ -199,12 +208,18 @@ def load_scenario(path: Path) -> Scenario:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{path}: not UTF-8 text (byte {exc.start}); scenario files are UTF-8 JSON"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScenarioError(
             f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:  # the decoder recurses once per level: 100,000 '[' exhaust the stack
+        raise ScenarioError(f"{path}: nested too deeply to be a scenario (arrays or objects)") from None
     return parse_scenario(data)
 
 

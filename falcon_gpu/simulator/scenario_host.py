@@ -3,9 +3,11 @@
 Separate from :mod:`falcon_gpu.simulator.scenario` because the host is the
 attribution side of the simulator: proc cgroup files, kubelet PodResources
 allocations and the log directory names that name pods and containers.
-``allocatable`` is derived from the GPUs, the way the NVIDIA device plugin
-advertises them: whole GPUs as ``nvidia.com/gpu``, MIG instances as
-``nvidia.com/mig-<profile>``.
+``allocatable`` (what GetAllocatableResources answers) is the scenario's
+``host.allocatable`` list when given (e.g. a time-sliced GPU advertised as
+``nvidia.com/gpu.shared`` replicas ``GPU-<uuid>::<n>``); otherwise it is derived
+from the GPUs, the way the NVIDIA device plugin advertises them by default:
+whole GPUs as ``nvidia.com/gpu``, MIG instances as ``nvidia.com/mig-<profile>``.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ if TYPE_CHECKING:
     from falcon_gpu.simulator.scenario_model import GpuScenario
 
 
-def _devices(o: Obj) -> tuple[PodResourcesDevice, ...]:
+def _devices(o: Obj, key: str = "devices") -> tuple[PodResourcesDevice, ...]:
     out = []
-    for d in o.objects("devices"):
+    for d in o.objects(key):
         out.append(
             PodResourcesDevice(resource_name=d.string("resource_name"), device_ids=d.strings("device_ids"))
         )
@@ -81,7 +83,7 @@ def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
         pod_resources=_pods(o),
         log_containers=o.strings("log_containers"),
         log_pods=o.strings("log_pods"),
-        allocatable=allocatable_for(gpus),
+        allocatable=_devices(o, "allocatable") if o.raw("allocatable") is not None else allocatable_for(gpus),
     )
     o.done()
     return host

@@ -29,6 +29,12 @@ class ProcessScenario:
     types: tuple[str, ...]
     used_memory_bytes: Series | None
     sm_util_percent: Series | None
+    from_cycle: int = 0
+    until_cycle: int | None = None
+
+    def present(self, cycle: int) -> bool:
+        """Running in ``cycle``: from ``from_cycle`` up to, not including, ``until_cycle``."""
+        return self.from_cycle <= cycle and (self.until_cycle is None or cycle < self.until_cycle)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ compute, graphics and MPS. On a MIG GPU the parent's lists hold every instance's
 processes with their instance ids, a MIG handle's list only its own (compute only).
 Utilisation samples carry the µs timestamp of the cycle that produced them; a
 caller whose ``lastSeen`` is at or past the newest sample gets NOT_FOUND, as from NVML.
+A process with ``from_cycle`` / ``until_cycle`` is listed (and sampled, and named)
+only in the cycles it runs.
 """
 
 from __future__ import annotations
@@ -38,18 +40,16 @@ class ProcessCalls(SimCore):
         if not dev.gpu.supports("processes"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         c = self.cycle
+
+        def running(procs: tuple[ProcessScenario, ...]) -> list[ProcessScenario]:
+            return [p for p in procs if kind in p.types and p.present(c)]
+
         if mig is not None:
             m = mig.mig
-            return [
-                _info(p, c, m.gpu_instance_id, m.compute_instance_id) for p in m.processes if kind in p.types
-            ]
-        out = [
-            _info(p, c, NOT_AVAILABLE_UINT, NOT_AVAILABLE_UINT) for p in dev.gpu.processes if kind in p.types
-        ]
+            return [_info(p, c, m.gpu_instance_id, m.compute_instance_id) for p in running(m.processes)]
+        out = [_info(p, c, NOT_AVAILABLE_UINT, NOT_AVAILABLE_UINT) for p in running(dev.gpu.processes)]
         for m in dev.gpu.mig:
-            out += [
-                _info(p, c, m.gpu_instance_id, m.compute_instance_id) for p in m.processes if kind in p.types
-            ]
+            out += [_info(p, c, m.gpu_instance_id, m.compute_instance_id) for p in running(m.processes)]
         return out
 
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any) -> list[NvmlStruct]:
@@ -84,7 +84,7 @@ class ProcessCalls(SimCore):
         self._enter("nvmlSystemGetProcessName")
         for gpu in self.scenario.gpus:
             for p in (*gpu.processes, *(q for m in gpu.mig for q in m.processes)):
-                if p.pid == pid and p.name is not None:
+                if p.pid == pid and p.name is not None and p.present(self.cycle):
                     return p.name
         fail(pynvml.NVML_ERROR_NOT_FOUND)
 
@@ -100,7 +100,7 @@ class ProcessCalls(SimCore):
             if stamp is None or stamp <= timeStamp:
                 continue
             for p in procs:
-                if p.sm_util_percent is not None:
+                if p.sm_util_percent is not None and p.present(cycle):
                     sm = round(at(p.sm_util_percent, cycle))
                     samples.append(
                         NvmlStruct(pid=p.pid, timeStamp=stamp, smUtil=sm, memUtil=0, encUtil=0, decUtil=0)

@@ -10,9 +10,19 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from falcon_gpu.delivery import headers as header_rules
 from falcon_gpu.delivery.secrets import redact_url
+from falcon_gpu.delivery.tls import check_ca_file, check_client_cert
+
+MAX_DURATION = 86400.0  # CONTRACT section 2: every duration is > 0 and at most a day
+
+
+def _duration(default: float, description: str) -> float:
+    """A duration setting: seconds, > 0 and at most :data:`MAX_DURATION` (a larger one
+    overflows the timers it ends up in and kills the sink's threads)."""
+    return Field(default, gt=0, le=MAX_DURATION, description=description)
 
 
 class _SinkBase(BaseModel):
@@ -35,11 +45,11 @@ class StdoutSinkConfig(_SinkBase):
 class NetworkSinkConfig(_SinkBase):
     """Keys every network sink takes: transport, batching, auth and TLS."""
 
-    timeout: float = Field(10.0, gt=0, description="seconds for one request")
+    timeout: float = _duration(10.0, "seconds for one whole request, connect to last byte")
     batch_max_samples: int = Field(2000, ge=1, le=1_000_000)
-    batch_max_age: float = Field(1.0, ge=0, description="seconds a partial batch waits")
-    retry_initial_delay: float = Field(0.05, gt=0)
-    retry_max_delay: float = Field(30.0, gt=0)
+    batch_max_age: float = _duration(1.0, "seconds a partial batch waits")
+    retry_initial_delay: float = _duration(0.05, "first retry delay")
+    retry_max_delay: float = _duration(30.0, "longest retry delay")
     queue_max_batches: int = Field(1000, ge=1, description="in-memory queue before the spool only")
     bearer_token_file: Path | None = None
     basic_auth_user: str | None = None
@@ -50,6 +60,23 @@ class NetworkSinkConfig(_SinkBase):
     key_file: Path | None = None
     insecure_skip_verify: bool = False
 
+    @field_validator("headers")
+    @classmethod
+    def _check_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        """A header requests would refuse to send exits 2 here, not every batch later."""
+        for name, value in headers.items():
+            problem = header_rules.name_problem(name) or header_rules.value_problem(name, value)
+            if problem:
+                raise ValueError(f"headers: {problem}")
+        return headers
+
+    @field_validator("ca_file")
+    @classmethod
+    def _check_ca_file(cls, path: Path | None) -> Path | None:
+        if path is not None:
+            check_ca_file(path)
+        return path
+
     @model_validator(mode="after")
     def _check_auth(self) -> NetworkSinkConfig:
         if self.bearer_token_file and (self.basic_auth_user or self.basic_auth_password_file):
@@ -58,6 +85,8 @@ class NetworkSinkConfig(_SinkBase):
             raise ValueError("basic_auth_user and basic_auth_password_file go together")
         if bool(self.cert_file) != bool(self.key_file):
             raise ValueError("cert_file and key_file go together")
+        if self.cert_file and self.key_file:
+            check_client_cert(self.cert_file, self.key_file)
         return self
 
 
@@ -110,6 +139,11 @@ class RemoteWriteSinkConfig(_HttpSinkConfig):
     type: Literal["remote_write"]
     url: str = "http://127.0.0.1:9090/api/v1/write"
     version: Literal[1, 2] = 1
+    job: str = Field("falcon_gpu", min_length=1, description="the job label on every series")
+    instance: str | None = Field(None, min_length=1, description="the instance label; default the node")
+    stale_on_shutdown: bool = Field(
+        True, description="mark every series stale at a clean shutdown (false for `run --once` from cron)"
+    )
 
 
 SinkConfig = Annotated[

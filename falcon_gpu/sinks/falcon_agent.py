@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from falcon_gpu.delivery.http import HttpTransport, classify
+from falcon_gpu.delivery.http import HttpTransport, answer_text, classify
 from falcon_gpu.delivery.outcome import Ack, PermanentError, truncate
 from falcon_gpu.delivery.queued import QueuedSink
 from falcon_gpu.model.samples import FalconItem
@@ -70,11 +70,12 @@ class FalconAgentSink(QueuedSink[FalconItem]):
     def push(self, body: bytes, samples: int) -> Ack:
         response = self._transport.request("POST", self._url, body, HEADERS)
         classify(response, self._url)
-        ack = parse_answer(response.text)
+        ack = parse_answer(answer_text(response))  # its text may go into a log line
         return Ack(rejected=min(ack.rejected, samples))
 
     def check(self) -> tuple[bool, str]:
-        return self._transport.probe(self._url)
+        """For ``doctor``: POST an empty array (falcon-agent and Nightingale store nothing for it)."""
+        return self._transport.probe("POST", self._url, b"[]", HEADERS)
 
     def close_transport(self) -> None:
         self._transport.close()

@@ -47,7 +47,8 @@ class PushgatewaySink(LatestSink[PromBatch]):
 
     def __init__(self, config: PushgatewaySinkConfig, *, node: str, telemetry: Telemetry) -> None:
         super().__init__(config, telemetry=telemetry)
-        self._url = group_url(config.url, config.job, node)
+        self._base = config.url.rstrip("/")
+        self._url = group_url(self._base, config.job, node)
         self._gzip = config.gzip
         self._delete = config.delete_on_shutdown
         self._transport = HttpTransport(config, sink=self.name)
@@ -66,7 +67,9 @@ class PushgatewaySink(LatestSink[PromBatch]):
         return Ack()
 
     def check(self) -> tuple[bool, str]:
-        return self._transport.probe(self._url)
+        """For ``doctor``: GET ``/api/v1/status`` under ``url`` with the sink's auth (changes nothing;
+        a ``url`` that already holds ``/metrics/job/...`` fails here, as its pushes would)."""
+        return self._transport.probe("GET", f"{self._base}/api/v1/status")
 
     def on_close(self, timeout: float) -> None:
         try:

@@ -49,7 +49,7 @@ def build_sink(config: Any, *, node: str, spool_dir: Any, spool_max_bytes: int, 
         from falcon_gpu.sinks.remote_write import RemoteWriteSink
 
         return RemoteWriteSink(
-            config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry
+            config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry, node=node
         )
 
     builders["remote_write"] = remote_write

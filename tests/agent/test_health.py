@@ -60,3 +60,28 @@ def test_pcie_replays_rising_warn_and_lost_fails() -> None:
     assert ev.evaluate(snap(2, dataclasses.replace(d, pcie_replays=9)))["GPU-aaaa"].checks["pcie"] == 0
     lost = ev.evaluate(snap(3, lost_device()))["GPU-cccc"]
     assert lost.checks == {"lost": 2, "xid": 0} and lost.overall == 2
+
+
+def test_last_xid_is_the_most_recent_event_not_the_most_critical() -> None:
+    ev = HealthEvaluator()
+    d = dataclasses.replace(full_device(), xid_counts={})
+    ev.evaluate(snap(0, d))
+    r = ev.evaluate(snap(30, dataclasses.replace(d, xid_counts={79: 1, 13: 1}, last_xid=13)))["GPU-aaaa"]
+    assert r.last_xid == 13 and r.checks["xid"] == 2  # 79 still fails the check
+    r = ev.evaluate(snap(60, dataclasses.replace(d, xid_counts={79: 1, 13: 1, 31: 1})))["GPU-aaaa"]
+    assert r.last_xid == 31  # no order from the source: the one new code
+
+
+def test_harmless_xid_after_a_critical_one_keeps_the_check_failed_for_its_hold() -> None:
+    ev = HealthEvaluator(xid_hold_seconds=100)
+    d = dataclasses.replace(full_device(), xid_counts={})
+    ev.evaluate(snap(0, d))
+    assert ev.evaluate(snap(10, dataclasses.replace(d, xid_counts={79: 1})))["GPU-aaaa"].checks["xid"] == 2
+    r = ev.evaluate(snap(70, dataclasses.replace(d, xid_counts={79: 1, 31: 1}, last_xid=31)))["GPU-aaaa"]
+    assert r.checks["xid"] == 2 and r.last_xid == 31  # 79's hold runs until 110
+    r = ev.evaluate(snap(115, dataclasses.replace(d, xid_counts={79: 1, 31: 1})))["GPU-aaaa"]
+    assert r.checks["xid"] == 1  # 79's hold is over; 31's runs until 170
+    assert (
+        ev.evaluate(snap(171, dataclasses.replace(d, xid_counts={79: 1, 31: 1})))["GPU-aaaa"].checks["xid"]
+        == 0
+    )

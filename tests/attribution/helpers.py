@@ -80,13 +80,20 @@ def gpu(
     processes: tuple[ProcessReading, ...] = (),
     energy: float | None = 1000.0,
     mig: tuple[MigReading, ...] = (),
+    used: int | None = -1,
 ) -> DeviceReading:
+    """``used``: the device's memory used; by default what its processes (and its MIG
+    instances' processes) report, with no driver overhead."""
+    if used == -1:
+        every = (*processes, *(p for m in mig for p in m.processes))
+        used = sum(p.used_memory_bytes or 0 for p in every)
     return DeviceReading(
         index=index,
         uuid=f"GPU-{index:08d}-0000-0000-0000-000000000000",
         name="NVIDIA A100-SXM4-40GB",
         pci_bus_id=f"00000000:{index + 0x10:02X}:00.0",
         energy_joules=energy,
+        memory_used_bytes=used,
         processes=processes,
         mig=mig,
         mig_enabled=bool(mig),

@@ -162,17 +162,50 @@ def test_pods_plus_unattributed_equal_device_totals() -> None:
         procs = list(dev.processes) + [p for m in dev.mig for p in m.processes]
         pods = [p for p in result.attribution.pods if p.gpu_uuid == dev.uuid]
         unattr = [u for u in result.attribution.unattributed if u.gpu_uuid == dev.uuid]
-        assert sum(p.memory_used_bytes for p in pods) + sum(u.memory_used_bytes for u in unattr) == sum(
-            p.used_memory_bytes or 0 for p in procs
+        assert sum(p.memory_used_bytes for p in pods) + sum(u.memory_used_bytes or 0 for u in unattr) == (
+            dev.memory_used_bytes
         )
         assert sum(p.processes for p in pods) + sum(u.processes for u in unattr) == len(procs)
+
+
+def test_unattributed_memory_is_the_device_minus_its_pods() -> None:
+    """Driver overhead and memory outside every MIG instance are unattributed, so the sums are exact."""
+    mig = (
+        MigReading(1, 0, "1g.10gb", MIG1, memory_used_bytes=6 * GIB, processes=(proc(301, 5, None),)),
+        MigReading(2, 0, "1g.10gb", MIG2, memory_used_bytes=GIB // 4),
+        MigReading(3, 0, "1g.10gb", "MIG-33333333-0000-0000-0000-000000000000"),  # no memory reading
+    )
+    snap = snapshot(
+        gpu(0, (proc(101, 4, 0.3), proc(HOST_PID, 0.5, 0.05)), used=5 * GIB),
+        gpu(3, (), used=None),  # no memory reading at all: absent, not 0
+        gpu(4, (proc(302, 2, None, gpu_instance_id=2, compute_instance_id=0),), mig=mig, used=9 * GIB),
+        gpu(1, (proc(201, 10, 0.5),), used=9 * GIB),  # processes report more than the device: never < 0
+    )
+    result = Joiner().join(snap, identities(), Lookups.build(names(), kubelet(), None), 0.0)
+    unattr = {(u.gpu_uuid, u.mig_uuid): u.memory_used_bytes for u in result.attribution.unattributed}
+    assert unattr == {
+        (gpu(0).uuid, None): GIB // 2 + GIB // 2,  # the host process + 0.5 GiB no process reports
+        (gpu(3).uuid, None): None,
+        (gpu(4).uuid, MIG1): GIB,  # 6 GiB used, 5 GiB of them bert-ft-0's
+        (gpu(4).uuid, MIG2): 0,  # bert-ft-1's 2 GiB exceed the instance's reading: clamped at 0
+        (gpu(4).uuid, "MIG-33333333-0000-0000-0000-000000000000"): None,
+        (gpu(4).uuid, None): 9 * GIB - 7 * GIB - GIB,  # outside every instance
+        (gpu(1).uuid, None): 0,
+    }
 
 
 def test_energy_is_shared_by_sm_and_adds_up() -> None:
     joiner = Joiner()
     lookups = Lookups.build(names(), kubelet(), None)
     first = joiner.join(node((1000, 50, 70, 10, 500)), identities(), lookups, 0.0)
-    assert all(p.energy_joules_total == 0 for p in first.attribution.pods)  # first reading: baseline only
+    # first reading: baseline only; MIG pods have no SM share to share energy by: absent
+    assert {
+        p.container.pod: p.energy_joules_total for p in first.attribution.pods if p.gpu_uuid == gpu(4).uuid
+    } == {
+        "bert-ft-0": None,
+        "bert-ft-1": None,
+    }
+    assert all(p.energy_joules_total == 0 for p in first.attribution.pods if p.gpu_uuid != gpu(4).uuid)
     second = joiner.join(node((1100, 150, 70, 40, 600)), identities(), lookups, 30.0)
     pods = by_container(second.attribution.pods)
     # GPU 0: delta 100 J, SM shares .30/.25/.20/.05 of .80
@@ -188,7 +221,9 @@ def test_energy_is_shared_by_sm_and_adds_up() -> None:
     assert unattr[(gpu(4).uuid, None)].energy_joules_total == pytest.approx(100.0)
     deltas = [100.0, 100.0, 0.0, 30.0, 100.0]
     for i, delta in enumerate(deltas):
-        total = sum(p.energy_joules_total for p in second.attribution.pods if p.gpu_uuid == gpu(i).uuid)
+        total = sum(
+            p.energy_joules_total or 0.0 for p in second.attribution.pods if p.gpu_uuid == gpu(i).uuid
+        )
         total += sum(
             u.energy_joules_total for u in second.attribution.unattributed if u.gpu_uuid == gpu(i).uuid
         )

@@ -194,5 +194,5 @@ def test_doctor_flags_a_node_name_that_lists_no_pods(api: FakeApiServer, token: 
             ]
         finally:
             attributor.close()
-    assert rows["node-7"][1] is True and "2 pods on node node-7" in rows["node-7"][2]
-    assert rows["host-7.example"][1] is False and "NODE_NAME" in rows["host-7.example"][2]
+    assert rows["node-7"][1] == "OK" and "2 pods on node node-7" in rows["node-7"][2]
+    assert rows["host-7.example"][1] == "FAIL" and "NODE_NAME" in rows["host-7.example"][2]

@@ -113,7 +113,11 @@ def test_unknown_container_triggers_a_background_rescan(
 
 def test_invisible_host_pids_are_reported_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     settings = Settings(
-        proc_root=tmp_path, log_root=tmp_path, kubelet_socket=tmp_path / "none.sock", node="n"
+        proc_root=tmp_path,
+        log_root=tmp_path,
+        kubelet_socket=tmp_path / "none.sock",
+        node="n",
+        kubernetes="on",
     )
     telemetry = Telemetry()
     attributor = Attributor(settings, telemetry)
@@ -128,13 +132,17 @@ def test_invisible_host_pids_are_reported_once(tmp_path: Path, caplog: pytest.Lo
     assert [(u.processes, u.memory_used_bytes > 0) for u in result.unattributed] == [(1, True)]
     assert telemetry.view().errors_total["cgroup"] == 3
     assert len([r for r in caplog.records if "hostPID" in r.getMessage()]) == 1
-    assert rows["host PIDs visible"][0] is False and "hostPID" in rows["host PIDs visible"][1]
-    assert rows["kubelet socket"][0] is False and rows["log dirs"][0] is False
+    assert rows["host PIDs visible"][0] == "FAIL" and "hostPID" in rows["host PIDs visible"][1]
+    assert rows["kubelet socket"][0] == "FAIL" and rows["log dirs"][0] == "FAIL"
 
 
 def test_missing_log_dirs_are_counted_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     settings = Settings(
-        proc_root=tmp_path, log_root=tmp_path / "nope", kubelet_socket=tmp_path / "none.sock", node="n"
+        proc_root=tmp_path,
+        log_root=tmp_path / "nope",
+        kubelet_socket=tmp_path / "none.sock",
+        node="n",
+        kubernetes="on",
     )
     telemetry = Telemetry()
     attributor = Attributor(settings, telemetry)

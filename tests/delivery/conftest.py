@@ -101,53 +101,48 @@ class ManagedServer:
         self.proc = None
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[ManagedServer]:
+def start_prometheus(root: Path) -> ManagedServer:
     binary = need("prometheus")
     port = free_port()
-    cfg = tmp_path / "prometheus.yml"
+    cfg = root / "prometheus.yml"
     cfg.write_text("global:\n  scrape_interval: 15s\n")
     server = ManagedServer(
         [
             binary,
             f"--config.file={cfg}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--storage.tsdb.path={root / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}",
             "--web.enable-remote-write-receiver",
         ],
         f"http://127.0.0.1:{port}/-/ready",
         f"http://127.0.0.1:{port}",
-        tmp_path / "prometheus.log",
+        root / "prometheus.log",
     )
     server.start()
-    yield server
-    server.stop()
+    return server
 
 
-@pytest.fixture
-def victoria(tmp_path: Path) -> Iterator[ManagedServer]:
+def start_victoria(root: Path) -> ManagedServer:
     binary = need("victoria-metrics")
     port = free_port()
     server = ManagedServer(
         [
             binary,
             f"-httpListenAddr=127.0.0.1:{port}",
-            f"-storageDataPath={tmp_path / 'vm'}",
+            f"-storageDataPath={root / 'vm'}",
             "-search.latencyOffset=0s",
             "-search.disableCache",
             "-retentionPeriod=100y",
         ],
         f"http://127.0.0.1:{port}/health",
         f"http://127.0.0.1:{port}",
-        tmp_path / "vm.log",
+        root / "vm.log",
     )
     server.start()
-    yield server
-    server.stop()
+    return server
 
 
-@pytest.fixture
-def pushgateway(tmp_path: Path) -> Iterator[ManagedServer]:
+def start_pushgateway(root: Path) -> ManagedServer:
     binary = need("prometheus-pushgateway")
     port = free_port()
     # Debian's build persists to /var/lib/prometheus by default: keep every test's groups to itself
@@ -155,16 +150,37 @@ def pushgateway(tmp_path: Path) -> Iterator[ManagedServer]:
         [binary, f"--web.listen-address=127.0.0.1:{port}", "--persistence.file="],
         f"http://127.0.0.1:{port}/-/ready",
         f"http://127.0.0.1:{port}",
-        tmp_path / "pushgateway.log",
+        root / "pushgateway.log",
     )
     server.start()
+    return server
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[ManagedServer]:
+    server = start_prometheus(tmp_path)
     yield server
     server.stop()
 
 
-def prom_query(server: ManagedServer, query: str) -> list[dict[str, Any]]:
-    """``/api/v1/query`` result list (instant query at now)."""
-    url = f"{server.url}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+@pytest.fixture
+def victoria(tmp_path: Path) -> Iterator[ManagedServer]:
+    server = start_victoria(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pushgateway(tmp_path: Path) -> Iterator[ManagedServer]:
+    server = start_pushgateway(tmp_path)
+    yield server
+    server.stop()
+
+
+def prom_query(server: ManagedServer, query: str, at: int | None = None) -> list[dict[str, Any]]:
+    """``/api/v1/query`` result list (instant query at now, or at ``at`` ms)."""
+    params = {"query": query} if at is None else {"query": query, "time": f"{at / 1000:.3f}"}
+    url = f"{server.url}/api/v1/query?" + urllib.parse.urlencode(params)
     answer = json.loads(http_get(url))
     assert answer["status"] == "success", answer
     return list(answer["data"]["result"])
@@ -200,14 +216,16 @@ class TransferServer:
     received: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    idle_close: float | None = None  # seconds after which the peer closes an idle connection
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        idle = [] if self.idle_close is None else [str(self.idle_close)]
         self.proc = subprocess.Popen(
-            [str(self.binary), self.address, str(self.received)], stdout=subprocess.PIPE
+            [str(self.binary), self.address, str(self.received), *idle], stdout=subprocess.PIPE
         )
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline().strip() == b"listening"
@@ -247,22 +265,27 @@ Answer = tuple[int, dict[str, str], bytes]
 
 class HttpPeer:
     """A loopback HTTP(S) server that records every request and answers from a script:
-    queued answers first, then ``default``."""
+    queued answers first, then ``respond(request)`` when set, then ``default``."""
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.requests: list[Request] = []
         self.answers: deque[Answer] = deque()
         self.default: Answer = (200, {}, b"success")
+        self.respond: Callable[[Request], Answer] | None = None
         peer = self
 
         class Handler(BaseHTTPRequestHandler):
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                peer.requests.append(
-                    Request(self.command, self.path, dict(self.headers.items()), body, time.monotonic())
-                )
-                status, headers, payload = peer.answers.popleft() if peer.answers else peer.default
+                request = Request(self.command, self.path, dict(self.headers.items()), body, time.monotonic())
+                peer.requests.append(request)
+                if peer.answers:
+                    status, headers, payload = peer.answers.popleft()
+                elif peer.respond is not None:
+                    status, headers, payload = peer.respond(request)
+                else:
+                    status, headers, payload = peer.default
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)

@@ -36,7 +36,7 @@ def write_config(tmp_path: Path, sinks: list[dict[str, Any]]) -> Path:
     return path
 
 
-def start_agent(config: Path, log: Path) -> subprocess.Popen[bytes]:
+def start_agent(config: Path, log: Path, scenario: str = "default") -> subprocess.Popen[bytes]:
     with log.open("ab") as fh:
         argv = [
             sys.executable,
@@ -44,6 +44,7 @@ def start_agent(config: Path, log: Path) -> subprocess.Popen[bytes]:
             "falcon_gpu",
             "run",
             "--simulate",
+            scenario,
             "--config",
             str(config),
             "--interval",
@@ -91,7 +92,10 @@ def test_scenario_values_reach_prometheus_victoria_and_pushgateway(
     assert values[:4] == expected and set(values[4:]) == {expected[-1]}
     memory = prom_query(prometheus, f'falcon_gpu_memory_used_bytes{{uuid="{uuid}",node="e2e-node"}}[10m]')
     assert [float(v) for _, v in memory[0]["values"]][:4] == [float(b) for b in gpu0["memory_used_bytes"]]
-    sent = prom_query(prometheus, 'falcon_gpu_agent_samples_total{sink="remote_write",outcome="sent"}')
+    # the agent has stopped: its series are marked stale, so read the last sample in the range
+    sent = prom_query(
+        prometheus, 'last_over_time(falcon_gpu_agent_samples_total{sink="remote_write",outcome="sent"}[10m])'
+    )
     assert sent and float(sent[0]["value"][1]) > 0
 
     query = urllib.parse.urlencode({"match[]": f'falcon_gpu_utilization_ratio{{uuid="{uuid}"}}'})
@@ -99,7 +103,11 @@ def test_scenario_values_reach_prometheus_victoria_and_pushgateway(
     def exported() -> list[dict[str, Any]]:
         http_get(victoria.url + "/internal/force_flush")
         lines = http_get(f"{victoria.url}/api/v1/export?{query}").decode().splitlines()
-        return [json.loads(x) for x in lines]
+        out = [json.loads(x) for x in lines]
+        for row in out:  # the staleness marker sent at shutdown is exported as null: not a sample
+            kept = [(t, v) for t, v in zip(row["timestamps"], row["values"], strict=True) if v is not None]
+            row["timestamps"], row["values"] = [t for t, _ in kept], [v for _, v in kept]
+        return out
 
     # VictoriaMetrics makes fresh rows searchable within about a second
     wait_until(

@@ -28,7 +28,7 @@ def transfer_sink(address: str, tmp_path: Path, telemetry: Telemetry) -> FalconT
     cfg = FalconTransferSinkConfig(
         type="falcon_transfer",
         address=address,
-        batch_max_age=0,
+        batch_max_age=0.001,
         retry_initial_delay=0.02,
         retry_max_delay=0.2,
         timeout=2,
@@ -112,7 +112,7 @@ def test_a_codec_error_reply_is_permanent(tmp_path: Path, telemetry: Telemetry) 
 
 
 def test_falcon_agent_push(http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry) -> None:
-    cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0)
+    cfg = FalconAgentSinkConfig(type="falcon_agent", url=http_peer.url + "/v1/push", batch_max_age=0.001)
     sink = FalconAgentSink(cfg, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=telemetry)
     sink.submit(falcon_cycle(1_700_000_000, 5.0))
     assert sink.flush(10)
@@ -146,10 +146,10 @@ def test_parse_answer(answer: str, rejected: int) -> None:
 
 def test_check_for_doctor(transfer: TransferServer, tmp_path: Path, telemetry: Telemetry) -> None:
     sink = transfer_sink(transfer.address, tmp_path, telemetry)
-    assert sink.check() == (True, f"transfer at {transfer.address} accepts connections")
+    assert sink.check() == (True, f"transfer at {transfer.address} answers Transfer.Ping")
     transfer.stop()
     ok, detail = sink.check()
-    assert not ok and detail.startswith(f"cannot connect to transfer at {transfer.address}")
+    assert not ok and detail.startswith(f"transfer {transfer.address}: ") and "check address" in detail
     sink.close(1)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import time
 import urllib.parse
 from pathlib import Path
@@ -11,10 +12,11 @@ import cramjam
 import pytest
 
 from falcon_gpu.model.samples import Family, PromBatch, Series
+from falcon_gpu.settings import ConfigError, load_settings
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
 from falcon_gpu.sinks.remote_write import RemoteWriteSink, encode_v2
 from falcon_gpu.sinks.remote_write.encode_v1 import V1Encoder
-from falcon_gpu.sinks.remote_write.labels import InvalidSeries, LabelCache
+from falcon_gpu.sinks.remote_write.labels import InvalidSeries, LabelCache, Refused
 from falcon_gpu.sinks.remote_write.proto import remote_v1_pb2
 from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import (
@@ -30,9 +32,23 @@ from tests.delivery.conftest import (
 
 def sink_for(url: str, tmp_path: Path, telemetry: Telemetry, **extra: object) -> RemoteWriteSink:
     cfg = RemoteWriteSinkConfig(
-        type="remote_write", url=url, batch_max_age=0, retry_initial_delay=0.02, retry_max_delay=0.3, **extra
+        type="remote_write",
+        url=url,
+        batch_max_age=0.001,
+        retry_initial_delay=0.02,
+        retry_max_delay=0.3,
+        **extra,
     )  # type: ignore[arg-type]
     return RemoteWriteSink(cfg, spool_dir=tmp_path / "spool", spool_max_bytes=1 << 24, telemetry=telemetry)
+
+
+def decode_v1(body: bytes) -> list[tuple[tuple[tuple[str, str], ...], int, float]]:
+    request = remote_v1_pb2.WriteRequest.FromString(bytes(cramjam.snappy.decompress_raw(body)))
+    return [
+        (tuple((lb.name, lb.value) for lb in ts.labels), s.timestamp, s.value)
+        for ts in request.timeseries
+        for s in ts.samples
+    ]
 
 
 def raw_samples(server: ManagedServer, selector: str) -> dict[str, list[tuple[int, float]]]:
@@ -65,7 +81,6 @@ def test_v1_body_parses_with_generated_code_sorted_and_grouped() -> None:
         ("m", (("gpu", "0"), ("gpu", "1")), "appears twice"),
         ("m", (("__name__", "x"),), "appears twice"),
         ("m", (("1abc", "v"),), "invalid label name"),
-        ("m", (("pod", ""),), "empty value"),
     ],
 )
 def test_invalid_series_are_refused_before_sending(
@@ -73,6 +88,39 @@ def test_invalid_series_are_refused_before_sending(
 ) -> None:
     with pytest.raises(InvalidSeries, match=why):
         LabelCache().series(name, labels)
+
+
+def test_empty_values_are_left_out_and_job_instance_added_as_a_scrape_would() -> None:
+    plain = LabelCache()
+    assert plain.series("m", (("pod", ""), ("gpu", "0"))) == (("__name__", "m"), ("gpu", "0"))
+    target = LabelCache(job="falcon_gpu", instance="node-a")
+    assert target.series("m", (("gpu", "0"), ("job", "x"), ("container", ""))) == (
+        ("__name__", "m"),
+        ("exported_job", "x"),
+        ("gpu", "0"),
+        ("instance", "node-a"),
+        ("job", "falcon_gpu"),
+    )
+    with pytest.raises(InvalidSeries, match="appears twice"):
+        target.series("m", (("job", "x"), ("exported_job", "y")))
+
+
+def test_a_refused_series_caches_its_reason_not_an_exception() -> None:
+    """A cached exception re-raised every cycle grows its traceback and pins every cycle."""
+    labels = LabelCache()
+    first = labels.lookup("m", (("1abc", "v"),))
+    assert isinstance(first, Refused) and "invalid label name '1abc'" in first
+    assert labels.lookup("m", (("1abc", "v"),)) is first
+    errors = []
+    for _ in range(2):
+        with pytest.raises(InvalidSeries) as info:
+            labels.series("m", (("1abc", "v"),))
+        errors.append(info.value)
+    assert errors[0] is not errors[1], "a fresh exception each time"
+
+
+def stale(value: float) -> bool:
+    return struct.pack("<d", value) == struct.pack("<Q", 0x7FF0000000000002)
 
 
 def test_v2_round_trip_keeps_samples_and_metadata() -> None:
@@ -100,9 +148,10 @@ def test_values_arrive_in_prometheus(prometheus: ManagedServer, tmp_path: Path, 
         "0": [(now, 0.73), (now + 1000, 0.8), (now + 2000, 0.64)],
         "1": [(now, 0.73 + 1), (now + 1000, 0.8 + 1), (now + 2000, 0.64 + 1)],
     }
-    energy = prom_query(prometheus, 'falcon_gpu_energy_joules_total{gpu="1",node="node-a",uuid="GPU-1"}')
-    assert [float(r["value"][1]) for r in energy] == [640.0]
-    assert outcomes(telemetry, "remote_write") == {"sent": 12, "spooled": 0, "dropped": 0}
+    energy = 'falcon_gpu_energy_joules_total{gpu="1",node="node-a",uuid="GPU-1",job="falcon_gpu"}'
+    assert [float(r["value"][1]) for r in prom_query(prometheus, energy, at=now + 2000)] == [640.0]
+    assert prom_query(prometheus, energy) == [], "marked stale at the clean shutdown"
+    assert outcomes(telemetry, "remote_write") == {"sent": 12 + 4, "spooled": 0, "dropped": 0}
 
 
 @pytest.mark.servers
@@ -127,7 +176,7 @@ def test_outage_every_sample_arrives_in_order(
     assert got["0"] == [(start + i * 1000, i / 100) for i in range(13)]
     assert got["1"] == [(start + i * 1000, 1 + i / 100) for i in range(13)]
     assert outcomes(telemetry, "remote_write")["dropped"] == 0
-    assert outcomes(telemetry, "remote_write")["sent"] == 13 * 4
+    assert outcomes(telemetry, "remote_write")["sent"] == 13 * 4 + 4, "and 4 markers at close"
     assert "out of order" not in (tmp_path / "prometheus.log").read_text().lower()
 
 
@@ -162,8 +211,10 @@ def test_version_2_is_kept_when_the_receiver_confirms(
         assert req.headers["Content-Type"] == "application/x-protobuf;proto=io.prometheus.write.v2.Request"
         assert req.headers["X-Prometheus-Remote-Write-Version"] == "2.0.0"
         assert req.headers["Content-Encoding"] == "snappy"
-    sent = [s for req in http_peer.requests for s in encode_v2.decode(req.body)]
-    assert sorted((s[0][1][1], s[1], s[2]) for s in sent if s[0][2] == ("node", "node-a")) == [
+    sent = [(dict(s[0]), s[1], s[2]) for req in http_peer.requests for s in encode_v2.decode(req.body)]
+    assert all(stale(v) for lb, ts, v in sent if ts > now + 1000), "closed by markers at shutdown"
+    assert len(sent) == 8 + 4
+    assert sorted((lb["gpu"], ts, v) for lb, ts, v in sent if ts <= now + 1000) == [
         ("0", now, 0.25),
         ("0", now, 250.0),
         ("0", now + 1000, 0.5),
@@ -182,29 +233,45 @@ def test_version_2_falls_back_on_415(http_peer: HttpPeer, tmp_path: Path, teleme
     sink.submit(prom_cycle(int(time.time() * 1000), 0.25))
     assert sink.flush(10)
     sink.close(5)
-    first, second = http_peer.requests
+    first, second, markers = http_peer.requests
     assert first.headers["X-Prometheus-Remote-Write-Version"] == "2.0.0"
     assert second.headers["X-Prometheus-Remote-Write-Version"] == "0.1.0"
     assert second.headers["Content-Type"] == "application/x-protobuf"
-    assert outcomes(telemetry, "remote_write") == {"sent": 4, "spooled": 0, "dropped": 0}
+    assert markers.headers["X-Prometheus-Remote-Write-Version"] == "0.1.0", "1.0 for good"
+    assert outcomes(telemetry, "remote_write") == {"sent": 4 + 4, "spooled": 0, "dropped": 0}
 
 
 def test_invalid_series_is_dropped_and_counted_others_sent(
-    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry
+    http_peer: HttpPeer, tmp_path: Path, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
     http_peer.default = (204, {}, b"")
     bad = Family(
         "falcon_gpu_pod_info",
         "gauge",
         "",
-        (Series((("pod", ""), ("gpu", "0")), 1.0), Series((("pod", "p"), ("gpu", "0")), 1.0)),
+        (
+            Series((("pod-name", "x"), ("gpu", "0")), 1.0),
+            Series((("pod", "p"), ("gpu", "0")), 1.0),
+            Series((("pod", ""), ("gpu", "1")), 1.0),
+        ),
     )
     sink = sink_for(http_peer.url, tmp_path, telemetry)
-    sink.submit(FakeRendered(PromBatch(int(time.time() * 1000), (bad,))))
+    now = int(time.time() * 1000)
+    for i in range(3):  # refused every cycle: logged once
+        sink.submit(FakeRendered(PromBatch(now + i, (bad,))))
     assert sink.flush(10)
+    assert outcomes(telemetry, "remote_write") == {"sent": 6, "spooled": 0, "dropped": 3}
+    assert telemetry.view().errors_total["invalid_series"] == 3
+    said = [r.message for r in caplog.records if "not sending an invalid series" in r.message]
+    assert said == [
+        "sink remote_write: not sending an invalid series: falcon_gpu_pod_info: invalid label name 'pod-name'"
+    ]
+    sent = {tuple(lb) for req in http_peer.requests for lb, _, _ in decode_v1(req.body)}
+    assert sent == {
+        (("__name__", "falcon_gpu_pod_info"), ("gpu", "0"), ("job", "falcon_gpu"), ("pod", "p")),
+        (("__name__", "falcon_gpu_pod_info"), ("gpu", "1"), ("job", "falcon_gpu")),
+    }
     sink.close(5)
-    assert outcomes(telemetry, "remote_write") == {"sent": 1, "spooled": 0, "dropped": 1}
-    assert telemetry.view().errors_total["invalid_series"] == 1
 
 
 @pytest.mark.servers
@@ -223,11 +290,13 @@ def test_values_arrive_in_victoria_metrics(
     (series,) = [json.loads(line) for line in lines]
     assert series["metric"] == {
         "__name__": "falcon_gpu_utilization_ratio",
+        "job": "falcon_gpu",
         "gpu": "0",
         "node": "node-a",
         "uuid": "GPU-0",
     }
-    assert series["values"] == [0.73, 0.8] and series["timestamps"] == [now, now + 1000]
+    assert series["values"][:2] == [0.73, 0.8] and series["timestamps"][:2] == [now, now + 1000]
+    assert series["values"][2:] in ([], [None]), "at most the shutdown's staleness marker (exported as null)"
     result = json.loads(
         http_get(
             f"{victoria.url}/api/v1/query?"
@@ -237,3 +306,45 @@ def test_values_arrive_in_victoria_metrics(
         )
     )
     assert [float(r["value"][1]) for r in result["data"]["result"]] == [0.8 + 1]
+
+
+@pytest.mark.parametrize(
+    ("toml", "needle"),
+    [
+        ('job = ""', "'sinks.0.remote_write.job'"),
+        ('instance = ""', "'sinks.0.remote_write.instance'"),
+        ("stale_on_shutdown = 3", "'sinks.0.remote_write.stale_on_shutdown'"),
+    ],
+)
+def test_bad_job_or_instance_names_the_setting(tmp_path: Path, toml: str, needle: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[[sinks]]\ntype = "remote_write"\n{toml}\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg)
+    assert needle in str(err.value)
+
+
+def test_job_and_instance_default_to_falcon_gpu_and_the_node(tmp_path: Path, telemetry: Telemetry) -> None:
+    from falcon_gpu.sinks.registry import build_sink
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        'node = "gpu-node-7"\n[[sinks]]\ntype = "remote_write"\n'
+        '[[sinks]]\ntype = "remote_write"\nname = "b"\njob = "gpus"\ninstance = "10.0.0.7:9400"\n'
+    )
+    settings = load_settings(cfg)
+    labels = []
+    for config in settings.sinks:
+        sink = build_sink(
+            config, node=settings.node, spool_dir=tmp_path, spool_max_bytes=1 << 20, telemetry=telemetry
+        )
+        assert isinstance(sink, RemoteWriteSink)
+        ((lb, _, _),) = sink.explode(
+            FakeRendered(PromBatch(1, (Family("m", "gauge", "", (Series((), 1.0),)),)))
+        )
+        labels.append(lb)
+        sink.close(1)
+    assert labels == [
+        (("__name__", "m"), ("instance", "gpu-node-7"), ("job", "falcon_gpu")),
+        (("__name__", "m"), ("instance", "10.0.0.7:9400"), ("job", "gpus")),
+    ]

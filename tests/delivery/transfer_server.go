@@ -2,6 +2,8 @@
 // standard library only: Go's net/rpc over the jsonrpc codec, exactly the
 // framing the real transfer speaks, and transfer's validation rules. Accepted
 // items are appended as JSON lines to the file named by the second argument.
+// An optional third argument (seconds) closes a connection idle that long, as
+// a load balancer in front of transfer does.
 package main
 
 import (
@@ -11,7 +13,9 @@ import (
 	"net/rpc"
 	"net/rpc/jsonrpc"
 	"os"
+	"strconv"
 	"sync"
+	"time"
 )
 
 type MetricValue struct {
@@ -32,6 +36,18 @@ type TransferResponse struct {
 }
 
 type Transfer int
+
+// NullRpcRequest and SimpleRpcResponse as in open-falcon/common/model: Ping's arguments.
+type NullRpcRequest struct{}
+
+type SimpleRpcResponse struct {
+	Code int `json:"code"`
+}
+
+// Ping is transfer's no-op RPC (what falcon-gpu doctor calls).
+func (t *Transfer) Ping(req NullRpcRequest, resp *SimpleRpcResponse) error {
+	return nil
+}
 
 var (
 	mu  sync.Mutex
@@ -57,6 +73,17 @@ func (t *Transfer) Update(args []*MetricValue, reply *TransferResponse) error {
 	return nil
 }
 
+// idleConn closes itself when no request arrives within idle.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c idleConn) Read(p []byte) (int, error) {
+	c.Conn.SetReadDeadline(time.Now().Add(c.idle))
+	return c.Conn.Read(p)
+}
+
 func main() {
 	var err error
 	out, err = os.OpenFile(os.Args[2], os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -70,11 +97,22 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
+	var idle time.Duration
+	if len(os.Args) > 3 {
+		seconds, err := strconv.ParseFloat(os.Args[3], 64)
+		if err != nil {
+			panic(err)
+		}
+		idle = time.Duration(seconds * float64(time.Second))
+	}
 	fmt.Println("listening")
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			continue
+		}
+		if idle > 0 {
+			conn = idleConn{conn, idle}
 		}
 		go jsonrpc.ServeConn(conn)
 	}

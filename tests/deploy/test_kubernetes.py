@@ -143,6 +143,7 @@ def test_the_configmap_is_a_valid_configuration_with_the_overlays_sink(overlay: 
     settings = load_settings(config)
     assert [s.type for s in settings.sinks] == ([OVERLAYS[overlay]] if OVERLAYS[overlay] else [])
     assert settings.gpu_resources == ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"]
+    assert settings.kubernetes == "on"  # a missing mount is a warning, and a FAIL in doctor
 
 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))

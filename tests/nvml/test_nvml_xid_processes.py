@@ -227,9 +227,9 @@ def test_sm_share_averages_new_samples_and_skips_seen_ones() -> None:
     for now in (1000.0, 1030.0, 1060.0, 1090.0):
         shares.append({p.pid: p.sm_util_ratio for p in source.collect(now).devices[0].processes})
     assert shares[0] == {1: pytest.approx(0.30), 2: pytest.approx(0.90)}
-    assert shares[1] == {1: pytest.approx(0.10), 2: None}
-    assert shares[2] == {1: None, 2: None}  # NOT_FOUND: no new samples, not an error
-    assert shares[3] == {1: None, 2: None}
+    assert shares[1] == {1: pytest.approx(0.10), 2: 0.0}  # no sample: no kernel ran, share 0
+    assert shares[2] == {1: 0.0, 2: 0.0}  # NOT_FOUND: no new samples, not an error
+    assert shares[3] == {1: 0.0, 2: 0.0}
     assert asked == [0, 1_000_000_200, 1_030_000_500, 1_060_000_000]
     assert telemetry.view().errors_total == {}
 

@@ -90,3 +90,14 @@ def test_non_finite_readings_are_left_out() -> None:
     items = openfalcon.render(dataclasses.replace(c, snapshot=snap))
     metrics = {i.metric for i in items if i.tags == "GpuId=0,uuid=GPU-aaaa"}
     assert "PowerUsed" not in metrics and "DeviceTemperature" not in metrics and "GPUUtils" in metrics
+
+
+def test_gpu_count_per_model_beside_the_total() -> None:
+    items = openfalcon.render(cycle())
+    assert item(items, "GPUCount", "").value == 3
+    per_model = {i.tags: i.value for i in items if i.metric == "GPUCount" and i.tags}
+    assert per_model == {
+        "model=NVIDIA_H100_80GB_HBM3": 1,
+        "model=NVIDIA_A100-SXM4-40GB": 1,
+        "model=NVIDIA_L4": 1,
+    }

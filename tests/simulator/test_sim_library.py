@@ -311,3 +311,33 @@ def test_every_simulated_function_is_a_real_pynvml_function_with_its_arity() -> 
         ours = list(inspect.signature(getattr(SimulatedNvml, name)).parameters)[1:]  # without self
         theirs = list(inspect.signature(getattr(pynvml, name)).parameters)
         assert len(ours) == len(theirs), (name, ours, theirs)
+
+
+def test_a_process_runs_from_its_from_cycle_up_to_not_including_its_until_cycle() -> None:
+    now = [1000.0]
+    procs = [
+        {"pid": 1, "name": "early", "used_memory_bytes": 10, "sm_util_percent": 40, "until_cycle": 2},
+        {"pid": 2, "name": "late", "used_memory_bytes": 20, "sm_util_percent": 60, "from_cycle": 1},
+    ]
+    scenario = parse_scenario({"gpus": [gpu(processes=procs), gpu("GPU-m", mig=[mig_with(procs)])]})
+    sim = SimulatedNvml(scenario, clock=lambda: now[0])
+    sim.nvmlInit()
+    seen = []
+    for cycle in range(4):
+        now[0] = 1000.0 + cycle
+        sim.nvmlDeviceGetCount()
+        h = sim.nvmlDeviceGetHandleByIndex(0)
+        mig = sim.nvmlDeviceGetMigDeviceHandleByIndex(sim.nvmlDeviceGetHandleByIndex(1), 0)
+        listed = [p.pid for p in sim.nvmlDeviceGetComputeRunningProcesses_v3(h)]
+        assert [p.pid for p in sim.nvmlDeviceGetComputeRunningProcesses_v3(mig)] == listed
+        sampled = {s.pid for s in sim.nvmlDeviceGetProcessUtilization(h, int(now[0] * 1e6) - 1)}
+        assert sampled == set(listed), cycle
+        named = [pid for pid in (1, 2) if pid in listed and sim.nvmlSystemGetProcessName(pid)]
+        assert named == listed
+        seen.append(listed)
+    assert seen == [[1], [1, 2], [2], [2]]
+    assert code_of(sim.nvmlSystemGetProcessName, 1) == pynvml.NVML_ERROR_NOT_FOUND, "gone: no name"
+
+
+def mig_with(processes: list[dict[str, object]]) -> dict[str, object]:
+    return {"gpu_instance_id": 1, "profile": "1g.10gb", "uuid": "MIG-1", "processes": processes}

@@ -253,6 +253,31 @@ def test_path_is_resolved_as_a_file(tmp_path: Path) -> None:
             {"gpus": [minimal_gpu(retired_pages={"pending": "yes"})]},
             "gpus[0].retired_pages.pending: expected true",
         ),
+        (
+            {"gpus": [minimal_gpu(processes=[{"pid": 1, "until_cycle": "3"}])]},
+            "gpus[0].processes[0].until_cycle: expected an integer",
+        ),
+        (
+            {"gpus": [minimal_gpu(processes=[{"pid": 1, "from_cycle": -1}])]},
+            "gpus[0].processes[0].from_cycle: expected a cycle number (0 or more), got -1",
+        ),
+        (
+            {
+                "gpus": [
+                    minimal_gpu(
+                        mig=[
+                            {
+                                "gpu_instance_id": 1,
+                                "profile": "1g.5gb",
+                                "uuid": "MIG-1",
+                                "processes": [{"pid": 1, "from_cycle": 2, "until_cycle": 2}],
+                            }
+                        ]
+                    )
+                ]
+            },
+            "gpus[0].mig[0].processes[0].until_cycle: expected a cycle after from_cycle (2), got 2",
+        ),
         ({"gpus": {"uuid": "x"}}, "gpus: expected a list"),
         ({"gpus": [], "extra": 1}, "extra: unknown key"),
         ({"gpus": [minimal_gpu(), minimal_gpu()]}, "gpus: uuid 'GPU-1' appears twice"),

@@ -43,7 +43,9 @@ def test_once_shows_gpus_pods_and_processes_of_the_shared_gpu_scenario() -> None
     assert ["team-a/jupyter-alice", "notebook", "30%", "4.0", "GiB", "1"] in lines
     assert ["team-a/jupyter-bob", "notebook", "25%", "3.0", "GiB", "1"] in lines
     assert ["pid", "8001", "python", "30%", "4.0", "GiB"] in lines
-    assert ["(not", "in", "a", "pod)", "5%", "0.5", "GiB", "1"] in lines
+    # outside pods: device used - the pods' (14 - 9 GiB: contexts included), of which one host process
+    assert ["(not", "in", "a", "pod)", "5%", "5.0", "GiB", "1"] in lines
+    assert ["pid", "900", "dcgm-diag", "5%", "0.5", "GiB"] in lines
     # order: each pod and its processes sit under the GPU they use
     text = frame
     assert (

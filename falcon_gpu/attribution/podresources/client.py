@@ -49,6 +49,9 @@ class KubeletAllocations:
     allocations: tuple[Allocation, ...] = ()
     allocatable: tuple[tuple[str, DeviceRef], ...] = ()
     """(resource, device) pairs the kubelet can hand out; empty when the kubelet has no such call."""
+    allocatable_devices: tuple[tuple[str, int], ...] | None = None
+    """(resource, distinct devices) from ``allocatable``, counted once per fetch (off the hot
+    path); None when the kubelet does not offer GetAllocatableResources."""
 
 
 class PodResourcesClient:
@@ -109,14 +112,16 @@ class PodResourcesClient:
                     f"kubelet PodResources List on {self.socket_path} failed: {_describe(exc)}"
                 ) from None
             allocatable: tuple[tuple[str, DeviceRef], ...] = ()
+            counts: tuple[tuple[str, int], ...] | None = None
             try:
                 answer = stub.GetAllocatableResources(
                     api_pb2.AllocatableResourcesRequest(), timeout=self._timeout
                 )
                 allocatable = self._allocatable(answer)
+                counts = count_devices(allocatable)
             except grpc.RpcError:
                 pass  # kubelets before 1.23 (or the feature gate off): allocations still work
-        return KubeletAllocations(self._allocations(listed), allocatable)
+        return KubeletAllocations(self._allocations(listed), allocatable, counts)
 
     def _allocations(self, listed: Any) -> tuple[Allocation, ...]:
         out: list[Allocation] = []
@@ -148,6 +153,16 @@ class PodResourcesClient:
             channel.close()  # thread-safe: the call in flight fails with CANCELLED at once
         with self._lock:
             self._drop()
+
+
+def count_devices(allocatable: Sequence[tuple[str, DeviceRef]]) -> tuple[tuple[str, int], ...]:
+    """Distinct devices per resource, sorted by resource. The pairs are already parsed and
+    de-duplicated (shared replicas ``GPU-<uuid>::<n>`` name one device), so this counts GPUs
+    (or MIG instances) the kubelet can hand out, not replicas."""
+    counts: dict[str, int] = {}
+    for resource, _ in allocatable:
+        counts[resource] = counts.get(resource, 0) + 1
+    return tuple(sorted(counts.items()))
 
 
 def _describe(exc: grpc.RpcError) -> str:

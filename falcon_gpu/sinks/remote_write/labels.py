@@ -1,11 +1,20 @@
 """Label sets for remote write: validated and sorted once per distinct series.
 
 Prometheus answers 500 to a duplicated label name (a naive sender then retries
-forever) and rejects invalid names and empty values, so a series is checked
-here, before it can reach a batch: metric name ``[a-zA-Z_:][a-zA-Z0-9_:]*``,
-label names ``[a-zA-Z_][a-zA-Z0-9_]*``, no empty value, no name twice. Label
-sets repeat every cycle, so results are cached (bounded: cleared past
-:data:`CACHE_MAX` distinct series).
+forever) and rejects invalid names, so a series is checked here, before it can
+reach a batch: metric name ``[a-zA-Z_:][a-zA-Z0-9_:]*``, label names
+``[a-zA-Z_][a-zA-Z0-9_]*``, no name twice. A label with an empty value is not a
+reason to refuse: Prometheus treats it as absent, so it is left out.
+
+Every series also gets the sink's ``job`` and ``instance``, as a scrape would
+attach its target's: a series that already has one of these labels keeps its
+value as ``exported_job`` / ``exported_instance`` (Prometheus's
+``honor_labels: false``).
+
+Label sets repeat every cycle, so results are cached (bounded: cleared past
+:data:`CACHE_MAX` distinct series). A refused series caches its *reason*, a
+string, never an exception: an exception raised again every cycle would grow
+its traceback and keep every rendered cycle alive.
 """
 
 from __future__ import annotations
@@ -23,38 +32,55 @@ class InvalidSeries(ValueError):
     """A series Prometheus would refuse; the message says which name or value and why."""
 
 
-def _build(name: str, labels: Labels) -> Labels:
+class Refused(str):
+    """Why a series is refused (a cached string, see the module docstring)."""
+
+    __slots__ = ()
+
+
+def _build(name: str, labels: Labels, target: Labels) -> Labels | Refused:
     if not METRIC_NAME.fullmatch(name):
-        raise InvalidSeries(f"invalid metric name {name!r}")
+        return Refused(f"invalid metric name {name!r}")
     seen = {"__name__"}
+    taken = {k for k, _ in target}
+    out = [("__name__", name), *target]
     for key, value in labels:
         if key in seen:
-            raise InvalidSeries(f"{name}: label {key!r} appears twice")
+            return Refused(f"{name}: label {key!r} appears twice")
         if not LABEL_NAME.fullmatch(key):
-            raise InvalidSeries(f"{name}: invalid label name {key!r}")
-        if value == "":
-            raise InvalidSeries(f"{name}: label {key!r} has an empty value")
+            return Refused(f"{name}: invalid label name {key!r}")
         seen.add(key)
-    return tuple(sorted((("__name__", name), *labels)))
+        if value == "":
+            continue
+        out.append((f"exported_{key}", value) if key in taken else (key, value))
+    if len({k for k, _ in out}) < len(out):  # both "exported_job" and "job" given
+        return Refused(f"{name}: a label appears twice once job/instance are added")
+    return tuple(sorted(out))
 
 
 class LabelCache:
-    """``series(name, labels)``: the sorted label set with ``__name__``; raises InvalidSeries."""
+    """The sorted label set with ``__name__`` (and ``job``/``instance`` when given) per series."""
 
-    def __init__(self) -> None:
-        self._cache: dict[tuple[str, Labels], Labels | InvalidSeries] = {}
+    def __init__(self, *, job: str | None = None, instance: str | None = None) -> None:
+        self._target: Labels = tuple(
+            (k, v) for k, v in (("instance", instance), ("job", job)) if v is not None and v != ""
+        )
+        self._cache: dict[tuple[str, Labels], Labels | Refused] = {}
 
-    def series(self, name: str, labels: Labels) -> Labels:
+    def lookup(self, name: str, labels: Labels) -> Labels | Refused:
+        """The label set, or why Prometheus would refuse it (a :class:`Refused`)."""
         key = (name, labels)
         found = self._cache.get(key)
         if found is None:
-            try:
-                found = _build(name, labels)
-            except InvalidSeries as exc:
-                found = exc
+            found = _build(name, labels, self._target)
             if len(self._cache) >= CACHE_MAX:
                 self._cache.clear()
             self._cache[key] = found
-        if isinstance(found, InvalidSeries):
-            raise found
+        return found
+
+    def series(self, name: str, labels: Labels) -> Labels:
+        """Like :meth:`lookup`; raises a new InvalidSeries for a refused series."""
+        found = self.lookup(name, labels)
+        if isinstance(found, Refused):
+            raise InvalidSeries(str(found))
         return found

@@ -9,12 +9,28 @@ a 2xx without ``X-Prometheus-Remote-Write-Samples-Written`` (a 1.0 receiver
 that parsed the body as an empty 1.0 request and stored nothing), the sink
 switches to 1.0 for good, says so once, and re-sends that batch as 1.0.
 
+Staleness (CONTRACT section 3): a series sent in the previous cycle and not in
+this one (a GPU lost, a pod or process gone, a label set changed) gets a
+Prometheus staleness marker (:data:`STALE_NAN`) at this cycle's timestamp, and
+every series still live gets one at a clean shutdown (unless
+``stale_on_shutdown = false``), so a query stops seeing
+it at once instead of for the 5-minute lookback. Markers are ordinary samples
+of the cycle's items: they go through the same queue, batches and spool as the
+data, so they always follow the data they close, also across an outage or a
+restart. After a SIGKILL the new process does not know the old one's series:
+those end by the store's lookback instead.
+
+Every series carries ``job`` and ``instance`` (settings; the node by default),
+see :mod:`.labels`.
+
 Spool body: one version byte (1 or 2) + the compressed request.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,12 +39,12 @@ from falcon_gpu.delivery.http import HttpTransport, classify
 from falcon_gpu.delivery.outcome import Ack, PermanentError
 from falcon_gpu.delivery.queued import QueuedSink
 from falcon_gpu.delivery.secrets import redact_url
-from falcon_gpu.model.samples import MetricKind
+from falcon_gpu.model.samples import Labels, MetricKind
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
 from falcon_gpu.sinks.remote_write import encode_v2
 from falcon_gpu.sinks.remote_write.encode_v1 import RwSample, V1Encoder
-from falcon_gpu.sinks.remote_write.labels import InvalidSeries, LabelCache
+from falcon_gpu.sinks.remote_write.labels import LabelCache, Refused
 from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger("falcon_gpu.sinks")
@@ -45,6 +61,8 @@ HEADERS_V2 = {
     "X-Prometheus-Remote-Write-Version": "2.0.0",
 }
 WRITTEN_HEADER = "X-Prometheus-Remote-Write-Samples-Written"
+STALE_NAN: float = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
+"""Prometheus's staleness marker: a NaN with this exact bit pattern (``value.StaleNaN``)."""
 
 
 class RemoteWriteSink(QueuedSink[RwSample]):
@@ -57,11 +75,15 @@ class RemoteWriteSink(QueuedSink[RwSample]):
         spool_dir: Path | str,
         spool_max_bytes: int,
         telemetry: Telemetry,
+        node: str = "",
     ) -> None:
         super().__init__(config, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, telemetry=telemetry)
         self._url = config.url
         self._version = config.version
-        self._labels = LabelCache()
+        self._labels = LabelCache(job=config.job, instance=config.instance or node)
+        self._live: set[Labels] = set()  # series sent in the last cycle
+        self._stale_on_shutdown = config.stale_on_shutdown
+        self._last_ts = 0
         self._v1 = V1Encoder()
         self._metadata: dict[str, tuple[MetricKind, str]] = {}
         self._transport = HttpTransport(config, sink=self.name)
@@ -70,23 +92,36 @@ class RemoteWriteSink(QueuedSink[RwSample]):
         batch = rendered.prometheus
         ts = batch.timestamp_ms
         out: list[RwSample] = []
+        live: set[Labels] = set()
         invalid = 0
         for family in batch.families:
             if self._version == 2:
                 self._metadata[family.name] = (family.kind, family.help)
             for s in family.series:
-                try:
-                    out.append((self._labels.series(family.name, s.labels), ts, s.value))
-                except InvalidSeries as exc:
+                labels = self._labels.lookup(family.name, s.labels)
+                if isinstance(labels, Refused):
                     invalid += 1
                     self._telemetry.failing(
                         f"{self._key}:invalid:{family.name}",
                         "invalid_series",
-                        f"sink {self.name}: not sending an invalid series: {exc}",
+                        f"sink {self.name}: not sending an invalid series: {labels}",
                     )
+                    continue
+                out.append((labels, ts, s.value))
+                live.add(labels)
         if invalid:
             self._telemetry.samples(self.name, "dropped", invalid)
+        out.extend((labels, ts, STALE_NAN) for labels in self._live - live)
+        self._live, self._last_ts = live, ts
         return out
+
+    def close(self, timeout: float) -> None:
+        """Mark every live series stale (a clean shutdown), then close as any queued sink."""
+        if not self._closed and self._live and self._stale_on_shutdown:
+            ts = max(int(time.time() * 1000), self._last_ts + 1)
+            self._enqueue([(labels, ts, STALE_NAN) for labels in self._live])
+            self._live = set()
+        super().close(timeout)
 
     def encode(self, items: Sequence[RwSample]) -> bytes:
         if self._version == 2:
@@ -122,7 +157,8 @@ class RemoteWriteSink(QueuedSink[RwSample]):
             raise PermanentError(f"spooled batch cannot be converted to remote-write 1.0: {exc}") from None
 
     def check(self) -> tuple[bool, str]:
-        return self._transport.probe(self._url)
+        """For ``doctor``: POST an empty 1.0 WriteRequest (a receiver stores nothing; Prometheus: 204)."""
+        return self._transport.probe("POST", self._url, V1Encoder().encode([]), HEADERS_V1)
 
     def close_transport(self) -> None:
         self._transport.close()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
@@ -87,10 +87,14 @@ class NvmlSource:
         if count is None:
             return Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=error)
         xid_counts: dict[str, dict[int, int]] = {}
+        last_xid: dict[str, int] = {}
         if self._xid is not None:
             self._xid.drain_now()
-            xid_counts = self._xid.counts()
-        devices = tuple(self._read_device(i, timestamp, xid_counts) for i in range(count))
+            xid_counts, last_xid = self._xid.read()
+        devices = tuple(
+            replace(d, last_xid=last_xid[d.uuid]) if d.uuid in last_xid else d
+            for d in (self._read_device(i, timestamp, xid_counts) for i in range(count))
+        )
         self._names.end_cycle()
         self._telemetry.recovered("nvml:collect", "NVML collection works again")
         return Snapshot(

@@ -4,7 +4,8 @@ NVML delivers XIDs only as events: an event set, ``nvmlDeviceRegisterEvents`` pe
 device, then ``nvmlEventSetWait``, which blocks. The agent runs :meth:`XidWatcher.start`
 (a daemon thread waiting 1000 ms at a time, so it never blocks the cycle); ``--once``
 and the plugin have no thread and call :meth:`XidWatcher.drain_now`, which waits
-with timeout 0 until NVML answers TIMEOUT. :meth:`counts` is cumulative since start.
+with timeout 0 until NVML answers TIMEOUT. :meth:`counts` is cumulative since start;
+:meth:`read` adds the most recent XID per GPU, which counts alone cannot tell.
 
 The watcher holds its own ``nvmlInit`` reference (NVML counts them) and finds
 devices by probing ``nvmlDeviceGetHandleByIndex`` until INVALID_ARGUMENT, rather
@@ -83,6 +84,7 @@ class XidWatcher:
         self._lock = threading.Lock()
         self._wait_lock = threading.Lock()
         self._counts: dict[str, dict[int, int]] = defaultdict(dict)
+        self._last: dict[str, int] = {}
         self._event_set: Any = None
         self._inited = False
         self._uuids: dict[int, str] = {}
@@ -181,6 +183,7 @@ class XidWatcher:
         with self._lock:
             per_gpu = self._counts[uuid]
             count = per_gpu[xid] = per_gpu.get(xid, 0) + 1
+            self._last[uuid] = xid
         # The first of each (GPU, XID) is a warning; repeats (XID 13/31 can come in floods) are debug.
         log.log(
             logging.WARNING if count == 1 else logging.DEBUG, "XID %d on GPU %s (%d so far)", xid, uuid, count
@@ -216,8 +219,13 @@ class XidWatcher:
 
     def counts(self) -> dict[str, dict[int, int]]:
         """uuid -> xid -> cumulative count (a copy)."""
+        return self.read()[0]
+
+    def read(self) -> tuple[dict[str, dict[int, int]], dict[str, int]]:
+        """The counts, and uuid -> the XID of the most recent event (counts carry no order),
+        copied under one lock so that the newest XID is always among the counted ones."""
         with self._lock:
-            return {uuid: dict(per_gpu) for uuid, per_gpu in self._counts.items()}
+            return {uuid: dict(per_gpu) for uuid, per_gpu in self._counts.items()}, dict(self._last)
 
     def stop(self) -> None:
         """Stop the thread (waits at most one wait period plus 2 s) and release the event set;

@@ -32,7 +32,8 @@ class DeviceContext:
     """Per device scope: the newest process-utilisation sample time already consumed."""
     fields: Fields = field(default_factory=dict)
     """What earlier readers produced this cycle (the MIG reader uses the processes)."""
-    sm_by_pid: dict[int, float] = field(default_factory=dict)
+    sm_by_pid: dict[int, float] | None = field(default_factory=dict)
+    """PID -> SM share this cycle; None where NVML gives no per-process utilisation."""
 
 
 Reader = Callable[[DeviceContext], Fields]

@@ -8,8 +8,11 @@ PID and MIG instance, since one process can use several instances).
 SM share comes from ``nvmlDeviceGetProcessUtilization(handle, lastSeen)``: the
 samples newer than ``lastSeen`` are averaged per PID. ``lastSeen`` is the later of
 the previous cycle's timestamp and the newest sample already used, so no sample
-counts twice. NOT_FOUND means "no new samples": the share is None, not an error
-(so does pynvml's NVMLError(NVML_SUCCESS), raised when the driver reports zero samples).
+counts twice. NOT_FOUND means "no new samples": no process ran a kernel, every share
+is 0 (so does pynvml's NVMLError(NVML_SUCCESS), raised when the driver reports zero
+samples); a process without a sample also has share 0. Only where NVML gives no
+per-process utilisation at all (NOT_SUPPORTED: MIG-enabled GPUs, some devices) is
+every share None, so that pod utilisation is absent there, not 0.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
             name=ctx.names.get(pid),
             types=tuple(dict.fromkeys(kinds)),
             used_memory_bytes=memory.get((pid, gi, ci)),
-            sm_util_ratio=ctx.sm_by_pid.get(pid),
+            sm_util_ratio=None if ctx.sm_by_pid is None else ctx.sm_by_pid.get(pid, 0.0),
             gpu_instance_id=gi,
             compute_instance_id=ci,
         )
@@ -74,22 +77,24 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
     )
 
 
-def _sm_shares(ctx: DeviceContext) -> dict[int, float]:
+def _sm_shares(ctx: DeviceContext) -> dict[int, float] | None:
+    """Mean SM share per PID since the last cycle; None when NVML gives none on this device."""
     last_seen = ctx.last_seen_us.get(ctx.scope, 0)
     # pynvml raises NVMLError(NVML_SUCCESS) when the driver has no samples at all: also "none".
     samples = ctx.nvml.call(
         ctx.scope, "process_utilization", "nvmlDeviceGetProcessUtilization", ctx.handle, last_seen,
-        answers={pynvml.NVML_SUCCESS: []},
+        answers={pynvml.NVML_SUCCESS: [], pynvml.NVML_ERROR_NOT_FOUND: []},
     )  # fmt: skip
+    if samples is ABSENT:
+        return None
     newest = max(last_seen, int(ctx.timestamp * 1_000_000))
     by_pid: dict[int, list[float]] = defaultdict(list)
-    if samples is not ABSENT:
-        for sample in samples:
-            stamp = int(sample.timeStamp)
-            if stamp <= last_seen:
-                continue
-            newest = max(newest, stamp)
-            by_pid[int(sample.pid)].append(ratio(sample.smUtil))
+    for sample in samples:
+        stamp = int(sample.timeStamp)
+        if stamp <= last_seen:
+            continue
+        newest = max(newest, stamp)
+        by_pid[int(sample.pid)].append(ratio(sample.smUtil))
     ctx.last_seen_us[ctx.scope] = newest
     return {pid: sum(v) / len(v) for pid, v in by_pid.items()}
 
