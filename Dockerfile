@@ -23,8 +23,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     python -m venv /opt/falcon-gpu \
     && /opt/falcon-gpu/bin/pip install --no-cache-dir --no-index --find-links /wheels falcon-gpu \
-    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin falcon-gpu \
-    && install -d -o 10001 -g 10001 -m 0700 /var/lib/falcon-gpu
+    && useradd --system --user-group --uid 10001 --no-create-home --shell /usr/sbin/nologin falcon-gpu \
+    && install -d -o falcon-gpu -g falcon-gpu -m 0700 /var/lib/falcon-gpu
 # Non-root by default: NVML opens /dev/nvidia* (world read-write on a standard driver install) and
 # reads /proc/<pid>/cgroup (world-readable). Pod attribution on Kubernetes also reads the kubelet's
 # pod-resources socket, which is root-only (0600): conf/kubernetes runs the container as UID 0

@@ -105,6 +105,8 @@ def test_attribution_and_delivery_get_what_they_need(overlay: str) -> None:
     spec = pod_spec(docs)
     defaults = Settings(node="n")
     assert spec["hostPID"] is True  # NVML's host PIDs must exist in our /proc
+    # hostPID and hostPath are outside Pod Security "baseline": the namespace must allow them
+    assert one(docs, "Namespace")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert spec["enableServiceLinks"] is False  # no stray FALCON_GPU_* variables from Services
     assert spec["terminationGracePeriodSeconds"] >= FLUSH_TIMEOUT + STUCK_AFTER_S
     (container,) = spec["containers"]
