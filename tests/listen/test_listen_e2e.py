@@ -18,26 +18,37 @@ from tests.delivery.conftest import ManagedServer, free_port, http_get, need, pr
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$")
-COMPARED = (
-    "falcon_gpu_info",
-    "falcon_gpu_memory_used_bytes",
-    "falcon_gpu_temperature_celsius",
-    "falcon_gpu_health",
-    "falcon_gpu_pod_info",
-    "falcon_gpu_pod_memory_used_bytes",
-    "falcon_gpu_pod_energy_joules_total",
-)
+COMPARED = {
+    "falcon_gpu": (
+        "falcon_gpu_info",
+        "falcon_gpu_memory_used_bytes",
+        "falcon_gpu_temperature_celsius",
+        "falcon_gpu_health",
+        "falcon_gpu_pod_info",
+        "falcon_gpu_pod_memory_used_bytes",
+        "falcon_gpu_pod_energy_joules_total",
+    ),
+    # dcgm-exporter's names; its counters lack a lowercase _total, so OpenMetrics says "unknown"
+    "dcgm": (
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "falcon_gpu_pod_memory_used_bytes",
+    ),
+}
 
 
 class Agent:
-    def __init__(self, tmp_path: Path, *, interval: str = "1") -> None:
+    def __init__(self, tmp_path: Path, *, interval: str = "1", schema: str = "falcon_gpu") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.stdout = tmp_path / "agent.stdout"
         self.stderr = tmp_path / "agent.stderr"
         argv = [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "shared-gpu", "--interval", interval]
         env = {"FALCON_GPU_LISTEN": f"127.0.0.1:{self.port}", "FALCON_GPU_NODE": "listen-node",
-               "FALCON_GPU_SPOOL_DIR": str(tmp_path / "spool"), "PATH": "/usr/bin:/bin"}  # fmt: skip
+               "FALCON_GPU_SCHEMA": schema, "FALCON_GPU_SPOOL_DIR": str(tmp_path / "spool"),
+               "PATH": "/usr/bin:/bin"}  # fmt: skip
         with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT, env=env)
         wait_until(self._ready, 30, "the agent's /readyz")
@@ -89,8 +100,11 @@ def test_metrics_is_the_cycle_stdout_printed(agent: Agent) -> None:
 
 
 @pytest.mark.servers
-def test_prometheus_scrapes_what_stdout_prints(agent: Agent, tmp_path: Path) -> None:
+@pytest.mark.parametrize("schema", sorted(COMPARED))
+def test_prometheus_scrapes_what_stdout_prints(schema: str, tmp_path: Path) -> None:
     binary = need("prometheus")
+    agent = Agent(tmp_path, schema=schema)
+    compared = COMPARED[schema]
     port = free_port()
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text(
@@ -105,7 +119,7 @@ def test_prometheus_scrapes_what_stdout_prints(agent: Agent, tmp_path: Path) -> 
     )  # fmt: skip
     server.start()
     try:
-        selector = '{__name__=~"' + "|".join(COMPARED) + '", job="falcon_gpu"}'
+        selector = '{__name__=~"' + "|".join(compared) + '", job="falcon_gpu"}'
 
         def scraped() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
             got = {}
@@ -121,17 +135,19 @@ def test_prometheus_scrapes_what_stdout_prints(agent: Agent, tmp_path: Path) -> 
             return {
                 (name, labels_of(labels)): v
                 for (name, labels), v in agent.latest_stdout().items()
-                if name in COMPARED
+                if name in compared
             }
 
         # the scenario's values settle after three cycles; then both must agree exactly
-        wait_until(lambda: len(printed()) > 20 and scraped() == printed(), 30, "Prometheus to match stdout")
+        wait_until(lambda: len(printed()) > 15 and scraped() == printed(), 30, "Prometheus to match stdout")
+        assert {name for name, _ in printed()} == set(compared)  # every compared metric is there
         targets = http_get(server.url + "/api/v1/targets").decode()
         assert '"health":"up"' in targets
-        pods = {dict(k[1])["pod"] for k in scraped() if k[0] == "falcon_gpu_pod_info"}
+        pods = {dict(k[1])["pod"] for k in scraped() if k[0] == "falcon_gpu_pod_memory_used_bytes"}
         assert {"jupyter-alice", "jupyter-bob"} <= pods
     finally:
         server.stop()
+        assert agent.stop() == 0
 
 
 def test_a_stuck_client_does_not_delay_cycles(tmp_path: Path) -> None:
