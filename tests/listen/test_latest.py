@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -11,10 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from falcon_gpu.agent.cycle import CycleRunner
+from falcon_gpu.agent.loop import run_every
 from falcon_gpu.listen import LatestCycle, ListenServer, open_listener
 from falcon_gpu.listen.server import wants_gzip, wants_openmetrics
+from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.settings import ConfigError
 from falcon_gpu.sinks.encoding import prom_text
+from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import prom_cycle, wait_until
 
 
@@ -177,4 +182,43 @@ def test_ipv6_loopback() -> None:
         latest.submit(prom_cycle(1000, 0.5))
         assert get(f"http://[::1]:{server.address[1]}/readyz")[0] == 200
     finally:
+        server.close()
+
+
+def test_healthz_turns_503_when_the_agents_loop_hangs_in_nvml() -> None:
+    """The real loop, cycle runner and server: after one good cycle NVML stops answering."""
+    release, stop = threading.Event(), threading.Event()
+    calls: list[float] = []
+
+    class HangingSource:
+        def collect(self, timestamp: float) -> Snapshot:
+            calls.append(timestamp)
+            if len(calls) > 1:
+                release.wait(30)  # a driver call that does not come back
+            return Snapshot(timestamp=timestamp, nvml_ok=True)
+
+    telemetry = Telemetry()
+    latest = LatestCycle(0.2)
+    server = open_listener("127.0.0.1:0", latest)
+    server.start()
+    url = "http://{}:{}".format(*server.address)
+    runner = CycleRunner(node="n", step=1, source=HangingSource(), attributor=None, sinks=[latest],
+                         telemetry=telemetry)  # fmt: skip
+    loop = threading.Thread(
+        target=run_every, args=(0.2, runner.run, telemetry, stop), kwargs={"stuck_after": 1}
+    )
+    loop.start()
+    try:
+        wait_until(lambda: get(url + "/readyz")[0] == 200, 5, "the first cycle")
+        assert b"falcon_gpu_agent_cycles_total" in get(url + "/metrics")[2]
+        wait_until(lambda: len(calls) > 1, 5, "the second cycle to hang")
+        status, _, why = get(url + "/healthz")
+        assert status == 200, why  # not yet three intervals
+        wait_until(lambda: get(url + "/healthz")[0] == 503, 5, "/healthz to turn 503")
+        assert b"since the last cycle" in get(url + "/healthz")[2]
+        assert get(url + "/metrics")[0] == 200  # the last good cycle is still served
+    finally:
+        stop.set()
+        release.set()
+        loop.join(10)
         server.close()
