@@ -24,7 +24,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
     p.add_argument("--version", action="version", version=f"falcon-gpu {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats}")
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top}"
+    )
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument(
@@ -51,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     common(plugin)
     doctor = sub.add_parser("doctor", help="check NVML, process visibility, kubelet socket, log dirs, sinks")
     common(doctor)
+    top = sub.add_parser("top", help="this node's GPUs with their pods and processes, live")
+    common(top)
+    top.add_argument("--once", action="store_true", help="print one frame and exit")
+    top.add_argument("--interval", type=float, metavar="S", help="seconds between frames")
     install = sub.add_parser(
         "install-plugin", help="write 60_gpu_monitor.py for falcon-agent into DIR, bound to this installation"
     )
@@ -85,8 +91,9 @@ def _setup_logging(level: str) -> None:
 
 
 def _effective_level(command: str, level: str) -> str:
-    """``plugin`` runs every minute under falcon-agent: warnings and errors only, unless debugging."""
-    if command == "plugin" and level == "info":
+    """``plugin`` runs every minute under falcon-agent, ``top`` draws on the terminal: warnings and
+    errors only, unless debugging."""
+    if command in ("plugin", "top") and level == "info":
         return "warning"
     return level
 
@@ -135,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             from falcon_gpu.jobs.stats import stats
 
             return stats(settings.jobs_dir, namespace=args.namespace, pod=args.pod, since=args.since)
+        if args.command == "top":
+            from falcon_gpu.top.command import top
+
+            return top(settings, simulate=args.simulate, once=args.once)
         from falcon_gpu.doctor import doctor
 
         return doctor(settings, simulate=args.simulate)

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 PLUGIN_STEP = 60
 FLUSH_TIMEOUT = 20.0
 """Seconds sinks get to deliver at shutdown; with the <= 10 s wait for a running cycle this fits
-the 45 s terminationGracePeriodSeconds of conf/manifests/daemonset.yaml (what is left stays spooled)."""
+the 45 s terminationGracePeriodSeconds of conf/kubernetes/base/daemonset.yaml (what is left stays spooled)."""
 
 
 def _runner(rt: Runtime, *, step: int) -> CycleRunner:
@@ -71,7 +71,9 @@ def _one_shot_sinks(settings: Settings) -> Settings:
 
 
 def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
-    rt = build(_one_shot_sinks(settings) if once else settings, simulate=simulate, with_jobs=True)
+    rt = build(
+        _one_shot_sinks(settings) if once else settings, simulate=simulate, with_jobs=True, listen=True
+    )
     stuck = closed = False
     try:
         if once:

@@ -3,9 +3,10 @@
 The simulator replaces only the NVML library; when its scenario describes a
 host (proc tree, logs, kubelet) and the user set none of those paths, the host
 is laid out in a temporary directory and attribution is pointed at it, so the
-real readers run. Shutdown order: stop the XID thread and attribution
-refreshers first (they feed the cycle), then flush and close sinks (so queued
-and spooled data gets its chance), then NVML, then the simulated host.
+real readers run. Shutdown order: stop the ``listen`` endpoint, the XID thread
+and attribution refreshers first (they serve or feed the cycle), then flush and
+close sinks (so queued and spooled data gets its chance), then NVML, then the
+simulated host.
 
 Sinks close side by side under one deadline: one after the other, N slow sinks
 would take N times ``timeout`` and outlast the kubelet's 30 s grace period, so
@@ -47,11 +48,13 @@ class Runtime:
     host: Any = None
     policies: PolicyEngine | None = None
     jobs: JobTracker | None = None
+    listener: Any = None
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
         wait on the same driver lock)."""
         for name, fn in (
+            ("listen", getattr(self.listener, "close", None)),
             ("xid", getattr(self.xid, "stop", None)),
             ("attribution", getattr(self.attributor, "close", None)),
         ):
@@ -105,9 +108,13 @@ def build(
     with_sinks: bool = True,
     telemetry: Telemetry | None = None,
     with_jobs: bool = False,
+    listen: bool = False,
 ) -> Runtime:
     """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink, unusable
-    ``spool_dir`` or, ``with_jobs``, ``jobs_dir``) before anything runs."""
+    ``spool_dir`` or, ``with_jobs``, ``jobs_dir``) before anything runs.
+
+    ``listen``: also bind and serve the ``listen`` endpoint when it is set (only ``run`` does:
+    ``doctor`` beside a running agent must not fight it for the port)."""
     from falcon_gpu.sources.nvml.library import load_nvml
     from falcon_gpu.sources.nvml.source import NvmlSource
     from falcon_gpu.sources.nvml.xid import XidWatcher
@@ -132,8 +139,15 @@ def build(
                 }
             )
     sinks: list[Sink] = []
+    listener = None
     try:
         jobs = _job_tracker(settings, telemetry) if with_jobs else None
+        if listen and settings.listen:
+            from falcon_gpu.listen import LatestCycle, open_listener
+
+            latest = LatestCycle(settings.interval)
+            listener = open_listener(settings.listen, latest)
+            sinks.append(latest)
         if with_sinks:
             from falcon_gpu.sinks.registry import build_sink
 
@@ -157,12 +171,18 @@ def build(
         attributor = Attributor(settings, telemetry)
         policies = _policy_engine(settings, telemetry) if with_sinks else None  # alerts are an output too
     except BaseException:
+        if listener is not None:
+            listener.close()
         for s in sinks:
             _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))  # type: ignore[misc]
         if host is not None:
             host.stop()
         raise
-    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host, policies, jobs)
+    if listener is not None:
+        listener.start()
+    return Runtime(
+        settings, telemetry, library, source, xid, attributor, sinks, host, policies, jobs, listener
+    )
 
 
 def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | None:
