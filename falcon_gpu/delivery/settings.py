@@ -10,6 +10,7 @@ has no ``headers``) cannot be wired to a stage that needs it: mypy says so.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -69,3 +70,19 @@ class HttpSettings(Protocol):
 
     @property
     def insecure_skip_verify(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PlainHttp:
+    """:class:`HttpSettings` for a client that has only a timeout: no TLS options, auth or
+    extra headers (policy notifications, which have no settings of their own for them)."""
+
+    timeout: float
+    bearer_token_file: Path | None = None
+    basic_auth_user: str | None = None
+    basic_auth_password_file: Path | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    insecure_skip_verify: bool = False
