@@ -29,6 +29,7 @@ from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError
 from falcon_gpu.delivery.retry import Interrupted, push_with_retry
 from falcon_gpu.delivery.secrets import redact_url
 from falcon_gpu.delivery.settings import PlainHttp
+from falcon_gpu.delivery.state import DeliveryState
 from falcon_gpu.policies.engine import Alert
 from falcon_gpu.telemetry import Telemetry
 
@@ -78,6 +79,7 @@ class _Destination:
         self._telemetry = telemetry
         self._resend = resend
         self._key = f"policy:{kind}:{self._shown}"
+        self._state = DeliveryState()  # decides whether close waits (never the log key)
         self._transport = HttpTransport(PlainHttp(timeout=TIMEOUT_S), sink=f"policy-{kind}")
         self._cond = threading.Condition()
         self._alerts: dict[tuple[str, str], Alert] = {}
@@ -103,7 +105,7 @@ class _Destination:
     def close(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         with self._cond:  # give resolutions and new firings their chance, unless the receiver is down
-            while self._unsent() and not self._telemetry.is_failing(self._key):
+            while self._unsent() and not self._state.server_down:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -155,6 +157,7 @@ class _Destination:
             return Ack()
 
         def on_failure(err: RetryableError, attempt: int, delay: float) -> None:
+            self._state.attempt_failed()
             self._telemetry.failing(self._key, "policy_notify", f"{self.kind} {err}; retrying")
 
         def superseded() -> bool:
@@ -176,6 +179,7 @@ class _Destination:
                     if a.ends_at is not None and self._alerts.get(a.key) is a:
                         del self._alerts[a.key]
             return False
+        self._state.acknowledged()
         self._telemetry.recovered(self._key, f"{self.kind} {self._shown} takes alerts again")
         self._telemetry.recovered(f"{self._key}:refused", f"{self.kind} {self._shown} accepts alerts again")
         return True
