@@ -13,9 +13,9 @@
   to the spool *before* any attempt, so a crash at any point loses at most what
   was still in the memory queue.
 - The sender takes batches from the spool strictly oldest first (one in
-  flight: per-series order holds across a backlog) and pushes with
-  :func:`~.retry.push_with_retry`; a batch leaves the spool only when the
-  server confirmed it or refused it for good.
+  flight: per-series order holds across a backlog) and pushes through the
+  shared stage (:mod:`.settle`: retry, backoff, counting); a batch leaves the
+  spool only when the server confirmed it or refused it for good.
 
 Telemetry: ``sent`` on confirmation; ``spooled`` once per batch that could not
 go out at once and waits in the spool: its first attempt failed, or it was

@@ -51,6 +51,8 @@ def _never() -> bool:
 
 
 class Settler:
+    """One per sink; used from that sink's sender thread only."""
+
     def __init__(
         self,
         settings: RetrySettings,
