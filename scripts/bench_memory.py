@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import argparse
 import gc
-import tempfile
 from dataclasses import dataclass
 
 from bench_common import make_runner, rss_kib, write_scenario
 
 from falcon_gpu.model.samples import FalconItem, Family, PromBatch, Series
-from falcon_gpu.sinks.base import Rendered, Sink
+from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
-from falcon_gpu.sinks.context import SinkContext
+from falcon_gpu.sinks.remote_write import RemoteWritePusher
 from falcon_gpu.telemetry import Telemetry
 
 REFUSED = Family("falcon_gpu_bench_info", "gauge", "", (Series((("bad-label", "x"),), 1.0),))
@@ -39,11 +38,10 @@ class WithRefused:
     falcon: tuple[FalconItem, ...] = ()
 
 
-def remote_write(spool: str) -> Sink:
+def remote_write() -> RemoteWritePusher:
+    """The sink's pusher alone: ``explode`` and ``encode`` are all this measures."""
     cfg = RemoteWriteSinkConfig(type="remote_write", url="http://127.0.0.1:9/api/v1/write")
-    return remote_write.build(
-        cfg, SinkContext(spool_dir=spool, spool_max_bytes=1 << 20, telemetry=Telemetry(), node="bench")
-    )
+    return RemoteWritePusher(cfg, telemetry=Telemetry(), node="bench")
 
 
 def main() -> None:
@@ -56,8 +54,7 @@ def main() -> None:
     )
     a = ap.parse_args()
     path = write_scenario(8, 64)
-    spool = tempfile.mkdtemp(prefix="bench-memory-")
-    sink = remote_write(spool) if a.refused else None
+    sink = remote_write() if a.refused else None
     marks_at = {1, 10, 100, 500, 1000, a.cycles}
     with open("/dev/null", "w") as devnull:
         runner = make_runner(path, devnull)
