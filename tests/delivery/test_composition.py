@@ -178,6 +178,7 @@ def test_a_pusher_composed_with_the_queued_path_gets_order_retry_counting_and_cl
         RetryableError("busy", retry_after=0.05),
         Ack(rejected=1),
         PermanentError("malformed"),
+        ValueError("a bug in push"),
     ]
     sink = scripted(tmp_path, telemetry, answers)
     pusher = sink.sink
@@ -186,11 +187,14 @@ def test_a_pusher_composed_with_the_queued_path_gets_order_retry_counting_and_cl
     assert sink.flush(10)  # retried after Retry-After, then acknowledged with one item refused
     sink.submit(falcon_cycle(1_700_000_015, 2.0, n=2))
     assert sink.flush(10)  # refused for good: dropped, not retried
+    sink.submit(falcon_cycle(1_700_000_030, 3.0, n=1))
+    assert sink.flush(10)  # a bug in push: dropped, logged, the sender lives on
     assert sink.check() == (True, "scripted")
     sink.close(5)
     first = b"GPUUtils=1,GPUUtils=2,GPUUtils=3"
-    assert pusher.bodies == [first, first, b"GPUUtils=2,GPUUtils=3", b"bye=1"]
-    assert outcomes(telemetry, "scripted") == {"sent": 2 + 1, "spooled": 3, "dropped": 1 + 2}
+    assert pusher.bodies == [first, first, b"GPUUtils=2,GPUUtils=3", b"GPUUtils=3", b"bye=1"]
+    assert outcomes(telemetry, "scripted") == {"sent": 2 + 1, "spooled": 3, "dropped": 1 + 2 + 1}
+    assert telemetry.view().errors_total.get("sink_rejected") == 2
     assert pusher.closed and not sink.state.server_down
 
 
