@@ -67,7 +67,7 @@ def measure(gpus: int, procs: int, cycles: int) -> tuple[float, float, float]:
                     utilization_ratio=0.2,
                     processes=1,
                     energy_joules_total=10.0 * c,
-                )  # fmt: skip
+                )
                 for d in snap.devices
                 for k in range(4)
             )
