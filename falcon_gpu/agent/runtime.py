@@ -198,8 +198,10 @@ def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | N
     )
 
 
-def _job_tracker(settings: Settings, telemetry: Telemetry) -> JobTracker:
-    """Raises ConfigError naming ``jobs_dir`` when it cannot be created or written."""
+def _job_tracker(settings: Settings, telemetry: Telemetry) -> JobTracker | None:
+    """Raises ConfigError naming ``jobs_dir`` when one the user set cannot be created or written;
+    the default one (``/var/lib/…``, not writable for a user trying the agent out) only costs the
+    job records, with a warning."""
     from falcon_gpu.jobs.records_file import JobLog, prepare_dir
     from falcon_gpu.jobs.state import StateFile
     from falcon_gpu.jobs.tracker import JobTracker
@@ -207,5 +209,9 @@ def _job_tracker(settings: Settings, telemetry: Telemetry) -> JobTracker:
     try:
         prepare_dir(settings.jobs_dir)
     except OSError as exc:
-        raise ConfigError(f"setting 'jobs_dir': {settings.jobs_dir}: {exc.strerror or exc}") from None
+        reason = f"{settings.jobs_dir}: {exc.strerror or exc}"
+        if "jobs_dir" in settings.explicit:
+            raise ConfigError(f"setting 'jobs_dir': {reason}") from None
+        log.warning("no job records: the default jobs_dir %s; set jobs_dir to a writable directory", reason)
+        return None
     return JobTracker(settings.node, JobLog(settings.jobs_dir), StateFile(settings.jobs_dir), telemetry)

@@ -124,3 +124,25 @@ def test_a_jobs_dir_that_cannot_be_created_exits_2_naming_it(
     done = cli("run", "--once", "--simulate", "--config", str(cfg))
     assert done.returncode == 2, done.stderr
     assert "setting 'jobs_dir'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_unusable_default_jobs_dir_costs_only_the_job_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user trying the agent out cannot write /var/lib: the default jobs_dir is not a reason to
+    refuse to run (one the user set is: see the exit-2 test above)."""
+    from falcon_gpu.agent.runtime import build
+    from falcon_gpu.settings import load_settings
+
+    monkeypatch.delenv("FALCON_GPU_JOBS_DIR")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    settings = load_settings(None, spool_dir=tmp_path / "spool")
+    assert "jobs_dir" not in settings.explicit
+    settings.__dict__["jobs_dir"] = blocker / "jobs"  # as /var/lib/falcon-gpu/jobs is for a user
+    rt = build(settings, simulate="default", with_jobs=True)
+    try:
+        assert rt.jobs is None
+    finally:
+        rt.close(1.0)
+    assert "no job records: the default jobs_dir" in caplog.text
