@@ -26,11 +26,11 @@ import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
-from falcon_gpu.attribution import Attributor
-from falcon_gpu.attribution.podresources.server import PodResourcesServer
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.model.snapshot import DeviceReading, ProcessReading, Snapshot
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.host_scenario import PodResourcesContainer, PodResourcesDevice, PodResourcesPod
+from falcon_gpu.simulator.podresources_server import PodResourcesServer
 from falcon_gpu.telemetry import Telemetry
 
 GPUS = 16
@@ -141,7 +141,7 @@ def bench_cycles(cycles: int) -> dict[str, Any]:
         settings = Settings(
             proc_root=node.proc, log_root=node.log, kubelet_socket=Path(tmp) / "k.sock", node="bench"
         )
-        attributor = Attributor(settings, Telemetry(), clock=lambda: now[0])
+        attributor = Attributor(AttributionSettings.of(settings), Telemetry(), clock=lambda: now[0])
         t0 = time.perf_counter()
         attributor.refresh_now()
         refresh_ms = (time.perf_counter() - t0) * 1e3
@@ -180,7 +180,7 @@ def bench_churn(total_pods: int, per_step: int = 16) -> dict[str, Any]:
         settings = Settings(
             proc_root=node.proc, log_root=node.log, kubelet_socket=Path(tmp) / "k.sock", node="bench"
         )
-        attributor = Attributor(settings, Telemetry(), clock=lambda: now[0])
+        attributor = Attributor(AttributionSettings.of(settings), Telemetry(), clock=lambda: now[0])
         started = 0
         for n in range(CONCURRENT_PODS):
             node.add(n, n % GPUS)

@@ -132,9 +132,9 @@ def build(
         library = load_nvml(scenario)
         xid = XidWatcher(library, telemetry)
         source = NvmlSource(library, telemetry, xid=xid)
-        from falcon_gpu.attribution import Attributor
+        from falcon_gpu.attribution import AttributionSettings, Attributor
 
-        attributor = Attributor(settings, telemetry)
+        attributor = Attributor(AttributionSettings.of(settings), telemetry)
     except BaseException:
         for s in sinks:
             _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))  # type: ignore[misc]

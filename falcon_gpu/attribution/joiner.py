@@ -1,7 +1,8 @@
 """The join: processes (via their cgroup) and kubelet allocations -> per-container GPU use.
 
 Pure apart from the ledger (energy counters, idle timers) it owns; all I/O has
-happened before (PID cache) or off the hot path (:class:`Lookups`). One
+happened before (PID cache) or off the hot path (the sources' views, asked through
+one :class:`~falcon_gpu.attribution.chain.Chain`). One
 :class:`~falcon_gpu.model.attribution.PodUsage` per (container, GPU, MIG
 instance) that is allocated by the kubelet or has processes on it:
 
@@ -26,14 +27,12 @@ device exactly, like energy.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
+from falcon_gpu.attribution.chain import Chain
 from falcon_gpu.attribution.device_index import DeviceIndex, DeviceKey, place_processes
-from falcon_gpu.attribution.kube_api import Labels, PodLabels
 from falcon_gpu.attribution.ledger import ContainerKey, EnergyLedger, IdleTracker, UsageKey
-from falcon_gpu.attribution.logdirs import NameMaps
-from falcon_gpu.attribution.podresources.client import KubeletAllocations
 from falcon_gpu.model.attribution import (
     Attribution,
     ContainerRef,
@@ -42,25 +41,6 @@ from falcon_gpu.model.attribution import (
     UnattributedUsage,
 )
 from falcon_gpu.model.snapshot import Snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class Lookups:
-    """Everything the join reads, refreshed in the background and swapped in whole."""
-
-    names: NameMaps = field(default_factory=NameMaps)
-    kubelet: KubeletAllocations | None = None
-    """None: the kubelet did not answer (attribution from cgroups alone)."""
-    labels: PodLabels | None = None
-    uid_by_name: dict[tuple[str, str], str] = field(default_factory=dict)
-
-    @classmethod
-    def build(cls, names: NameMaps, kubelet: KubeletAllocations | None, labels: PodLabels | None) -> Lookups:
-        by_name = {(p.namespace, p.pod): uid for uid, p in names.pods.items()}
-        for c in names.containers.values():
-            if c.pod_uid:
-                by_name.setdefault((c.namespace, c.pod), c.pod_uid)
-        return cls(names, kubelet, labels, by_name)
 
 
 @dataclass(slots=True)
@@ -96,42 +76,17 @@ class Joiner:
         self,
         snapshot: Snapshot,
         identities: Mapping[int, CgroupIdentity | None],
-        lookups: Lookups,
+        chain: Chain,
         now: float,
         sources_ok: dict[str, bool] | None = None,
     ) -> JoinResult:
-        index = DeviceIndex(snapshot)
         refs: dict[ContainerKey, ContainerRef] = {}
         misses: set[str] = set()
         usage: dict[UsageKey, _Acc] = {}
         unattributed: dict[DeviceKey, _Acc] = {}
         processes: list[ProcessUsage] = []
         in_pod = attributed = 0
-
-        allocated: dict[UsageKey, str] = {}
-        single_gpu_container: dict[tuple[str, str], str | None] = {}
-        if lookups.kubelet is not None:
-            for a in lookups.kubelet.allocations:
-                pod_key = (a.namespace, a.pod)
-                prev = single_gpu_container.get(pod_key, a.container)
-                single_gpu_container[pod_key] = a.container if prev == a.container else None
-                for ref in a.devices:
-                    dkey = index.resolve(ref)
-                    if dkey is not None:
-                        ukey = ((a.namespace, a.pod, a.container), dkey[0], dkey[1])
-                        allocated.setdefault(ukey, a.resource)
-
-        def resolve(ident: CgroupIdentity) -> ContainerKey | None:
-            if ident.container_id is not None:
-                c = lookups.names.containers.get(ident.container_id)
-                if c is not None:
-                    return (c.namespace, c.pod, c.container)
-            p = lookups.names.pods.get(ident.pod_uid)
-            only = single_gpu_container.get((p.namespace, p.pod)) if p is not None else None
-            if p is not None and only:
-                return (p.namespace, p.pod, only)  # the pod's one GPU container: no log link needed
-            misses.add(ident.container_id or ident.pod_uid)
-            return None
+        allocated = _allocated(snapshot, chain)
 
         for dev in snapshot.devices:
             unattributed.setdefault((dev.uuid, None), _Acc())
@@ -144,11 +99,12 @@ class Joiner:
             for mig_uuid, proc in placed:
                 sm = proc.sm_util_ratio or 0.0
                 ident = identities.get(proc.pid)
-                ckey: ContainerKey | None = None
+                ckey = chain.container(proc.pid, ident)
                 if ident is not None:
                     in_pod += 1
-                    ckey = resolve(ident)
                     attributed += ckey is not None
+                    if ckey is None:
+                        misses.add(ident.container_id or ident.pod_uid)
                 if ckey is not None:
                     acc = usage.setdefault((ckey, dev.uuid, mig_uuid), _Acc())
                 else:
@@ -173,7 +129,7 @@ class Joiner:
                             mig_uuid=mig_uuid,
                             memory_used_bytes=proc.used_memory_bytes or 0,
                             utilization_ratio=None if proc.sm_util_ratio is None else min(1.0, sm),
-                            container=self._ref(ckey, lookups, refs) if ckey else None,
+                            container=self._ref(ckey, chain, refs) if ckey else None,
                         )
                     )
             if delta is not None:
@@ -188,7 +144,7 @@ class Joiner:
             utilization = acc.utilization()
             pods.append(
                 PodUsage(
-                    container=self._ref(ckey, lookups, refs),
+                    container=self._ref(ckey, chain, refs),
                     gpu_uuid=gpu,
                     mig_uuid=mig_key,
                     resource=resource,
@@ -214,30 +170,40 @@ class Joiner:
         )
         self.energy.touch(usage.keys() | allocated.keys(), unattributed.keys(), now)
         self.energy.expire(now, (d.uuid for d in snapshot.devices))
-        if lookups.kubelet is not None:
+        if chain.allocations is not None:
             self.idle.retain(allocated.keys())
         attribution = Attribution(
             pods=tuple(pods),
             unattributed=unattr,
             processes=tuple(processes),
-            allocatable=lookups.kubelet.allocatable_devices if lookups.kubelet is not None else None,
+            allocatable=chain.allocatable_devices,
             sources_ok=dict(sources_ok or {}),
         )
         return JoinResult(attribution, frozenset(misses), in_pod, attributed)
 
     @staticmethod
-    def _ref(ckey: ContainerKey, lookups: Lookups, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:
+    def _ref(ckey: ContainerKey, chain: Chain, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:
         ref = cache.get(ckey)
         if ref is None:
             namespace, pod, container = ckey
-            uid = lookups.uid_by_name.get((namespace, pod))
-            labels: Labels = ()
-            if lookups.labels is not None:
-                found = lookups.labels.by_uid.get(uid) if uid else None
-                labels = found if found is not None else lookups.labels.by_name.get((namespace, pod), ())
+            uid = chain.pod_uid((namespace, pod))
+            labels = chain.labels(uid, (namespace, pod))
             ref = ContainerRef(namespace, pod, container, pod_uid=uid, labels=labels)
             cache[ckey] = ref
         return ref
+
+
+def _allocated(snapshot: Snapshot, chain: Chain) -> dict[UsageKey, str]:
+    """(container, device key) -> resource, for every allocation naming a device NVML sees here."""
+    allocated: dict[UsageKey, str] = {}
+    if chain.allocations:
+        index = DeviceIndex(snapshot)
+        for a in chain.allocations:
+            for ref in a.devices:
+                dkey = index.resolve(ref)
+                if dkey is not None:
+                    allocated.setdefault(((a.namespace, a.pod, a.container), dkey[0], dkey[1]), a.resource)
+    return allocated
 
 
 def unattributed_memory(snapshot: Snapshot, usage: Mapping[UsageKey, _Acc]) -> dict[DeviceKey, int | None]:

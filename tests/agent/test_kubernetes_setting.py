@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.attribution import Attributor
-from falcon_gpu.attribution.podresources.server import PodResourcesServer
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.settings import Settings
+from falcon_gpu.simulator.podresources_server import PodResourcesServer
 from falcon_gpu.telemetry import Telemetry
 from tests.attribution.helpers import gpu, proc, snapshot
 
@@ -29,7 +29,7 @@ def settings(tmp_path: Path, kubernetes: str) -> Settings:
 
 def attribute(s: Settings, caplog: pytest.LogCaptureFixture) -> tuple[dict[str, bool], list[str], Telemetry]:
     telemetry = Telemetry()
-    attributor = Attributor(s, telemetry)
+    attributor = Attributor(AttributionSettings.of(s), telemetry)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="falcon_gpu"):
         try:

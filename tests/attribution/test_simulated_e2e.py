@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from falcon_gpu.attribution import Attributor
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.settings import Settings
@@ -67,7 +67,7 @@ def run_scenario(name: str) -> Iterator[Run]:
     )
     now = [0.0]
     telemetry = Telemetry()
-    attributor = Attributor(settings, telemetry, clock=lambda: now[0])
+    attributor = Attributor(AttributionSettings.of(settings), telemetry, clock=lambda: now[0])
     source = nvml_source.NvmlSource(nvml_library.load_nvml(scenario), telemetry)
     try:
         attributor.refresh_now()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import grpc
 
 from falcon_gpu.attribution.device_ids import DeviceRef, is_gpu_resource, parse_device_ids
+from falcon_gpu.attribution.source import Allocation
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The kubelet's own client limit; a node's full List fits well under it."""
@@ -31,17 +32,6 @@ class PodResourcesError(Exception):
 
     The message says what to check (the mount, the kubelet, the feature gate).
     """
-
-
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    """GPU devices the kubelet allocated to one container, for one resource name."""
-
-    namespace: str
-    pod: str
-    container: str
-    resource: str
-    devices: tuple[DeviceRef, ...]
 
 
 @dataclass(frozen=True, slots=True)

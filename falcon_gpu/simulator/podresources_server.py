@@ -1,6 +1,9 @@
 """A PodResources v1 server on a unix socket: the kubelet's side of the wire.
 
-Backs the simulator's host and the tests, so the agent's client is exercised
+Part of the simulator, not of attribution: attribution never imports it (only
+the generated stubs are shared), so the agent's import graph holds no test
+server and the simulator -> attribution dependency runs one way. Backs the
+simulator's host and the tests, so the agent's client is exercised
 over real gRPC (HTTP/2 on a unix socket), not a mock. The answers come from the
 scenario's typed ``host`` part. ``stop`` then ``start`` on the same path models a
 kubelet restart.

@@ -1,0 +1,85 @@
+"""The sources' views in registry order, asked as one: the first answer wins.
+
+Built off the hot path each time a source refreshes, and swapped in whole, so a
+cycle reads a consistent set of answers without locks. For each question only
+the views that override it are asked (found once, when the chain is built), so
+a question no source answers costs one empty loop, not a call per source.
+
+:meth:`Chain.container` is the whole name resolution for one process: a source
+that knows the PID, else a source that names the cgroup identity, else, for a
+process in the pod's own cgroup (no container ID), the pod's only GPU container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from falcon_gpu.attribution.cgroup import CgroupIdentity
+from falcon_gpu.attribution.ledger import ContainerKey
+from falcon_gpu.attribution.source import Allocation, Labels, PodKey, SourceView
+
+T = TypeVar("T")
+
+
+def _answering(views: Sequence[SourceView], question: Callable[..., object]) -> tuple[SourceView, ...]:
+    name = question.__name__
+    return tuple(v for v in views if getattr(type(v), name) is not question)
+
+
+class Chain:
+    def __init__(self, views: Sequence[SourceView] = ()) -> None:
+        self.views = tuple(views)
+        self._by_pid = _answering(self.views, SourceView.container_of_pid)
+        self._container = _answering(self.views, SourceView.container)
+        self._pod_name = _answering(self.views, SourceView.pod_name)
+        self._pod_uid = _answering(self.views, SourceView.pod_uid)
+        self._sole = _answering(self.views, SourceView.sole_container)
+        self._labels = _answering(self.views, SourceView.labels)
+        allocations: list[Allocation] = []
+        known = False
+        for view in _answering(self.views, SourceView.allocations):
+            found = view.allocations()
+            if found is not None:
+                known = True
+                allocations.extend(found)
+        self.allocations: tuple[Allocation, ...] | None = tuple(allocations) if known else None
+        """Every source's allocations, in registry order; None when no source could tell."""
+        self.allocatable_devices = _first(
+            v.allocatable_devices() for v in _answering(self.views, SourceView.allocatable_devices)
+        )
+
+    def container(self, pid: int, identity: CgroupIdentity | None) -> ContainerKey | None:
+        """The container of one process, or None (in no pod, or not named yet)."""
+        for view in self._by_pid:
+            found = view.container_of_pid(pid)
+            if found is not None:
+                return found
+        if identity is None:
+            return None
+        for view in self._container:
+            found = view.container(identity)
+            if found is not None:
+                return found
+        pod = self.pod_name(identity.pod_uid)
+        if pod is not None:
+            sole = _first(v.sole_container(pod) for v in self._sole)
+            if sole:
+                return (pod[0], pod[1], sole)
+        return None
+
+    def pod_name(self, pod_uid: str) -> PodKey | None:
+        return _first(v.pod_name(pod_uid) for v in self._pod_name)
+
+    def pod_uid(self, pod: PodKey) -> str | None:
+        return _first(v.pod_uid(pod) for v in self._pod_uid)
+
+    def labels(self, pod_uid: str | None, pod: PodKey) -> Labels:
+        return _first(v.labels(pod_uid, pod) for v in self._labels) or ()
+
+
+def _first(answers: Iterable[T | None]) -> T | None:
+    for answer in answers:
+        if answer is not None:
+            return answer
+    return None
