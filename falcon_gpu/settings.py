@@ -23,6 +23,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from falcon_gpu.policies.config import PolicyConfig, check_policies
 from falcon_gpu.schemas.extra_labels import check_extra_labels
 from falcon_gpu.settings_sources import ConfigError, read_env, read_toml
 from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig
@@ -69,6 +70,7 @@ class Settings(BaseSettings):
     kubernetes: Literal["auto", "on", "off"] = Field(
         "auto", description="auto: attribute to pods when the kubelet socket or log dirs exist"
     )
+    policies: list[PolicyConfig] = Field(default_factory=list)
 
     @field_validator(*NAMED_VALUES, mode="before")
     @classmethod
@@ -79,6 +81,11 @@ class Settings(BaseSettings):
     @classmethod
     def _extra_labels(cls, labels: dict[str, str]) -> dict[str, str]:
         return check_extra_labels(labels)
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _policies(cls, value: Any) -> Any:
+        return check_policies(value)
 
     @field_validator("sinks")
     @classmethod
@@ -152,6 +159,8 @@ def _message(e: Any) -> str:
         return f"each sink needs a type, one of: {', '.join(_sink_types())}"
     if kind == "list_type" and isinstance(given, dict):
         return "is a single table; write each entry as [[name]] (double brackets), not [name]"
+    if kind == "value_error":  # our own validators' messages already say what was given
+        return str(e["msg"]).removeprefix("Value error, ")
     shown = "" if isinstance(given, dict) else f" (got {given!r})"
     return f"{e['msg']}{shown}"
 

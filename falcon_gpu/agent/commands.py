@@ -34,6 +34,7 @@ def _runner(rt: Runtime, *, step: int) -> CycleRunner:
         schema=s.schema_,
         process_metrics=s.process_metrics,
         labels=as_labels(s.labels),
+        policies=rt.policies,
     )
 
 

@@ -21,7 +21,8 @@ from typing import Literal, Protocol
 
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
-from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.cycle import CycleData, HealthReport
+from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.schemas.render import RenderedCycle
@@ -39,6 +40,12 @@ class Attributing(Protocol):
     def attribute(self, snapshot: Snapshot) -> Attribution: ...
 
     def wait_ready(self, timeout: float) -> bool: ...
+
+
+class PolicyEvaluating(Protocol):
+    def evaluate(
+        self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution
+    ) -> tuple[PolicyStatus, ...]: ...
 
 
 FIRST_ATTRIBUTION_WAIT = 2.0
@@ -59,6 +66,7 @@ class CycleRunner:
         process_metrics: bool = False,
         labels: Labels = (),
         first_attribution_wait: float = FIRST_ATTRIBUTION_WAIT,
+        policies: PolicyEvaluating | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``labels``: the ``labels`` setting (validated), added to every series."""
@@ -69,6 +77,7 @@ class CycleRunner:
         self.source, self.attributor, self.sinks = source, attributor, list(sinks)
         self.telemetry, self.schema, self.process_metrics = telemetry, schema, process_metrics
         self.health = HealthEvaluator()
+        self.policies = policies
         self._clock = clock
 
     def run(self) -> RenderedCycle:
@@ -85,12 +94,14 @@ class CycleRunner:
                 log.debug("attribution failure", exc_info=True)
             else:
                 self.telemetry.recovered("attribution", "attribution works again")
+        health = self.health.evaluate(snapshot)
         cycle = CycleData(
             node=self.node,
             step=self.step,
             snapshot=snapshot,
             attribution=attribution,
-            health=self.health.evaluate(snapshot),
+            health=health,
+            policies=self._evaluate_policies(snapshot, health, attribution),
             telemetry=self.telemetry.view(),
             process_metrics=self.process_metrics,
             node_labels=self.node_labels,
@@ -108,6 +119,20 @@ class CycleRunner:
             return
         if not self.attributor.wait_ready(wait):
             log.info("the first attribution took longer than %gs; the first cycle goes out without it", wait)
+
+    def _evaluate_policies(
+        self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution
+    ) -> tuple[PolicyStatus, ...]:
+        if self.policies is None:
+            return ()
+        try:
+            statuses = self.policies.evaluate(snapshot, health, attribution)
+        except Exception as exc:  # a bug in a policy must not cost the cycle
+            self.telemetry.failing("policies", "policy", f"policy evaluation failed: {exc!r}")
+            log.debug("policy failure", exc_info=True)
+            return ()
+        self.telemetry.recovered("policies", "policy evaluation works again")
+        return statuses
 
     def _guard(self, key: str, fn: Callable[[], object]) -> None:
         try:

@@ -17,9 +17,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from falcon_gpu.policies.engine import PolicyEngine
+from falcon_gpu.schemas.extra_labels import as_labels
 from falcon_gpu.settings import ConfigError, Settings
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
@@ -39,6 +42,7 @@ class Runtime:
     attributor: Any
     sinks: list[Sink] = field(default_factory=list)
     host: Any = None
+    policies: PolicyEngine | None = None
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
@@ -48,24 +52,28 @@ class Runtime:
             ("attribution", getattr(self.attributor, "close", None)),
         ):
             _quietly(name, fn)
-        _close_sinks(self.sinks, timeout)
+        closing: list[tuple[str, Callable[[float], None]]] = [(f"sink {s.name}", s.close) for s in self.sinks]
+        if self.policies is not None:  # resolutions and new firings get the same deadline as data
+            closing.append(("policy alerts", self.policies.close))
+        _close_all(closing, timeout)
         if nvml:
             _quietly("nvml", getattr(self.source, "close", None))
         if self.host is not None:
             _quietly("simulated host", self.host.stop)
 
 
-def _close_sinks(sinks: list[Sink], timeout: float) -> None:
-    """Close every sink in its own thread; return by ``timeout`` (+1 s) even if one hangs."""
+def _close_all(parts: list[tuple[str, Callable[[float], None]]], timeout: float) -> None:
+    """Close every part (sinks, alert senders) in its own thread; return by ``timeout`` (+1 s)
+    even if one hangs."""
     deadline = time.monotonic() + timeout + 1.0
     threads = [
         threading.Thread(
             target=_quietly,
-            args=(f"sink {sink.name}", lambda s=sink: s.close(timeout)),
-            name=f"falcon-gpu-close-{sink.name}",
+            args=(what, lambda close=close: close(timeout)),
+            name=f"falcon-gpu-close-{what}",
             daemon=True,
         )
-        for sink in sinks
+        for what, close in parts
     ]
     for t in threads:
         t.start()
@@ -135,10 +143,24 @@ def build(
         from falcon_gpu.attribution import AttributionSettings, Attributor
 
         attributor = Attributor(AttributionSettings.of(settings), telemetry)
+        policies = _policy_engine(settings, telemetry) if with_sinks else None  # alerts are an output too
     except BaseException:
         for s in sinks:
             _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))  # type: ignore[misc]
         if host is not None:
             host.stop()
         raise
-    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host)
+    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host, policies)
+
+
+def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | None:
+    if not settings.policies:
+        return None
+    from falcon_gpu.policies.notify import AlertNotifier
+
+    return PolicyEngine(
+        settings.policies,
+        node=settings.node,
+        extra_labels=as_labels(settings.labels),
+        notifiers=[AlertNotifier(telemetry)],
+    )

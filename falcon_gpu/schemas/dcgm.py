@@ -32,7 +32,7 @@ from falcon_gpu.model.attribution import ContainerRef
 from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, MigReading
-from falcon_gpu.schemas import agent, falcon_gpu_pod
+from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 from falcon_gpu.schemas.xid_catalog import xid_message
 
@@ -75,6 +75,7 @@ _C: tuple[tuple[str, str], ...] = (
 SPECS: tuple[MetricSpec, ...] = (
     tuple(MetricSpec(F + n, "gauge", h) for n, h in _G)
     + tuple(MetricSpec(F + n, "counter", h) for n, h in _C)
+    + falcon_gpu_policy.SPECS
     + falcon_gpu_pod.SPECS
     + agent.SPECS
 )
@@ -217,6 +218,7 @@ def render(cycle: CycleData) -> PromBatch:
         for gi in instances:
             lb = (*base, ("GPU_I_PROFILE", gi.profile), ("GPU_I_ID", str(gi.id)))
             _memory(b, (*lb, *owners.labels(gi.mig_uuids)), gi.memory_used_bytes, gi.memory_free_bytes)
+    falcon_gpu_policy.add_policies(b, cycle)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
     agent.add_agent(b, cycle)
     return PromBatch(timestamp_ms=int(cycle.snapshot.timestamp * 1000), families=b.families())
