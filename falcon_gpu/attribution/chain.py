@@ -63,19 +63,33 @@ class Chain:
                 return found
         pod = self.pod_name(identity.pod_uid)
         if pod is not None:
-            sole = _first(v.sole_container(pod) for v in self._sole)
-            if sole:
-                return (pod[0], pod[1], sole)
+            for view in self._sole:
+                sole = view.sole_container(pod)
+                if sole is not None:
+                    return (pod[0], pod[1], sole) if sole else None
         return None
 
+    # Explicit loops, not ``_first(generator)``: these run per process or per container each cycle.
     def pod_name(self, pod_uid: str) -> PodKey | None:
-        return _first(v.pod_name(pod_uid) for v in self._pod_name)
+        for view in self._pod_name:
+            found = view.pod_name(pod_uid)
+            if found is not None:
+                return found
+        return None
 
     def pod_uid(self, pod: PodKey) -> str | None:
-        return _first(v.pod_uid(pod) for v in self._pod_uid)
+        for view in self._pod_uid:
+            found = view.pod_uid(pod)
+            if found is not None:
+                return found
+        return None
 
     def labels(self, pod_uid: str | None, pod: PodKey) -> Labels:
-        return _first(v.labels(pod_uid, pod) for v in self._labels) or ()
+        for view in self._labels:
+            found = view.labels(pod_uid, pod)
+            if found is not None:
+                return found
+        return ()
 
 
 def _first(answers: Iterable[T | None]) -> T | None:

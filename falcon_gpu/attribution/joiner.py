@@ -135,6 +135,41 @@ class Joiner:
             if delta is not None:
                 self.energy.add_unattributed((dev.uuid, None), max(0.0, delta - shared), now)
 
+        pods = self._pod_rows(usage, allocated, chain, refs, now)
+        memory = unattributed_memory(snapshot, usage)
+        unattr = tuple(
+            UnattributedUsage(
+                gpu_uuid=gpu,
+                mig_uuid=mig,
+                memory_used_bytes=memory.get((gpu, mig)),
+                utilization_ratio=acc.utilization(),
+                processes=acc.processes,
+                energy_joules_total=self.energy.unattributed_total((gpu, mig)),
+            )
+            for (gpu, mig), acc in unattributed.items()
+        )
+        self.energy.touch(usage.keys() | allocated.keys(), unattributed.keys(), now)
+        self.energy.expire(now, (d.uuid for d in snapshot.devices))
+        if chain.allocations is not None:
+            self.idle.retain(allocated.keys())
+        attribution = Attribution(
+            pods=pods,
+            unattributed=unattr,
+            processes=tuple(processes),
+            allocatable=chain.allocatable_devices,
+            sources_ok=dict(sources_ok or {}),
+        )
+        return JoinResult(attribution, frozenset(misses), in_pod, attributed)
+
+    def _pod_rows(
+        self,
+        usage: Mapping[UsageKey, _Acc],
+        allocated: Mapping[UsageKey, str],
+        chain: Chain,
+        refs: dict[ContainerKey, ContainerRef],
+        now: float,
+    ) -> tuple[PodUsage, ...]:
+        """One row per (container, device) that runs processes or is allocated, sorted."""
         pods: list[PodUsage] = []
         for key in sorted(usage.keys() | allocated.keys(), key=_sort_key):
             ckey, gpu, mig_key = key
@@ -156,30 +191,7 @@ class Joiner:
                     allocation_idle_seconds=idle,
                 )
             )
-        memory = unattributed_memory(snapshot, usage)
-        unattr = tuple(
-            UnattributedUsage(
-                gpu_uuid=gpu,
-                mig_uuid=mig,
-                memory_used_bytes=memory.get((gpu, mig)),
-                utilization_ratio=acc.utilization(),
-                processes=acc.processes,
-                energy_joules_total=self.energy.unattributed_total((gpu, mig)),
-            )
-            for (gpu, mig), acc in unattributed.items()
-        )
-        self.energy.touch(usage.keys() | allocated.keys(), unattributed.keys(), now)
-        self.energy.expire(now, (d.uuid for d in snapshot.devices))
-        if chain.allocations is not None:
-            self.idle.retain(allocated.keys())
-        attribution = Attribution(
-            pods=tuple(pods),
-            unattributed=unattr,
-            processes=tuple(processes),
-            allocatable=chain.allocatable_devices,
-            sources_ok=dict(sources_ok or {}),
-        )
-        return JoinResult(attribution, frozenset(misses), in_pod, attributed)
+        return tuple(pods)
 
     @staticmethod
     def _ref(ckey: ContainerKey, chain: Chain, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:
