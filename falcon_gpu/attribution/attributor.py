@@ -29,7 +29,7 @@ from falcon_gpu.attribution.pid_cache import PidCache
 from falcon_gpu.attribution.refresher import Refresher
 from falcon_gpu.attribution.registry import SOURCES, SourceFactory, build_sources
 from falcon_gpu.attribution.settings import AttributionSettings
-from falcon_gpu.attribution.source import AttributionSource, SourceError, SourceHealth
+from falcon_gpu.attribution.source import AttributionSource, SourceContext, SourceError, SourceHealth
 from falcon_gpu.checks import Row
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.snapshot import Snapshot
@@ -65,7 +65,8 @@ class Attributor:
         self._telemetry = telemetry
         self._clock = clock
         self._pids = PidCache(settings.proc_root, clock=clock)
-        self._tracked = [_Tracked(s) for s in build_sources(settings, clock, sources)]
+        context = SourceContext(settings, clock, telemetry)
+        self._tracked = [_Tracked(s) for s in build_sources(context, sources)]
         self._chain = Chain()
         self._swap = threading.Lock()
         self._join_lock = threading.Lock()
@@ -92,6 +93,7 @@ class Attributor:
         self._refresher.run_all()
 
     def close(self) -> None:
+        self._refresher.signal_stop()  # no next task starts after the one in progress
         for tracked in self._tracked:  # cancels a call hung in a server, so the refresher stops at once
             tracked.source.close()
         self._refresher.stop()

@@ -33,6 +33,7 @@ from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.chain import Chain
 from falcon_gpu.attribution.device_index import DeviceIndex, DeviceKey, place_processes
 from falcon_gpu.attribution.ledger import ContainerKey, EnergyLedger, IdleTracker, UsageKey
+from falcon_gpu.attribution.source import Allocation
 from falcon_gpu.model.attribution import (
     Attribution,
     ContainerRef,
@@ -164,7 +165,7 @@ class Joiner:
     def _pod_rows(
         self,
         usage: Mapping[UsageKey, _Acc],
-        allocated: Mapping[UsageKey, str],
+        allocated: Mapping[UsageKey, Allocation],
         chain: Chain,
         refs: dict[ContainerKey, ContainerRef],
         now: float,
@@ -174,16 +175,18 @@ class Joiner:
         for key in sorted(usage.keys() | allocated.keys(), key=_sort_key):
             ckey, gpu, mig_key = key
             acc = usage.get(key) or _Acc()
-            resource = allocated.get(key)
-            idle = self.idle.observe(key, acc.processes > 0, now) if resource is not None else 0.0
+            allocation = allocated.get(key)
+            idle = self.idle.observe(key, acc.processes > 0, now) if allocation is not None else 0.0
             utilization = acc.utilization()
             pods.append(
                 PodUsage(
                     container=self._ref(ckey, chain, refs),
                     gpu_uuid=gpu,
                     mig_uuid=mig_key,
-                    resource=resource,
-                    allocated=resource is not None,
+                    resource=None if allocation is None else allocation.resource,
+                    allocated=allocation is not None,
+                    claim_name=None if allocation is None else allocation.claim_name,
+                    claim_namespace=None if allocation is None else allocation.claim_namespace,
                     memory_used_bytes=acc.memory,
                     utilization_ratio=utilization,
                     processes=acc.processes,
@@ -205,16 +208,17 @@ class Joiner:
         return ref
 
 
-def _allocated(snapshot: Snapshot, chain: Chain) -> dict[UsageKey, str]:
-    """(container, device key) -> resource, for every allocation naming a device NVML sees here."""
-    allocated: dict[UsageKey, str] = {}
+def _allocated(snapshot: Snapshot, chain: Chain) -> dict[UsageKey, Allocation]:
+    """(container, device key) -> its allocation, for every allocation naming a device NVML sees here
+    (the first source's where two name the same device)."""
+    allocated: dict[UsageKey, Allocation] = {}
     if chain.allocations:
         index = DeviceIndex(snapshot)
         for a in chain.allocations:
             for ref in a.devices:
                 dkey = index.resolve(ref)
                 if dkey is not None:
-                    allocated.setdefault(((a.namespace, a.pod, a.container), dkey[0], dkey[1]), a.resource)
+                    allocated.setdefault(((a.namespace, a.pod, a.container), dkey[0], dkey[1]), a)
     return allocated
 
 

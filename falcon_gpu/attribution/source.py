@@ -26,18 +26,30 @@ views in registry order and takes the first answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef
 from falcon_gpu.attribution.ledger import ContainerKey
+from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.checks import Row
+from falcon_gpu.telemetry import Telemetry
 
 PodKey = tuple[str, str]
 """(namespace, pod)."""
 Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceContext:
+    """What a source's ``build`` gets: its settings, the clock, and telemetry for problems that
+    are not a failed refresh (an unknown DRA driver: counted and logged once, the refresh goes on)."""
+
+    settings: AttributionSettings
+    clock: Callable[[], float]
+    telemetry: Telemetry
 
 
 class SourceError(Exception):
@@ -61,7 +73,11 @@ class Allocation:
     pod: str
     container: str
     resource: str
+    """The kubelet resource name (``nvidia.com/gpu``), or ``dra:<driver>`` for a DRA claim."""
     devices: tuple[DeviceRef, ...]
+    claim_name: str | None = None
+    """DRA: the ResourceClaim the devices come from."""
+    claim_namespace: str | None = None
 
 
 class SourceView:

@@ -34,7 +34,8 @@ class PodUsage:
     gpu_uuid: str
     mig_uuid: str | None = None
     resource: str | None = None
-    """kubelet resource name when allocated, e.g. ``nvidia.com/gpu``; None when only seen running."""
+    """kubelet resource name when allocated, e.g. ``nvidia.com/gpu``, or ``dra:<driver>`` for a DRA
+    claim; None when only seen running."""
     allocated: bool = False
     memory_used_bytes: int = 0
     utilization_ratio: float | None = 0.0
@@ -43,6 +44,9 @@ class PodUsage:
     energy_joules_total: float | None = 0.0
     """None where the utilisation is None: energy is shared out by SM share."""
     allocation_idle_seconds: float = 0.0
+    claim_name: str | None = None
+    """DRA: the ResourceClaim the device was allocated through (``resource="dra:<driver>"``)."""
+    claim_namespace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

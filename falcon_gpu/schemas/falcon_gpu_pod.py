@@ -95,7 +95,13 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         if dl is None:
             continue
         lb = (*dl, *container_labels(use.container))
-        info = (*lb, ("resource", use.resource or ""), ("allocated", "true" if use.allocated else "false"))
+        info = (
+            *lb,
+            ("resource", use.resource or ""),
+            ("allocated", "true" if use.allocated else "false"),
+            ("claim_name", use.claim_name or ""),  # DRA only; empty labels are left out
+            ("claim_namespace", use.claim_namespace or ""),
+        )
         b.add(P + "pod_info", info, 1)
         b.add(P + "pod_memory_used_bytes", lb, use.memory_used_bytes)
         b.add(P + "pod_utilization_ratio", lb, _capped(use.utilization_ratio))

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from falcon_gpu.simulator.host_scenario import (
     HostScenario,
+    PodResourcesClaim,
+    PodResourcesClaimDevice,
     PodResourcesContainer,
     PodResourcesDevice,
     PodResourcesPod,
@@ -37,12 +39,33 @@ def _devices(o: Obj, key: str = "devices") -> tuple[PodResourcesDevice, ...]:
     return tuple(out)
 
 
+def _claims(o: Obj) -> tuple[PodResourcesClaim, ...]:
+    """A container's ``dynamic_resources`` (DRA claims); none when the key is left out."""
+    claims = []
+    for c in o.objects("dynamic_resources"):
+        devices = []
+        for d in c.objects("claim_resources"):
+            devices.append(
+                PodResourcesClaimDevice(
+                    d.string("driver_name"), d.string("pool_name"), d.string("device_name")
+                )
+            )
+            d.done()
+        claims.append(PodResourcesClaim(c.string("claim_name"), c.string("claim_namespace"), tuple(devices)))
+        c.done()
+    return tuple(claims)
+
+
 def _pods(o: Obj) -> tuple[PodResourcesPod, ...]:
     pods = []
     for p in o.objects("pod_resources"):
         containers = []
         for c in p.objects("containers"):
-            containers.append(PodResourcesContainer(name=c.string("name"), devices=_devices(c)))
+            containers.append(
+                PodResourcesContainer(
+                    name=c.string("name"), devices=_devices(c), dynamic_resources=_claims(c)
+                )
+            )
             c.done()
         pods.append(
             PodResourcesPod(

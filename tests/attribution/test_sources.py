@@ -75,7 +75,7 @@ class PidFileSource:
 
 def _with(source: PidFileSource) -> tuple[SourceFactory, ...]:
     """The registry plus one line: what adding a source to ``registry.SOURCES`` amounts to."""
-    return (*SOURCES, lambda settings, clock: source)
+    return (*SOURCES, lambda context: source)
 
 
 def _settings(tree: HostTree, tmp_path: Path) -> AttributionSettings:
@@ -102,7 +102,12 @@ def test_a_registered_source_is_refreshed_asked_and_reported(
             broken = attributor.attribute(snap)
             attributor.refresh_now()
             attributor.attribute(snap)
-        assert broken.sources_ok == {"cgroup": True, "kubelet": False, "logs": True, "pid_file": False}
+        assert broken.sources_ok == {
+            "cgroup": True,
+            "kubelet": False,
+            "logs": True,
+            "pid_file": False,
+        }
         assert {p.container.pod: p.memory_used_bytes for p in broken.pods} == {"train-0": 2 << 30}
         assert [u.processes for u in broken.unattributed] == [1]
         assert telemetry.view().errors_total["pid_file"] == 2

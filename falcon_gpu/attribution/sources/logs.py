@@ -7,14 +7,12 @@ last good maps are kept (new pods stay unnamed meanwhile).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.ledger import ContainerKey
 from falcon_gpu.attribution.logdirs import LogDirScanner, NameMaps
 from falcon_gpu.attribution.presence import kubernetes_expected, not_kubernetes_reason
 from falcon_gpu.attribution.settings import AttributionSettings
-from falcon_gpu.attribution.source import EMPTY, PodKey, SourceError, SourceView
+from falcon_gpu.attribution.source import EMPTY, PodKey, SourceContext, SourceError, SourceView
 from falcon_gpu.attribution.sources.kubelet import MISS_REFRESH_GAP
 from falcon_gpu.checks import FAIL, OK, SKIP, Row
 
@@ -85,5 +83,5 @@ class LogDirSource:
         pass
 
 
-def build(settings: AttributionSettings, clock: Callable[[], float]) -> LogDirSource:
-    return LogDirSource(settings)
+def build(context: SourceContext) -> LogDirSource:
+    return LogDirSource(context.settings)

@@ -7,11 +7,9 @@ answer at all when ``pod_labels`` is empty: the API server is never contacted.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabels, PodLabelSource
 from falcon_gpu.attribution.settings import AttributionSettings
-from falcon_gpu.attribution.source import EMPTY, Labels, PodKey, SourceError, SourceView
+from falcon_gpu.attribution.source import EMPTY, Labels, PodKey, SourceContext, SourceError, SourceView
 from falcon_gpu.checks import FAIL, Row, verdict
 
 KUBE_API_PERIOD = 60.0
@@ -75,5 +73,5 @@ class PodLabelsSource:
             self._client.close()
 
 
-def build(settings: AttributionSettings, clock: Callable[[], float]) -> PodLabelsSource | None:
-    return PodLabelsSource(settings) if settings.pod_labels else None
+def build(context: SourceContext) -> PodLabelsSource | None:
+    return PodLabelsSource(context.settings) if context.settings.pod_labels else None
