@@ -29,7 +29,7 @@ from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-HOST_PATHS = ("proc_root", "kubelet_socket", "log_root")
+HOST_PATHS = ("proc_root", "kubelet_socket", "log_root", "docker_root", "containers_root")
 
 
 @dataclass
@@ -118,6 +118,8 @@ def build(
                     "proc_root": paths.proc_root,
                     "log_root": paths.log_root,
                     "kubelet_socket": paths.kubelet_socket,
+                    "docker_root": paths.docker_root,
+                    "containers_root": paths.containers_root,
                 }
             )
     sinks: list[Sink] = []

@@ -162,7 +162,8 @@ class Attributor:
         with self._swap:
             chain = self._chain
         with self._join_lock:
-            result = self._joiner.join(snapshot, identities, chain, now, sources_ok)
+            plain = {pid: self._pids.plain_container(pid) for pid in pids if identities[pid] is None}
+            result = self._joiner.join(snapshot, identities, chain, now, sources_ok, plain)
         if result.misses:
             self._telemetry.error("attribution_unresolved", len(result.misses))
             for tracked in self._tracked:

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.ledger import ContainerKey
+from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.source import Allocation, Labels, PodKey, SourceView
 
 T = TypeVar("T")
@@ -36,6 +37,7 @@ class Chain:
         self._pod_uid = _answering(self.views, SourceView.pod_uid)
         self._sole = _answering(self.views, SourceView.sole_container)
         self._labels = _answering(self.views, SourceView.labels)
+        self._plain = _answering(self.views, SourceView.plain_container_name)
         allocations: list[Allocation] = []
         known = False
         for view in _answering(self.views, SourceView.allocations):
@@ -83,6 +85,14 @@ class Chain:
             if found is not None:
                 return found
         return None
+
+    def plain_container_name(self, container: RuntimeContainer) -> str:
+        """The runtime's name, or the short ID where no source names it."""
+        for view in self._plain:
+            found = view.plain_container_name(container)
+            if found is not None:
+                return found
+        return container.container_id[:12]
 
     def labels(self, pod_uid: str | None, pod: PodKey) -> Labels:
         for view in self._labels:

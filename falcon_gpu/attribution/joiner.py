@@ -33,15 +33,17 @@ from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.chain import Chain
 from falcon_gpu.attribution.device_index import DeviceIndex, DeviceKey, place_processes
 from falcon_gpu.attribution.ledger import ContainerKey, EnergyLedger, IdleTracker, UsageKey
+from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.source import Allocation
 from falcon_gpu.model.attribution import (
     Attribution,
     ContainerRef,
+    ContainerUsage,
     PodUsage,
     ProcessUsage,
     UnattributedUsage,
 )
-from falcon_gpu.model.snapshot import Snapshot
+from falcon_gpu.model.snapshot import ProcessReading, Snapshot
 
 
 @dataclass(slots=True)
@@ -54,6 +56,12 @@ class _Acc:
 
     def utilization(self) -> float | None:
         return None if self.sm_missing else min(1.0, self.sm)
+
+    def add(self, proc: ProcessReading) -> None:
+        self.memory += proc.used_memory_bytes or 0
+        self.sm += proc.sm_util_ratio or 0.0
+        self.sm_missing |= proc.sm_util_ratio is None
+        self.processes += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +79,8 @@ class Joiner:
     def __init__(self, *, process_metrics: bool = False, retention: float = 600.0) -> None:
         self.process_metrics = process_metrics
         self.energy = EnergyLedger(retention)
+        self.plain_energy = EnergyLedger(retention)
+        """Plain containers' shares; they are part of the unattributed energy too, kept apart."""
         self.idle = IdleTracker()
 
     def join(
@@ -80,8 +90,11 @@ class Joiner:
         chain: Chain,
         now: float,
         sources_ok: dict[str, bool] | None = None,
+        plain: Mapping[int, RuntimeContainer | None] | None = None,
     ) -> JoinResult:
+        """``plain``: per PID in no pod, the Docker/Podman/containerd container it runs in."""
         refs: dict[ContainerKey, ContainerRef] = {}
+        plain_usage: dict[UsageKey, _Acc] = {}
         misses: set[str] = set()
         usage: dict[UsageKey, _Acc] = {}
         unattributed: dict[DeviceKey, _Acc] = {}
@@ -106,14 +119,16 @@ class Joiner:
                     attributed += ckey is not None
                     if ckey is None:
                         misses.add(ident.container_id or ident.pod_uid)
+                box = None if ckey is not None or plain is None else plain.get(proc.pid)
+                pkey: UsageKey | None = None
                 if ckey is not None:
                     acc = usage.setdefault((ckey, dev.uuid, mig_uuid), _Acc())
                 else:
                     acc = unattributed.setdefault((dev.uuid, mig_uuid), _Acc())
-                acc.memory += proc.used_memory_bytes or 0
-                acc.sm += sm
-                acc.sm_missing |= proc.sm_util_ratio is None
-                acc.processes += 1
+                    if box is not None:
+                        pkey = ((box.runtime, box.container_id, box.namespace or ""), dev.uuid, mig_uuid)
+                        plain_usage.setdefault(pkey, _Acc()).add(proc)
+                acc.add(proc)
                 if delta is not None and total_sm > 0 and sm > 0:
                     joules = delta * sm / total_sm
                     shared += joules
@@ -121,6 +136,8 @@ class Joiner:
                         self.energy.add_pod((ckey, dev.uuid, mig_uuid), joules, now)
                     else:
                         self.energy.add_unattributed((dev.uuid, mig_uuid), joules, now)
+                        if pkey is not None:
+                            self.plain_energy.add_pod(pkey, joules, now)
                 if self.process_metrics:
                     processes.append(
                         ProcessUsage(
@@ -151,12 +168,16 @@ class Joiner:
         )
         self.energy.touch(usage.keys() | allocated.keys(), unattributed.keys(), now)
         self.energy.expire(now, (d.uuid for d in snapshot.devices))
+        containers = self._plain_rows(plain_usage, chain)
+        self.plain_energy.touch(plain_usage.keys(), (), now)
+        self.plain_energy.expire(now, ())
         if chain.allocations is not None:
             self.idle.retain(allocated.keys())
         attribution = Attribution(
             pods=pods,
             unattributed=unattr,
             processes=tuple(processes),
+            containers=containers,
             allocatable=chain.allocatable_devices,
             sources_ok=dict(sources_ok or {}),
         )
@@ -195,6 +216,29 @@ class Joiner:
                 )
             )
         return tuple(pods)
+
+    def _plain_rows(self, plain_usage: Mapping[UsageKey, _Acc], chain: Chain) -> tuple[ContainerUsage, ...]:
+        rows: list[ContainerUsage] = []
+        for key in sorted(plain_usage, key=_sort_key):
+            (runtime, container_id, namespace), gpu, mig = key
+            acc = plain_usage[key]
+            utilization = acc.utilization()
+            rows.append(
+                ContainerUsage(
+                    runtime=runtime,
+                    container_id=container_id,
+                    name=chain.plain_container_name(
+                        RuntimeContainer(runtime, container_id, namespace or None)
+                    ),
+                    gpu_uuid=gpu,
+                    mig_uuid=mig,
+                    memory_used_bytes=acc.memory,
+                    utilization_ratio=utilization,
+                    processes=acc.processes,
+                    energy_joules_total=None if utilization is None else self.plain_energy.pod_total(key),
+                )
+            )
+        return tuple(rows)
 
     @staticmethod
     def _ref(ckey: ContainerKey, chain: Chain, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:

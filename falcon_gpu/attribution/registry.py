@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from falcon_gpu.attribution.source import AttributionSource, SourceContext
-from falcon_gpu.attribution.sources import kubelet, logs, pod_labels
+from falcon_gpu.attribution.sources import containers, kubelet, logs, pod_labels
 
 SourceFactory = Callable[[SourceContext], AttributionSource | None]
 
@@ -22,6 +22,7 @@ SOURCES: tuple[SourceFactory, ...] = (
     kubelet.build,  # device plugins and DRA claims: one PodResources List
     logs.build,
     pod_labels.build,
+    containers.build,
 )
 
 

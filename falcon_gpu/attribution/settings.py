@@ -28,6 +28,10 @@ class AttributionSettings:
     proc_root: Path = Path("/proc")
     kubelet_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
     log_root: Path = Path("/var/log")
+    docker_root: Path = Path("/var/lib/docker")
+    """Docker's data root: ``containers/<id>/config.v2.json`` names plain Docker containers."""
+    containers_root: Path = Path("/var/lib/containers")
+    """Podman's: ``storage/overlay-containers/containers.json`` names its containers."""
     kubernetes: Kubernetes = "auto"
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
     """kubelet resource names (globs) that count as GPUs."""
@@ -45,6 +49,8 @@ class AttributionSettings:
             proc_root=settings.proc_root,
             kubelet_socket=settings.kubelet_socket,
             log_root=settings.log_root,
+            docker_root=settings.docker_root,
+            containers_root=settings.containers_root,
             kubernetes=settings.kubernetes,
             gpu_resources=tuple(settings.gpu_resources),
             pod_labels=tuple(settings.pod_labels),

@@ -33,6 +33,7 @@ from typing import Protocol
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef
 from falcon_gpu.attribution.ledger import ContainerKey
+from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.checks import Row
 from falcon_gpu.telemetry import Telemetry
@@ -113,6 +114,10 @@ class SourceView:
 
     def labels(self, pod_uid: str | None, pod: PodKey) -> Labels | None:
         """Copied pod labels (already sanitised names)."""
+        return None
+
+    def plain_container_name(self, container: RuntimeContainer) -> str | None:
+        """The runtime's name of a container outside Kubernetes (Docker, Podman)."""
         return None
 
 

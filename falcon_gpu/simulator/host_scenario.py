@@ -58,3 +58,5 @@ class HostScenario:
     """Directory names under ``<log_root>/pods/``."""
     allocatable: tuple[PodResourcesDevice, ...] = ()
     """What GetAllocatableResources answers: derived from the scenario's GPU and MIG UUIDs."""
+    docker_containers: tuple[tuple[str, str], ...] = ()
+    """(container ID, name) of plain Docker containers, laid out as a Docker data root."""

@@ -99,6 +99,14 @@ def allocatable_for(gpus: Sequence[GpuScenario]) -> tuple[PodResourcesDevice, ..
     return tuple(out)
 
 
+def _docker(o: Obj) -> tuple[tuple[str, str], ...]:
+    out = []
+    for c in o.objects("docker_containers"):
+        out.append((c.string("id"), c.string("name")))
+        c.done()
+    return tuple(out)
+
+
 def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
     """Raises ScenarioError naming the path of a wrong or unknown key."""
     host = HostScenario(
@@ -107,6 +115,7 @@ def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
         log_containers=o.strings("log_containers"),
         log_pods=o.strings("log_pods"),
         allocatable=_devices(o, "allocatable") if o.raw("allocatable") is not None else allocatable_for(gpus),
+        docker_containers=_docker(o),
     )
     o.done()
     return host

@@ -23,6 +23,8 @@ def settings(tmp_path: Path, kubernetes: str) -> Settings:
         proc_root=tmp_path / "proc",
         kubelet_socket=tmp_path / "kubelet.sock",
         log_root=tmp_path / "log",
+        docker_root=tmp_path / "docker",  # not the test machine's own Docker
+        containers_root=tmp_path / "containers",
         node="n1",
     )
 

@@ -197,7 +197,9 @@ def test_attributor_falls_back_to_cgroups_and_reconnects(
     )
     server.start()
     telemetry = Telemetry()
-    settings = Settings(proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n1")
+    settings = Settings(
+        proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n1", **tree.no_runtimes()
+    )
     now = [1000.0]
     attributor = Attributor(AttributionSettings.of(settings), telemetry, clock=lambda: now[0])
     snap = snapshot(gpu(0, (proc(4242, 2, 0.5),)), g1)

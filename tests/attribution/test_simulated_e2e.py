@@ -61,6 +61,8 @@ def run_scenario(name: str) -> Iterator[Run]:
         proc_root=paths.proc_root,
         log_root=paths.log_root,
         kubelet_socket=paths.kubelet_socket,
+        docker_root=paths.docker_root,
+        containers_root=paths.containers_root,
         node="sim-node",
         interval=INTERVAL,
         process_metrics=True,

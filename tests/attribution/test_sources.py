@@ -80,7 +80,13 @@ def _with(source: PidFileSource) -> tuple[SourceFactory, ...]:
 
 def _settings(tree: HostTree, tmp_path: Path) -> AttributionSettings:
     return AttributionSettings.of(
-        Settings(proc_root=tree.proc, log_root=tree.log, kubelet_socket=tmp_path / "none.sock", node="n1")
+        Settings(
+            proc_root=tree.proc,
+            log_root=tree.log,
+            kubelet_socket=tmp_path / "none.sock",
+            node="n1",
+            **tree.no_runtimes(),
+        )
     )
 
 
@@ -145,6 +151,7 @@ def test_doctor_asks_every_registered_source(tmp_path: Path) -> None:
         "host PIDs visible",
         "kubelet socket",
         "log dirs",
+        "container names (Docker, Podman)",
         "pid file",
         "GPU processes attributed",
     ]
