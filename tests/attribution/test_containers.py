@@ -45,6 +45,8 @@ A, B, C, D = (f"{n:x}" * 64 for n in (10, 11, 12, 13))  # 64 hex digits each
         (f"0::/machine.slice/libpod-conmon-{B}.scope\n", None),  # Podman's monitor, not the workload
         (f"0::/system.slice/nerdctl-{C}.scope\n", RuntimeContainer("containerd", C)),
         (f"4:memory:/default/{C}\n", RuntimeContainer("containerd", C, namespace="default")),
+        (f"0::/default/{C}\n", RuntimeContainer("containerd", C, namespace="default")),
+        (f"0::/libpod_parent/libpod-{B}\n", RuntimeContainer("podman", B)),
         ("0::/system.slice/sshd.service\n", None),
         ("0::/user.slice/user-1000.slice/session-3.scope\n", None),
         ("garbage\n", None),
