@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 log = logging.getLogger("falcon_gpu")
 
@@ -28,6 +28,8 @@ class TelemetryView:
     errors_total: dict[str, int]
     samples_total: dict[tuple[str, str], int]
     spool_bytes: dict[str, int]
+    readers: dict[str, tuple[bool, float]] = field(default_factory=dict)
+    """Per NVML reader, the last cycle: (succeeded on every GPU, seconds over all GPUs)."""
 
 
 class Telemetry:
@@ -40,6 +42,7 @@ class Telemetry:
         self._samples: dict[tuple[str, str], int] = defaultdict(int)
         self._spool: dict[str, int] = {}
         self._failing: set[str] = set()
+        self._readers: dict[str, tuple[bool, float]] = {}
 
     # -- counters ---------------------------------------------------------
     def cycle_done(self, seconds: float) -> None:
@@ -65,6 +68,11 @@ class Telemetry:
         with self._lock:
             self._spool[sink] = n
 
+    def readers_done(self, outcome: dict[str, tuple[bool, float]]) -> None:
+        """The NVML readers' outcome of one cycle: name -> (succeeded on every GPU, seconds)."""
+        with self._lock:
+            self._readers = outcome
+
     def register_sink(self, sink: str) -> None:
         """Make a sink's series exist at 0 before its first batch (no absent series for alerts)."""
         with self._lock:
@@ -80,6 +88,7 @@ class Telemetry:
                 errors_total=dict(self._errors),
                 samples_total=dict(self._samples),
                 spool_bytes=dict(self._spool),
+                readers=dict(self._readers),
             )
 
     # -- log once ---------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
@@ -28,6 +28,9 @@ from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.schemas.render import RenderedCycle
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from falcon_gpu.jobs.tracker import JobTracker
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,7 @@ class CycleRunner:
         first_attribution_wait: float = FIRST_ATTRIBUTION_WAIT,
         policies: PolicyEvaluating | None = None,
         clock: Callable[[], float] = time.time,
+        jobs: JobTracker | None = None,
     ) -> None:
         """``labels``: the ``labels`` setting (validated), added to every series."""
         self.node, self.step = node, step
@@ -79,6 +83,7 @@ class CycleRunner:
         self.health = HealthEvaluator()
         self.policies = policies
         self._clock = clock
+        self.jobs = jobs
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
@@ -95,6 +100,7 @@ class CycleRunner:
             else:
                 self.telemetry.recovered("attribution", "attribution works again")
         health = self.health.evaluate(snapshot)
+        jobs = self.jobs.observe(snapshot, attribution, health) if self.jobs is not None else None
         cycle = CycleData(
             node=self.node,
             step=self.step,
@@ -106,6 +112,8 @@ class CycleRunner:
             process_metrics=self.process_metrics,
             node_labels=self.node_labels,
             extra_labels=self.labels,
+            jobs_finished=jobs.finished if jobs else (),
+            job_groups=jobs.groups if jobs else (),
         )
         rendered = RenderedCycle(cycle, self.schema)
         for sink in self.sinks:

@@ -96,8 +96,7 @@ def run_every(
     )
     scheduler.start()
     try:
-        while not stop.wait(0.5):
-            pass
+        stop.wait()  # set by a signal handler or another thread; polling it would cost idle CPU
     finally:
         scheduler.shutdown(wait=False)
         finished = gate.acquire(timeout=stuck_after)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from falcon_gpu.jobs.record import JobGroup, JobRecord
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.samples import Labels
@@ -46,6 +47,10 @@ class CycleData:
     """The ``labels`` setting alone (Open-Falcon tags, the dcgm schema's device labels)."""
     policies: tuple[PolicyStatus, ...] = ()
     """Each policy on each GPU it watches (empty without ``[[policies]]``)."""
+    jobs_finished: tuple[JobRecord, ...] = ()
+    """Job records written this cycle (containers whose processes left a GPU)."""
+    job_groups: tuple[JobGroup, ...] = ()
+    """The latest records of each pod in ``jobs_finished`` (its whole Pushgateway group)."""
 
     @property
     def base_labels(self) -> Labels:

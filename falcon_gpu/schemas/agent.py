@@ -15,6 +15,8 @@ SPECS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(P + "samples_total", "counter", "Samples per sink by outcome: sent, spooled or dropped."),
     MetricSpec(P + "spool_bytes", "gauge", "Bytes in the sink's durable spool."),
+    MetricSpec(P + "reader_success", "gauge", "1 if the NVML reader succeeded on every GPU last cycle."),
+    MetricSpec(P + "reader_seconds", "gauge", "Seconds the NVML reader took last cycle, over all GPUs."),
 )
 
 
@@ -29,3 +31,7 @@ def add_agent(b: FamilyBuilder, cycle: CycleData) -> None:
         b.add(P + "samples_total", (*node, ("sink", sink), ("outcome", outcome)), n)
     for sink, n in sorted(t.spool_bytes.items()):
         b.add(P + "spool_bytes", (*node, ("sink", sink)), n)
+    for reader, (ok, seconds) in t.readers.items():
+        labels = (*node, ("reader", reader))
+        b.add(P + "reader_success", labels, ok)
+        b.add(P + "reader_seconds", labels, seconds)

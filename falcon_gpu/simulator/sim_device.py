@@ -7,6 +7,9 @@ base units, so the source's unit conversions are exercised for real.
 
 from __future__ import annotations
 
+import struct
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
@@ -110,25 +113,30 @@ class DeviceCalls(SimCore):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return self._int(dev, "temperature_celsius")
 
-    def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[int]) -> list[NvmlStruct]:
+    def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[Any]) -> Any:
+        """As pynvml's: a ctypes array of ``c_nvmlFieldValue_t``, one per requested ID (an int, or a
+        ``(fieldId, scopeId)`` pair), each with its own ``nvmlReturn``; NOT_SUPPORTED per field for
+        IDs the simulator does not serve or the scenario lacks.
+
+        The array is packed in one go from the structs' C layout (:data:`FIELD_VALUE_LAYOUT`) rather
+        than field by field: pynvml's structs set every attribute through Python, and that would make
+        the simulator, not the code under measurement, the cost of a field-values call."""
         dev = self._device(handle, "nvmlDeviceGetFieldValues")
-        out = []
-        for field_id in fieldIds:
-            value = NvmlStruct(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
-            ret = pynvml.NVML_ERROR_NOT_SUPPORTED
-            if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
-                try:
-                    value.uiVal = self._int(dev, "memory_temperature_celsius")
-                    ret = pynvml.NVML_SUCCESS
-                except pynvml.NVMLError:
-                    pass
-            out.append(
-                NvmlStruct(
-                    fieldId=field_id, scopeId=0, timestamp=self.stamp(self.cycle) or 0, latencyUsec=0,
-                    valueType=pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, nvmlReturn=ret, value=value,
-                )
-            )  # fmt: skip
-        return out
+        stamp = self.stamp(self.cycle) or 0
+        packed = bytearray()
+        for requested in fieldIds:
+            field_id, scope_id = requested if isinstance(requested, tuple) else (requested, 0)
+            serve = FIELD_VALUES.get(field_id)
+            value_type, ret, raw = 0, pynvml.NVML_SUCCESS, 0
+            try:
+                if serve is None:
+                    fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+                value_type, number = serve(self, dev)
+                raw = _ULL_OF[value_type](number)
+            except pynvml.NVMLError as exc:
+                ret = exc.value
+            packed += FIELD_VALUE_LAYOUT.pack(field_id, scope_id, stamp, 0, value_type, ret, raw)
+        return (pynvml.c_nvmlFieldValue_t * len(fieldIds)).from_buffer_copy(packed)
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         return self._int(self._device(handle, "nvmlDeviceGetPowerUsage"), "power_watts", 1000)
@@ -171,7 +179,9 @@ class DeviceCalls(SimCore):
         return self._int(self._device(handle, "nvmlDeviceGetPcieReplayCounter"), "pcie_replays")
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int:
-        dev = self._device(handle, "nvmlDeviceGetTotalEccErrors")
+        return self._ecc(self._device(handle, "nvmlDeviceGetTotalEccErrors"), errorType, counterType)
+
+    def _ecc(self, dev: SimDevice, errorType: int, counterType: int) -> int:
         ecc = dev.gpu.ecc
         if ecc is None or not dev.gpu.supports("ecc"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -189,17 +199,22 @@ class DeviceCalls(SimCore):
         return pages
 
     def nvmlDeviceGetRetiredPages(self, device: Any, sourceFilter: int) -> list[int]:
-        pages = self._retired(self._device(device, "nvmlDeviceGetRetiredPages"))
+        dev = self._device(device, "nvmlDeviceGetRetiredPages")
         double = sourceFilter == pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
-        count = round(at(pages.double_bit if double else pages.single_bit, self.cycle))
-        return [0x1000 * (i + 1) for i in range(count)]
+        return [0x1000 * (i + 1) for i in range(self._retired_count(dev, double=double))]
+
+    def _retired_count(self, dev: SimDevice, *, double: bool) -> int:
+        pages = self._retired(dev)
+        return round(at(pages.double_bit if double else pages.single_bit, self.cycle))
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Any) -> int:
         pages = self._retired(self._device(device, "nvmlDeviceGetRetiredPagesPendingStatus"))
         return int(pages.pending)
 
     def nvmlDeviceGetRemappedRows(self, device: Any) -> tuple[int, int, int, int]:
-        dev = self._device(device, "nvmlDeviceGetRemappedRows")
+        return self._remapped(self._device(device, "nvmlDeviceGetRemappedRows"))
+
+    def _remapped(self, dev: SimDevice) -> tuple[int, int, int, int]:
         rows = dev.gpu.remapped_rows
         if rows is None or not dev.gpu.supports("remapped_rows"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -217,3 +232,46 @@ class DeviceCalls(SimCore):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         if not dev.gpu.inforom_valid:
             fail(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
+
+
+_UINT, _ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+_C, _U = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+_V, _A = pynvml.NVML_VOLATILE_ECC, pynvml.NVML_AGGREGATE_ECC
+FieldServer = Callable[[DeviceCalls, SimDevice], tuple[int, int]]
+
+
+def _row(i: int) -> FieldServer:
+    return lambda sim, dev: (_UINT, sim._remapped(dev)[i])
+
+
+FIELD_VALUES: dict[int, FieldServer] = {
+    pynvml.NVML_FI_DEV_MEMORY_TEMP: lambda sim, dev: (_UINT, sim._int(dev, "memory_temperature_celsius")),
+    pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: lambda sim, dev: (_ULL, sim._int(dev, "energy_joules", 1e3)),
+    pynvml.NVML_FI_DEV_POWER_AVERAGE: lambda sim, dev: (_UINT, sim._int(dev, "power_watts", 1000)),
+    pynvml.NVML_FI_DEV_POWER_INSTANT: lambda sim, dev: (_UINT, sim._int(dev, "power_watts", 1000)),
+    pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: lambda sim, dev: (_ULL, sim._int(dev, "pcie_replays")),
+    pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _C, _V)),
+    pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _U, _V)),
+    pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _C, _A)),
+    pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _U, _A)),
+    pynvml.NVML_FI_DEV_RETIRED_SBE: lambda sim, dev: (_ULL, sim._retired_count(dev, double=False)),
+    pynvml.NVML_FI_DEV_RETIRED_DBE: lambda sim, dev: (_ULL, sim._retired_count(dev, double=True)),
+    pynvml.NVML_FI_DEV_RETIRED_PENDING: lambda sim, dev: (_UINT, int(sim._retired(dev).pending)),
+    pynvml.NVML_FI_DEV_REMAPPED_COR: _row(0),
+    pynvml.NVML_FI_DEV_REMAPPED_UNC: _row(1),
+    pynvml.NVML_FI_DEV_REMAPPED_PENDING: _row(2),
+    pynvml.NVML_FI_DEV_REMAPPED_FAILURE: _row(3),
+}
+"""The field IDs the simulator serves, each from the same scenario value as its dedicated call.
+Other engineers' readings (PCIe, NVLink) add their IDs here."""
+
+FIELD_VALUE_LAYOUT = struct.Struct("@IIqqIIQ")
+"""``c_nvmlFieldValue_t`` in C: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, value
+(the 8-byte ``c_nvmlValue_t`` union; checked against ctypes in the simulator tests)."""
+
+_ULL_OF: dict[int, Callable[[float], int]] = {
+    _UINT: lambda n: int(n) & 0xFFFFFFFF,  # uiVal: the union's low 4 bytes (little-endian)
+    _ULL: lambda n: int(n),
+    pynvml.NVML_VALUE_TYPE_DOUBLE: lambda n: int.from_bytes(struct.pack("@d", n), sys.byteorder),
+}
+"""Each served value type as the union's 8 bytes read as one unsigned integer."""

@@ -240,24 +240,24 @@ def test_unexpected_error_fails_one_reader_counted_every_cycle_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     sim = SimulatedNvml(scenario_of(gpu(power_watts=100, power_limit_watts=300, temperature_celsius=40)))
-    broken = {"nvmlDeviceGetPowerUsage": raising(pynvml.NVML_ERROR_UNKNOWN)}
+    broken = {"nvmlDeviceGetTemperature": raising(pynvml.NVML_ERROR_UNKNOWN)}
     lib = Quirky(sim, override=broken)
     source, telemetry = source_on(lib)
     with caplog.at_level(logging.INFO, logger="falcon_gpu"):
         for t in range(3):
             device = source.collect(1000.0 + t).devices[0]
-            assert device.up and device.power_watts is None
-            assert device.power_limit_watts == 300 and device.temperature_celsius == 40
+            assert device.up and device.temperature_celsius is None
+            assert device.power_limit_watts == 300 and device.power_watts == 100
         assert (
-            lib.calls["nvmlDeviceGetPowerUsage"] == 3
+            lib.calls["nvmlDeviceGetTemperature"] == 3
         )  # unexpected errors are retried, unlike NOT_SUPPORTED
         assert telemetry.view().errors_total == {"nvml_field": 3}
         assert telemetry.is_failing("reader:thermal_power:GPU-a")
         lib.override.clear()
-        assert source.collect(1010.0).devices[0].power_watts == 100
+        assert source.collect(1010.0).devices[0].temperature_celsius == 40
     assert not telemetry.is_failing("reader:thermal_power:GPU-a")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "thermal_power" in warnings[0] and "nvmlDeviceGetPowerUsage" in warnings[0]
+    assert len(warnings) == 1 and "thermal_power" in warnings[0] and "nvmlDeviceGetTemperature" in warnings[0]
     assert any("works again" in r.getMessage() for r in caplog.records)
 
 

@@ -14,7 +14,7 @@ from falcon_gpu.sources.nvml.xid import XidWatcher
 from falcon_gpu.telemetry import Telemetry
 from tests.nvml.helpers import FakeClock, expected_device, expected_processes, scenario_named, source_on
 
-BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node")
+BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node", "job-node")
 CYCLES = 4
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import inspect
 import threading
+import time
 
 import pynvml
 import pytest
 
 from falcon_gpu.simulator.library import SimulatedNvml
 from falcon_gpu.simulator.scenario import load_scenario, parse_scenario, resolve_scenario
+from falcon_gpu.simulator.sim_device import FIELD_VALUE_LAYOUT
 from falcon_gpu.sources.nvml.library import load_nvml
 
 GIB = 1 << 30
@@ -311,6 +314,74 @@ def test_every_simulated_function_is_a_real_pynvml_function_with_its_arity() -> 
         ours = list(inspect.signature(getattr(SimulatedNvml, name)).parameters)[1:]  # without self
         theirs = list(inspect.signature(getattr(pynvml, name)).parameters)
         assert len(ours) == len(theirs), (name, ours, theirs)
+
+
+def test_field_values_are_pynvml_structs_with_a_return_code_each() -> None:
+    sim = sim_of(
+        gpu(
+            energy_joules=12.5,
+            power_watts=250,
+            pcie_replays=4,
+            ecc={"corrected_volatile": 3, "uncorrected_aggregate": 1},
+            remapped_rows={"correctable": 5, "uncorrectable": 0, "pending": False, "failed": True},
+        )
+    )
+    h = sim.nvmlDeviceGetHandleByIndex(0)
+    ids = [
+        pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+        (pynvml.NVML_FI_DEV_POWER_INSTANT, 0),
+        pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER,
+        pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL,
+        pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
+        pynvml.NVML_FI_DEV_REMAPPED_FAILURE,
+        pynvml.NVML_FI_DEV_RETIRED_SBE,
+        pynvml.NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT,
+    ]
+    values = sim.nvmlDeviceGetFieldValues(h, ids)
+    assert isinstance(values[0], pynvml.c_nvmlFieldValue_t) and len(values) == len(ids)
+    got = [
+        (v.fieldId, v.nvmlReturn, v.value.ullVal if v.valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+         else v.value.uiVal)
+        for v in values
+    ]  # fmt: skip
+    ns = pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert got == [
+        (pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 0, 12500),
+        (pynvml.NVML_FI_DEV_POWER_INSTANT, 0, 250_000),
+        (pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, 0, 4),
+        (pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, 0, 3),
+        (pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, ns, 0),  # the scenario has no such counter
+        (pynvml.NVML_FI_DEV_REMAPPED_FAILURE, 0, 1),
+        (pynvml.NVML_FI_DEV_RETIRED_SBE, ns, 0),
+        (pynvml.NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT, ns, 0),  # an ID the simulator does not serve
+    ]
+
+
+def test_event_wait_blocks_for_its_timeout_and_wakes_on_the_next_event() -> None:
+    sim = sim_of(gpu(xid_events=[{"cycle": 1, "xid": 79}]))
+    sim.nvmlDeviceGetCount()  # cycle 0: the event is not due yet
+    event_set = sim.nvmlEventSetCreate()
+    sim.nvmlDeviceRegisterEvents(
+        sim.nvmlDeviceGetHandleByIndex(0), pynvml.nvmlEventTypeXidCriticalError, event_set
+    )
+    started = time.monotonic()
+    assert code_of(sim.nvmlEventSetWait, event_set, 300) == pynvml.NVML_ERROR_TIMEOUT
+    assert time.monotonic() - started >= 0.29  # the whole timeout, not 50 ms slices
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(sim.nvmlEventSetWait(event_set, 10_000).eventData))
+    started = time.monotonic()
+    waiter.start()
+    time.sleep(0.05)
+    sim.nvmlDeviceGetCount()  # cycle 1: the XID becomes due and wakes the waiter
+    waiter.join(5)
+    assert got == [79] and time.monotonic() - started < 2
+
+
+def test_the_packed_field_value_layout_is_the_ctypes_struct() -> None:
+    struct_type = pynvml.c_nvmlFieldValue_t
+    assert FIELD_VALUE_LAYOUT.size == ctypes.sizeof(struct_type)
+    offsets = [getattr(struct_type, name).offset for name, _ in struct_type._fields_]
+    assert offsets == [0, 4, 8, 16, 24, 28, 32]
 
 
 def test_a_process_runs_from_its_from_cycle_up_to_not_including_its_until_cycle() -> None:

@@ -42,8 +42,9 @@ VARIANT_FALLBACK: Final = frozenset(
     {pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH}
 )
 
-Variant = tuple[str, str, tuple[Any, ...], dict[str, Any]]
-"""(label, function name, positional args, keyword args) of one generation of a call."""
+Variant = tuple[str, str, Mapping[str, Any]]
+"""(label, function name, keyword args) of one generation of a call; positional args are the call's.
+Callers keep their variant tuples as constants: :meth:`NvmlCaller.call_first` builds nothing per call."""
 
 
 class Absent:
@@ -112,7 +113,12 @@ class NvmlCaller:
         """Unexpected failures since the framework last cleared it (one reader's worth)."""
         self._missing: set[str] = set()
         self._not_supported: set[tuple[str, str]] = set()
-        self._variant: dict[str, str] = {}
+        self.memo: dict[str, Any] = {}
+        """What readers derive once from this library (variant tuples that use its constants)."""
+        self.generation = 0
+        """Changes whenever the not-supported set does (for callers that cache what to ask)."""
+        self._variant: dict[str, tuple[int, str]] = {}
+        """Per family: (index of the chosen variant, its label)."""
 
     # -- what is known not to work ------------------------------------------
     def supported(self, scope: str, field: str) -> bool:
@@ -121,6 +127,7 @@ class NvmlCaller:
     def mark_not_supported(self, scope: str, field: str) -> None:
         if (scope, field) not in self._not_supported:
             self._not_supported.add((scope, field))
+            self.generation += 1
             log.info("NVML: %s is not supported on %s; not asking again", field, scope)
 
     def forget_not_supported(self, scope: str) -> None:
@@ -128,6 +135,7 @@ class NvmlCaller:
         supports: utilisation and process samples answer NOT_SUPPORTED only under MIG)."""
         gone = {key for key in self._not_supported if key[0] == scope}
         self._not_supported -= gone
+        self.generation += 1
 
     def _mark_missing(self, fn_name: str) -> None:
         if fn_name not in self._missing:
@@ -204,38 +212,39 @@ class NvmlCaller:
         field: str,
         family: str,
         variants: Sequence[Variant],
+        *args: Any,
         fallback: frozenset[int] = VARIANT_FALLBACK,
     ) -> Any:
-        """Call the newest variant that exists, probing once per ``family`` and caching
-        the choice. A variant is skipped when its function is missing, rejects the
-        arguments (TypeError with keyword args) or answers a code in ``fallback``."""
+        """Call ``fn(*args, **kwargs)`` of the newest variant that exists, probing once per
+        ``family`` and caching the choice. A variant is skipped when its function is missing,
+        rejects the arguments (TypeError with keyword args) or answers a code in ``fallback``."""
         if (scope, field) in self._not_supported:
             return ABSENT
         chosen = self._variant.get(family)
-        labels = [v[0] for v in variants]
-        start = labels.index(chosen) if chosen in labels else 0
-        tail = variants[start:]
-        for i, (label, fn_name, args, kwargs) in enumerate(tail):
-            last = i == len(tail) - 1
+        start = chosen[0] if chosen is not None and chosen[0] < len(variants) else 0
+        last = len(variants) - 1
+        for i in range(start, last + 1):
+            label, fn_name, kwargs = variants[i]
             fn = self._function(fn_name)
             if fn is None:
                 continue
             try:
                 value = fn(*args, **kwargs)
             except TypeError as exc:
-                if kwargs and not last:
+                if kwargs and i < last:
                     continue
                 return self._failed(exc, scope, field, fn_name, None)
             except Exception as exc:
-                if nvml_code(exc) in fallback and not last:
+                if nvml_code(exc) in fallback and i < last:
                     continue
                 return self._failed(exc, scope, field, fn_name, None)
-            if self._variant.get(family) != label:
-                self._variant[family] = label
+            if i != start or chosen is None:
+                self._variant[family] = (i, label)
                 log.debug("NVML: using %s for %s", label, family)
             return value
         return ABSENT
 
     def chosen(self, family: str) -> str | None:
         """The variant label cached for ``family`` (for tests and ``doctor``)."""
-        return self._variant.get(family)
+        chosen = self._variant.get(family)
+        return None if chosen is None else chosen[1]

@@ -60,10 +60,6 @@ class NvmlSession:
         self.driver_version: str | None = None
         self.cuda_version: str | None = None
 
-    @property
-    def next_attempt(self) -> float:
-        return self._next_attempt
-
     def ensure(self) -> bool:
         """True when NVML is up; otherwise try init if the backoff schedule allows."""
         if self.up:

@@ -3,9 +3,12 @@
 A cycle: make sure NVML is up (:class:`NvmlSession`, init with backoff), call
 ``nvmlDeviceGetCount()`` exactly once (the simulator counts cycles by it), then
 for every index run the registered readers (:data:`READERS`) on the cached
-handle. Each reader runs in isolation: an unexpected error in one marks only
-that reader failing (``errors_total{kind="nvml_field"}``, logged once) and
-leaves its fields None. A device that answers GPU_IS_LOST (or another
+handle. Each reader runs in isolation: an unexpected error in one, or an answer
+that is not a :class:`~falcon_gpu.sources.nvml.readers.base.Fields` (a misspelt
+key, a wrong type), marks only that reader failing (``errors_total{kind="nvml_field"}``,
+logged once) and leaves only its fields None. Per reader and cycle the telemetry
+gets whether it succeeded on every GPU and the seconds it took over all of them
+(``falcon_gpu_agent_reader_success`` / ``_reader_seconds``). A device that answers GPU_IS_LOST (or another
 device-fatal code, even half-way through its readers) is reported ``up=False``
 with the identity of its last good cycle while the others keep being read
 (``errors_total{kind="gpu"}``). :meth:`NvmlSource.collect` never raises.
@@ -13,6 +16,9 @@ with the identity of its last good cycle while the others keep being read
 A field that answered NOT_SUPPORTED is not asked again, except after the device's
 MIG mode changed (NVML refuses GPU utilisation and process samples only while MIG
 is on; without this, turning MIG off would leave them missing until a restart).
+
+The success path formats no strings: telemetry keys are built once per device,
+"works again" messages only for what was failing.
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller, text
+from falcon_gpu.sources.nvml.field_values import FieldValues
 from falcon_gpu.sources.nvml.library import NvmlLibrary
 from falcon_gpu.sources.nvml.process_names import ProcessNames
-from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields
+from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields, check_fields
 from falcon_gpu.sources.nvml.session import NvmlSession
+from falcon_gpu.sources.nvml.slow import SlowReadings
 from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -43,6 +51,19 @@ class Identity:
     name: str
     pci_bus_id: str
     minor_number: int | None = None
+
+
+class _ReaderStats:
+    """One cycle's per-reader outcome over all GPUs: succeeded everywhere, and seconds in total."""
+
+    __slots__ = ("ok", "seconds")
+
+    def __init__(self) -> None:
+        self.ok = [True] * len(READERS)
+        self.seconds = [0.0] * len(READERS)
+
+    def report(self, telemetry: Telemetry) -> None:
+        telemetry.readers_done({name: (self.ok[i], self.seconds[i]) for i, (name, _) in enumerate(READERS)})
 
 
 class NvmlSource:
@@ -64,6 +85,14 @@ class NvmlSource:
         self._names = ProcessNames(self._nvml)
         self._last_seen: dict[str, int] = {}
         self._mig_mode: dict[str, bool] = {}
+        self._field_values = FieldValues(self._nvml)
+        self._slow = SlowReadings()
+        self._reader_keys: dict[str, tuple[str, ...]] = {}
+        """Per device scope: the telemetry key of each reader (built once)."""
+        self._failing: set[str] = set()
+        """Reader keys now failing: only these get a "works again" message."""
+        self._down: dict[int, str] = {}
+        """GPU index -> the telemetry key under which it was reported down."""
 
     @property
     def caller(self) -> NvmlCaller:
@@ -71,14 +100,18 @@ class NvmlSource:
 
     # -- the cycle ---------------------------------------------------------
     def collect(self, timestamp: float) -> Snapshot:
-        """One cycle's readings. Never raises: NVML down -> ``Snapshot(nvml_ok=False)``."""
+        """One cycle's readings. Never raises: NVML down -> ``Snapshot(nvml_ok=False)`` (and no
+        reader outcome: the ``reader_*`` series are absent rather than last cycle's)."""
         try:
-            return self._collect(timestamp)
+            snapshot = self._collect(timestamp)
         except Exception as exc:  # the last line of defence: a bug must not stop the agent
             log.debug("NVML collection failed", exc_info=True)
             message = f"NVML collection failed unexpectedly: {type(exc).__name__}: {exc}"
             self._telemetry.failing("nvml:collect", "nvml", message)
-            return Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=message)
+            snapshot = Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=message)
+        if not snapshot.nvml_ok:
+            self._telemetry.readers_done({})
+        return snapshot
 
     def _collect(self, timestamp: float) -> Snapshot:
         if not self._session.ensure():
@@ -91,10 +124,12 @@ class NvmlSource:
         if self._xid is not None:
             self._xid.drain_now()
             xid_counts, last_xid = self._xid.read()
+        stats = _ReaderStats()
         devices = tuple(
             replace(d, last_xid=last_xid[d.uuid]) if d.uuid in last_xid else d
-            for d in (self._read_device(i, timestamp, xid_counts) for i in range(count))
+            for d in (self._read_device(i, timestamp, xid_counts, stats) for i in range(count))
         )
+        stats.report(self._telemetry)
         self._names.end_cycle()
         self._telemetry.recovered("nvml:collect", "NVML collection works again")
         return Snapshot(
@@ -129,6 +164,7 @@ class NvmlSource:
     def _forget_devices(self) -> None:
         self._handles.clear()
         self._identity.clear()
+        self._slow.forget()
         self._count = None
 
     # -- one device --------------------------------------------------------
@@ -159,7 +195,7 @@ class NvmlSource:
         )
 
     def _read_device(
-        self, index: int, timestamp: float, xid_counts: dict[str, dict[int, int]]
+        self, index: int, timestamp: float, xid_counts: dict[str, dict[int, int]], stats: _ReaderStats
     ) -> DeviceReading:
         self._nvml.errors.clear()
         ident = self._identity.get(index)
@@ -168,48 +204,70 @@ class NvmlSource:
             if ident is None:
                 ident = self._read_identity(index, handle)
                 self._identity[index] = ident
-            fields = self._run_readers(index, ident, handle, timestamp)
+            fields = self._run_readers(index, ident, handle, timestamp, stats)
         except DeviceGone as gone:
             known = ident or Identity("", "", "")
+            key = self._down[index] = f"gpu:{known.uuid or index}"
             self._telemetry.failing(
-                f"gpu:{known.uuid or index}",
-                "gpu",
-                f"GPU {index} ({known.uuid or 'uuid unknown'}) is down: {gone}",
+                key, "gpu", f"GPU {index} ({known.uuid or 'uuid unknown'}) is down: {gone}"
             )
             return DeviceReading(
                 index=index, uuid=known.uuid, name=known.name, pci_bus_id=known.pci_bus_id, up=False,
                 error=str(gone), xid_counts=dict(xid_counts.get(known.uuid, {})),
                 minor_number=known.minor_number,
             )  # fmt: skip
-        self._telemetry.recovered(f"gpu:{ident.uuid or index}", f"GPU {index} ({ident.uuid}) answers again")
+        if self._down:
+            down = self._down.pop(index, None)
+            if down is not None:
+                self._telemetry.recovered(down, f"GPU {index} ({ident.uuid}) answers again")
         return DeviceReading(
             index=index, uuid=ident.uuid, name=ident.name, pci_bus_id=ident.pci_bus_id,
             minor_number=ident.minor_number, xid_counts=dict(xid_counts.get(ident.uuid, {})), **fields,
         )  # fmt: skip
 
-    def _run_readers(self, index: int, ident: Identity, handle: Any, timestamp: float) -> Fields:
+    def _keys(self, scope: str) -> tuple[str, ...]:
+        keys = self._reader_keys.get(scope)
+        if keys is None:
+            keys = self._reader_keys[scope] = tuple(f"reader:{name}:{scope}" for name, _ in READERS)
+        return keys
+
+    def _run_readers(
+        self, index: int, ident: Identity, handle: Any, timestamp: float, stats: _ReaderStats
+    ) -> Fields:
+        scope = ident.uuid or f"gpu{index}"
         ctx = DeviceContext(
-            nvml=self._nvml, handle=handle, scope=ident.uuid or f"gpu{index}", index=index,
-            timestamp=timestamp, names=self._names, last_seen_us=self._last_seen,
+            nvml=self._nvml, handle=handle, scope=scope, index=index, timestamp=timestamp,
+            names=self._names, last_seen_us=self._last_seen,
+            field_values=self._field_values.batch(scope, handle), slow=self._slow,
         )  # fmt: skip
-        for name, reader in READERS:
-            self._nvml.errors.clear()
+        errors = self._nvml.errors
+        keys = self._keys(scope)
+        clock = time.perf_counter
+        for i, (name, reader) in enumerate(READERS):
+            errors.clear()
+            started = clock()
             try:
-                ctx.fields.update(reader(ctx))
+                answer = reader(ctx)
+                check_fields(name, answer)
+                ctx.fields.update(answer)
             except DeviceGone:
                 raise
             except Exception as exc:  # a reader must never take the device (or the agent) down
                 log.debug("NVML reader %s failed", name, exc_info=True)
-                self._nvml.errors.append(f"{type(exc).__name__}: {exc}")
-            key = f"reader:{name}:{ctx.scope}"
-            if self._nvml.errors:
-                problem = "; ".join(self._nvml.errors)
+                errors.append(f"{type(exc).__name__}: {exc}")
+            stats.seconds[i] += clock() - started
+            key = keys[i]
+            if errors:
+                stats.ok[i] = False
+                self._failing.add(key)
+                problem = "; ".join(errors)
                 self._telemetry.failing(
-                    key, "nvml_field", f"GPU {index} ({ctx.scope}): reading {name}: {problem}"
+                    key, "nvml_field", f"GPU {index} ({scope}): reading {name}: {problem}"
                 )
-            else:
-                self._telemetry.recovered(key, f"GPU {index} ({ctx.scope}): reading {name} works again")
-        self._note_mig_mode(index, ctx.scope, ctx.fields.get("mig_enabled"))
+            elif key in self._failing:
+                self._failing.discard(key)
+                self._telemetry.recovered(key, f"GPU {index} ({scope}): reading {name} works again")
+        self._note_mig_mode(index, scope, ctx.fields.get("mig_enabled"))
         return ctx.fields
 
     def _note_mig_mode(self, index: int, scope: str, enabled: bool | None) -> None:

@@ -1,13 +1,17 @@
 """The device readers, one per concern, in the order the source runs them.
 
-To read something new from NVML: add a function ``(ctx) -> dict`` of
-``DeviceReading`` fields in a module here and register it below. ``processes``
+To read something new from NVML: add the field to ``DeviceReading`` and to
+:class:`~falcon_gpu.sources.nvml.readers.base.Fields`, a function ``(ctx) -> Fields``
+in a module here (a scalar NVML also has a field ID for goes in
+:data:`~falcon_gpu.sources.nvml.field_values.FIELDS` and is read with
+``ctx.field_values``), and register it below; its name becomes the ``reader``
+label of ``falcon_gpu_agent_reader_success`` / ``_reader_seconds``. ``processes``
 runs before ``mig`` because MIG instances reuse its SM shares and process list.
 """
 
 from __future__ import annotations
 
-from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, Reader
+from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, Reader, check_fields
 from falcon_gpu.sources.nvml.readers.clocks import read_clocks
 from falcon_gpu.sources.nvml.readers.health import read_health
 from falcon_gpu.sources.nvml.readers.memory import read_memory
@@ -26,4 +30,4 @@ READERS: tuple[tuple[str, Reader], ...] = (
     ("mig", read_mig),
 )
 
-__all__ = ["READERS", "DeviceContext", "Fields", "Reader"]
+__all__ = ["READERS", "DeviceContext", "Fields", "Reader", "check_fields"]

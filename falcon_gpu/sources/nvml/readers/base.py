@@ -1,22 +1,97 @@
-"""What a reader gets: the device handle, the call helper, and this cycle's shared state.
+"""What a reader gets (the device handle, the call helper, this cycle's state) and what it returns.
 
-A reader is a plain function ``(ctx) -> dict`` whose keys are
-:class:`~falcon_gpu.model.snapshot.DeviceReading` field names. It makes its calls
-through ``ctx.nvml`` (value or ABSENT, never a pynvml exception) and converts
-NVML units to base units. The framework in :mod:`falcon_gpu.sources.nvml.source`
-runs each reader in isolation and reports its success per device.
+A reader is a plain function ``(ctx) -> Fields``: a :class:`Fields` typed dict
+whose keys are :class:`~falcon_gpu.model.snapshot.DeviceReading` reading fields,
+so mypy rejects a misspelt key or a wrong type. It makes its calls through
+``ctx.nvml`` (value or ABSENT, never a pynvml exception), takes batched scalar
+values from ``ctx.field_values`` and converts NVML units to base units. The
+framework in :mod:`falcon_gpu.sources.nvml.source` runs each reader in isolation
+and checks its answer at run time too (:func:`check_fields`): a reader that
+raises or answers a key or type the snapshot does not have loses only its own
+fields, never the device.
 """
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, TypedDict
 
+from falcon_gpu.model.snapshot import (
+    EccCounts,
+    MigReading,
+    ProcessReading,
+    RemappedRows,
+    RetiredPages,
+)
 from falcon_gpu.sources.nvml.calls import NvmlCaller
+from falcon_gpu.sources.nvml.field_values import FieldBatch
 from falcon_gpu.sources.nvml.process_names import ProcessNames
+from falcon_gpu.sources.nvml.slow import SlowReadings
 
-Fields = dict[str, Any]
+
+class Fields(TypedDict, total=False):
+    """The reading fields of :class:`DeviceReading` (identity and ``up`` are the source's)."""
+
+    memory_total_bytes: int | None
+    memory_used_bytes: int | None
+    memory_free_bytes: int | None
+    memory_reserved_bytes: int | None
+    utilization_ratio: float | None
+    memory_utilization_ratio: float | None
+    temperature_celsius: float | None
+    memory_temperature_celsius: float | None
+    power_watts: float | None
+    power_limit_watts: float | None
+    energy_joules: float | None
+    performance_state: int | None
+    sm_clock_hertz: float | None
+    memory_clock_hertz: float | None
+    fan_speed_ratio: float | None
+    encoder_utilization_ratio: float | None
+    decoder_utilization_ratio: float | None
+    pcie_replays: int | None
+    ecc: EccCounts | None
+    retired_pages: RetiredPages | None
+    remapped_rows: RemappedRows | None
+    clock_event_reasons: frozenset[str] | None
+    inforom_valid: bool | None
+    mig_enabled: bool
+    mig: tuple[MigReading, ...]
+    processes: tuple[ProcessReading, ...]
+
+
+def _runtime_types(hint: Any) -> tuple[type, ...]:
+    """``int | None`` -> (int, NoneType); ``tuple[X, ...]`` -> (tuple,); a float also takes an int."""
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    out: list[type] = []
+    for arg in args:
+        origin = typing.get_origin(arg) or arg
+        out.append(origin)
+        if origin is float:
+            out.append(int)
+    return tuple(out)
+
+
+FIELD_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    name: _runtime_types(hint) for name, hint in typing.get_type_hints(Fields).items()
+}
+"""What each field may hold at run time (derived from :class:`Fields`, checked in the guard)."""
+
+
+def check_fields(reader: str, fields: Fields) -> None:
+    """Raise TypeError when ``fields`` has a key :class:`Fields` lacks or a value of the wrong type.
+
+    Keeps a reader's mistake (a misspelt key, a struct where a number belongs) inside
+    that reader's guard instead of failing ``DeviceReading(**fields)`` for the whole device."""
+    for key, value in fields.items():
+        allowed = FIELD_TYPES.get(key)
+        if allowed is None:
+            raise TypeError(f"reader {reader} answered {key!r}, which is no DeviceReading field")
+        if not isinstance(value, allowed):
+            raise TypeError(f"reader {reader} answered {key}={type(value).__name__}")
 
 
 @dataclass
@@ -30,7 +105,11 @@ class DeviceContext:
     names: ProcessNames
     last_seen_us: dict[str, int]
     """Per device scope: the newest process-utilisation sample time already consumed."""
-    fields: Fields = field(default_factory=dict)
+    field_values: FieldBatch
+    """This device's batched ``nvmlDeviceGetFieldValues`` answers (one call per cycle)."""
+    slow: SlowReadings
+    """Answers that only an administrator changes (power limit, infoROM): re-read once a minute."""
+    fields: Fields = field(default_factory=lambda: Fields())
     """What earlier readers produced this cycle (the MIG reader uses the processes)."""
     sm_by_pid: dict[int, float] | None = field(default_factory=dict)
     """PID -> SM share this cycle; None where NVML gives no per-process utilisation."""

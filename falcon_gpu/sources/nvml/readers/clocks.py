@@ -13,6 +13,10 @@ from falcon_gpu.sources.nvml.calls import ABSENT, Variant
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
 MHZ = 1_000_000.0
+_REASONS: tuple[Variant, ...] = (
+    ("events", "nvmlDeviceGetCurrentClocksEventReasons", {}),
+    ("throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", {}),
+)
 
 
 def reasons_from_mask(mask: int) -> frozenset[str]:
@@ -28,11 +32,7 @@ def read_clocks(ctx: DeviceContext) -> Fields:
     mem = call(scope, "memory_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_MEM)
     if mem is not ABSENT:
         out["memory_clock_hertz"] = mem * MHZ
-    variants: list[Variant] = [
-        ("events", "nvmlDeviceGetCurrentClocksEventReasons", (h,), {}),
-        ("throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", (h,), {}),
-    ]
-    mask = ctx.nvml.call_first(scope, "clock_event_reasons", "clock_event_reasons", variants)
+    mask = ctx.nvml.call_first(scope, "clock_event_reasons", "clock_event_reasons", _REASONS, h)
     if mask is not ABSENT:
         out["clock_event_reasons"] = reasons_from_mask(int(mask))
     return out

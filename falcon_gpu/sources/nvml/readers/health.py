@@ -1,38 +1,42 @@
 """Memory and board health: ECC totals, retired pages, remapped rows, PCIe replays, infoROM.
 
-Retired pages are counted as the length of the page list per cause (Kepler to
-Volta); A100 and later use row remapping instead and answer NOT_SUPPORTED for
-pages. ``nvmlDeviceValidateInforom`` answers success or CORRUPTED_INFOROM, both
-of which are answers, not errors.
+All but the infoROM come from the device's batched field values
+(:mod:`falcon_gpu.sources.nvml.field_values`); on drivers without them each
+group falls back to its own calls: ``nvmlDeviceGetTotalEccErrors`` per counter,
+the retired page lists (counted per cause, Kepler to Volta; A100 and later use
+row remapping and answer NOT_SUPPORTED for pages), ``nvmlDeviceGetRemappedRows``
+and ``nvmlDeviceGetPcieReplayCounter``. ``nvmlDeviceValidateInforom`` answers
+success or CORRUPTED_INFOROM, both of which are answers, not errors; it is an
+administrator-level fact, re-read once a minute.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pynvml
 
 from falcon_gpu.model.snapshot import EccCounts, RemappedRows, RetiredPages
 from falcon_gpu.sources.nvml.calls import ABSENT
+from falcon_gpu.sources.nvml.field_values import ECC, PCIE_REPLAYS, REMAPPED, RETIRED, FieldSpec, UseCall
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
-
-_ECC = (
-    ("corrected_volatile", pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC),
-    ("uncorrected_volatile", pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
-    ("corrected_aggregate", pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_AGGREGATE_ECC),
-    ("uncorrected_aggregate", pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_AGGREGATE_ECC),
-)
 
 
 def _ecc(ctx: DeviceContext) -> EccCounts | None:
-    counts: dict[str, int | None] = {}
-    for name, error_type, counter_type in _ECC:
-        value = ctx.nvml.call(
-            ctx.scope, f"ecc_{name}", "nvmlDeviceGetTotalEccErrors", ctx.handle, error_type, counter_type
-        )
-        counts[name] = None if value is ABSENT else int(value)
-    return EccCounts(**counts) if any(v is not None for v in counts.values()) else None
+    values = [ctx.field_values.value(ctx.nvml, spec) for spec in ECC]
+    counts = [None if v is ABSENT else int(v) for v in values]
+    return None if all(c is None for c in counts) else EccCounts(*counts)
 
 
-def _retired_pages(ctx: DeviceContext) -> RetiredPages | None:
+def _group(ctx: DeviceContext, specs: tuple[FieldSpec, ...]) -> list[float | None] | None:
+    """The group's field values (None each where absent), or None: use the group's own calls."""
+    values = [ctx.field_values.get(spec) for spec in specs]
+    if any(isinstance(v, UseCall) for v in values):
+        return None
+    return [v for v in values if not isinstance(v, UseCall)]
+
+
+def _retired_pages_by_call(ctx: DeviceContext) -> RetiredPages | None:
     call, scope, h = ctx.nvml.call, ctx.scope, ctx.handle
     single = call(scope, "retired_pages", "nvmlDeviceGetRetiredPages", h,
                   pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)  # fmt: skip
@@ -46,9 +50,23 @@ def _retired_pages(ctx: DeviceContext) -> RetiredPages | None:
     return RetiredPages(len(single), len(double), None if pending is ABSENT else bool(pending))
 
 
+def _retired_pages(ctx: DeviceContext) -> RetiredPages | None:
+    values = _group(ctx, RETIRED)
+    if values is None:
+        return _retired_pages_by_call(ctx)
+    single, double, pending = values
+    if single is None or double is None:
+        return None
+    return RetiredPages(int(single), int(double), None if pending is None else bool(pending))
+
+
 def _remapped_rows(ctx: DeviceContext) -> RemappedRows | None:
-    rows = ctx.nvml.call(ctx.scope, "remapped_rows", "nvmlDeviceGetRemappedRows", ctx.handle)
-    if rows is ABSENT:
+    rows: Any = _group(ctx, REMAPPED)
+    if rows is None:
+        rows = ctx.nvml.call(ctx.scope, "remapped_rows", "nvmlDeviceGetRemappedRows", ctx.handle)
+        if rows is ABSENT:
+            return None
+    if any(v is None for v in rows):
         return None
     correctable, uncorrectable, pending, failed = rows
     return RemappedRows(int(correctable), int(uncorrectable), bool(pending), bool(failed))
@@ -60,11 +78,11 @@ def read_health(ctx: DeviceContext) -> Fields:
         "retired_pages": _retired_pages(ctx),
         "remapped_rows": _remapped_rows(ctx),
     }
-    replays = ctx.nvml.call(ctx.scope, "pcie_replays", "nvmlDeviceGetPcieReplayCounter", ctx.handle)
+    replays = ctx.field_values.value(ctx.nvml, PCIE_REPLAYS)
     if replays is not ABSENT:
         out["pcie_replays"] = int(replays)
-    valid = ctx.nvml.call(
-        ctx.scope, "inforom", "nvmlDeviceValidateInforom", ctx.handle,
+    valid = ctx.slow.call(
+        ctx.nvml, ctx.timestamp, ctx.scope, "inforom", "nvmlDeviceValidateInforom", ctx.handle,
         answers={pynvml.NVML_ERROR_CORRUPTED_INFOROM: False},
     )  # fmt: skip
     if valid is not ABSENT:

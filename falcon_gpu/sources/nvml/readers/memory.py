@@ -12,20 +12,31 @@ from typing import Any
 
 import pynvml
 
-from falcon_gpu.sources.nvml.calls import ABSENT, VARIANT_FALLBACK
+from falcon_gpu.sources.nvml.calls import ABSENT, VARIANT_FALLBACK, NvmlCaller, Variant
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
 MEMORY_FALLBACK = VARIANT_FALLBACK | {pynvml.NVML_ERROR_NOT_SUPPORTED}
+_V1: Variant = ("v1", "nvmlDeviceGetMemoryInfo", {})
+
+
+def _variants(nvml: NvmlCaller) -> tuple[Variant, ...]:
+    """v2 then v1, or v1 alone when the binding has no ``nvmlMemory_v2`` (built once per library)."""
+    variants: tuple[Variant, ...] | None = nvml.memo.get("memory_info")
+    if variants is None:
+        version = getattr(nvml.lib, "nvmlMemory_v2", None)
+        v2: tuple[Variant, ...] = (
+            () if version is None else (("v2", "nvmlDeviceGetMemoryInfo", {"version": version}),)
+        )
+        variants = nvml.memo["memory_info"] = (*v2, _V1)
+    return variants
 
 
 def memory_info(ctx: DeviceContext, handle: Any, scope: str) -> Any:
     """The memory struct of ``handle`` (a device or MIG handle), or ABSENT."""
-    variants = []
-    version = getattr(ctx.nvml.lib, "nvmlMemory_v2", None)
-    if version is not None:
-        variants.append(("v2", "nvmlDeviceGetMemoryInfo", (handle,), {"version": version}))
-    variants.append(("v1", "nvmlDeviceGetMemoryInfo", (handle,), {}))
-    return ctx.nvml.call_first(scope, "memory_info", "memory_info", variants, MEMORY_FALLBACK)
+    nvml = ctx.nvml
+    return nvml.call_first(
+        scope, "memory_info", "memory_info", _variants(nvml), handle, fallback=MEMORY_FALLBACK
+    )
 
 
 def _int(value: Any) -> int | None:

@@ -1,11 +1,13 @@
 """MIG: mode, and each populated instance with its memory and processes.
 
-MIG device handles are looked up by slot up to ``nvmlDeviceGetMaxMigDeviceCount``;
-empty slots answer NOT_FOUND and are skipped. The profile is the suffix of the
-MIG device name (``"NVIDIA A100-SXM4-40GB MIG 1g.5gb"`` -> ``"1g.5gb"``). NVML
-reports no per-process utilisation for a MIG handle, so instance processes take
-the SM share the parent's samples gave their PID. Processes listed only by an
-instance handle are added to the device's process list (with instance ids), so
+The MIG mode and the slot count change only with an administrator's reconfiguration
+(which needs the GPU idle, often a reset): they are re-read once a minute
+(:mod:`falcon_gpu.sources.nvml.slow`). MIG device handles are looked up by slot up to
+``nvmlDeviceGetMaxMigDeviceCount``; empty slots answer NOT_FOUND and are skipped. The
+profile is the suffix of the MIG device name (``"NVIDIA A100-SXM4-40GB MIG 1g.5gb"`` ->
+``"1g.5gb"``). NVML reports no per-process utilisation for a MIG handle, so instance
+processes take the SM share the parent's samples gave their PID. Processes listed only
+by an instance handle are added to the device's process list (with instance ids), so
 ``DeviceReading.processes`` holds every instance's processes.
 """
 
@@ -64,10 +66,11 @@ def _int(value: Any) -> int | None:
 
 
 def read_mig(ctx: DeviceContext) -> Fields:
-    mode = ctx.nvml.call(ctx.scope, "mig_mode", "nvmlDeviceGetMigMode", ctx.handle)
+    nvml, now, scope, h = ctx.nvml, ctx.timestamp, ctx.scope, ctx.handle
+    mode = ctx.slow.call(nvml, now, scope, "mig_mode", "nvmlDeviceGetMigMode", h)
     if mode is ABSENT or int(mode[0]) != pynvml.NVML_DEVICE_MIG_ENABLE:
         return {"mig_enabled": False}
-    count = ctx.nvml.call(ctx.scope, "mig_count", "nvmlDeviceGetMaxMigDeviceCount", ctx.handle)
+    count = ctx.slow.call(nvml, now, scope, "mig_count", "nvmlDeviceGetMaxMigDeviceCount", h)
     instances: list[MigReading] = []
     for slot in range(0 if count is ABSENT else int(count)):
         handle = ctx.nvml.call(

@@ -36,44 +36,53 @@ NOT_AVAILABLE_ULL = 0xFFFFFFFFFFFFFFFF
 
 ProcessKey = tuple[int, int | None, int | None]
 
-
-def _instance_id(value: Any) -> int | None:
-    return None if value is None or int(value) == NOT_AVAILABLE_UINT else int(value)
+_VARIANTS: dict[str, tuple[Variant, ...]] = {
+    kind: (("v3", f"{base}_v3", {}), ("v2", f"{base}_v2", {}), ("v1", base, {})) for kind, base in LISTS
+}
+"""Per list: the process-info generations, newest first (``_v3`` -> ``_v2`` -> plain)."""
+_PLAN = tuple((kind, f"processes_{kind}", _VARIANTS[kind], (kind,)) for kind, _ in LISTS)
+"""Per list: (kind, not-supported key and family, variants, the one-kind types tuple)."""
 
 
 def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[ProcessReading, ...]:
-    """The merged process lists of ``handle`` (a device or MIG handle)."""
-    types: dict[ProcessKey, list[str]] = {}
+    """The merged process lists of ``handle`` (a device or MIG handle).
+
+    Written for the hot path (hundreds of processes per node per cycle): one dict
+    entry per process, the types tuple built only when a PID is in several lists."""
+    kinds: dict[ProcessKey, tuple[str, ...]] = {}
     memory: dict[ProcessKey, int | None] = {}
-    for kind, base in LISTS:
-        variants: list[Variant] = [(v, f"{base}_{v}", (handle,), {}) for v in ("v3", "v2")] + [
-            ("v1", base, (handle,), {})
-        ]
-        found = ctx.nvml.call_first(scope, f"processes_{kind}", f"processes_{kind}", variants)
+    call_first = ctx.nvml.call_first
+    for kind, field, variants, alone in _PLAN:
+        found = call_first(scope, field, field, variants, handle)
         if found is ABSENT:
             continue
         for info in found:
+            gi = getattr(info, "gpuInstanceId", None)
+            ci = getattr(info, "computeInstanceId", None)
             key = (
                 int(info.pid),
-                _instance_id(getattr(info, "gpuInstanceId", None)),
-                _instance_id(getattr(info, "computeInstanceId", None)),
+                None if gi is None or gi == NOT_AVAILABLE_UINT else int(gi),
+                None if ci is None or ci == NOT_AVAILABLE_UINT else int(ci),
             )
-            types.setdefault(key, []).append(kind)
             used = getattr(info, "usedGpuMemory", None)
-            used = None if used is None or int(used) == NOT_AVAILABLE_ULL else int(used)
-            if key not in memory or (used is not None and used > (memory[key] or 0)):
+            used = None if used is None or used == NOT_AVAILABLE_ULL else int(used)
+            seen = kinds.get(key)
+            if seen is None:
+                kinds[key] = alone
                 memory[key] = used
-    return tuple(
-        ProcessReading(
-            pid=pid,
-            name=ctx.names.get(pid),
-            types=tuple(dict.fromkeys(kinds)),
-            used_memory_bytes=memory.get((pid, gi, ci)),
-            sm_util_ratio=None if ctx.sm_by_pid is None else ctx.sm_by_pid.get(pid, 0.0),
-            gpu_instance_id=gi,
-            compute_instance_id=ci,
+                continue
+            if kind not in seen:
+                kinds[key] = (*seen, kind)
+            if used is not None and used > (memory[key] or 0):
+                memory[key] = used
+    names, shares = ctx.names.get, ctx.sm_by_pid
+    if shares is None:  # NVML gives no per-process utilisation here: every share is absent
+        return tuple(
+            ProcessReading(k[0], names(k[0]), t, memory[k], None, k[1], k[2]) for k, t in kinds.items()
         )
-        for (pid, gi, ci), kinds in types.items()
+    return tuple(
+        ProcessReading(k[0], names(k[0]), t, memory[k], shares.get(k[0], 0.0), k[1], k[2])
+        for k, t in kinds.items()
     )
 
 

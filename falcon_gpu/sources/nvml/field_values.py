@@ -1,0 +1,271 @@
+"""NVML field values: the scalar readings of one GPU in one ``nvmlDeviceGetFieldValues`` call.
+
+Every reading that NVML also publishes under a field ID (``NVML_FI_DEV_*``) is
+declared once in :data:`FIELDS`. The first reader that asks for one of a device's
+fields in a cycle makes the one call for all of them (:class:`FieldBatch`); the
+others take their value from its answer. On a real driver every NVML call is an
+ioctl, so this turns twelve calls per GPU per cycle into one.
+
+Each value carries its own ``nvmlReturn``, and it is honoured per field:
+
+- SUCCESS: the number, read from the union member its ``valueType`` names;
+- NOT_FOUND: no value this cycle (None);
+- NOT_SUPPORTED or INVALID_ARGUMENT: when the reading has a dedicated function
+  (``FieldSpec.call``), that function is used for this reading on this device
+  from then on (an older driver that does not know the field ID), and *its*
+  NOT_SUPPORTED is remembered the usual way; without one the field is remembered
+  as not supported and not asked again;
+- anything else: an error of the reader that asks for that field (counted, logged
+  once), None; the other fields of the batch are not affected.
+
+When the call as a whole is unavailable (an old binding without it, a driver that
+answers NOT_SUPPORTED or an error for the call), every reading falls back to its
+dedicated function (:data:`USE_CALL`), so old drivers lose nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pynvml
+
+from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
+
+log = logging.getLogger("falcon_gpu.nvml")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One reading available as a field value; ``name`` is its not-supported key."""
+
+    name: str
+    field_id: int
+    call: str | None = None
+    """The dedicated ``nvml*`` function for drivers without the field (None: there is none;
+    for a member of a group, the group's function, which its reader calls)."""
+    args: tuple[Any, ...] = ()
+    """Arguments of ``call`` after the handle."""
+
+
+class UseCall:
+    """The answer "ask the dedicated function": the batch cannot give this field."""
+
+    def __repr__(self) -> str:
+        return "USE_CALL"
+
+
+USE_CALL: Final = UseCall()
+
+_CORR, _UNCORR = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+_VOL, _AGG = pynvml.NVML_VOLATILE_ECC, pynvml.NVML_AGGREGATE_ECC
+_ECC = "nvmlDeviceGetTotalEccErrors"
+
+MEMORY_TEMP: Final = FieldSpec("memory_temperature", pynvml.NVML_FI_DEV_MEMORY_TEMP)
+ENERGY: Final = FieldSpec(
+    "energy", pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, "nvmlDeviceGetTotalEnergyConsumption"
+)
+POWER_AVERAGE: Final = FieldSpec("power_average", pynvml.NVML_FI_DEV_POWER_AVERAGE)
+"""Power averaged over 1 s: what ``nvmlDeviceGetPowerUsage`` answers on Ampere (but GA100) and later."""
+POWER_INSTANT: Final = FieldSpec("power", pynvml.NVML_FI_DEV_POWER_INSTANT, "nvmlDeviceGetPowerUsage")
+"""Instantaneous power: what ``nvmlDeviceGetPowerUsage`` answers on GA100 and older (all GPUs have it)."""
+PCIE_REPLAYS: Final = FieldSpec(
+    "pcie_replays", pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, "nvmlDeviceGetPcieReplayCounter"
+)
+ECC: Final = (
+    FieldSpec("ecc_corrected_volatile", pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, _ECC, (_CORR, _VOL)),
+    FieldSpec("ecc_uncorrected_volatile", pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, _ECC, (_UNCORR, _VOL)),
+    FieldSpec("ecc_corrected_aggregate", pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL, _ECC, (_CORR, _AGG)),
+    FieldSpec("ecc_uncorrected_aggregate", pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL, _ECC, (_UNCORR, _AGG)),
+)
+"""Single-bit = corrected, double-bit = uncorrected; in :class:`EccCounts` field order."""
+_PAGES, _ROWS = "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRemappedRows"
+RETIRED: Final = (
+    FieldSpec("retired_single_bit", pynvml.NVML_FI_DEV_RETIRED_SBE, _PAGES),
+    FieldSpec("retired_double_bit", pynvml.NVML_FI_DEV_RETIRED_DBE, _PAGES),
+    FieldSpec("retired_pending", pynvml.NVML_FI_DEV_RETIRED_PENDING, _PAGES),
+)
+"""Retired page counts. Groups fall back as a whole: the health reader makes the group's calls
+when any member answers USE_CALL (``call`` names them, for the log)."""
+REMAPPED: Final = (
+    FieldSpec("remapped_correctable", pynvml.NVML_FI_DEV_REMAPPED_COR, _ROWS),
+    FieldSpec("remapped_uncorrectable", pynvml.NVML_FI_DEV_REMAPPED_UNC, _ROWS),
+    FieldSpec("remapped_pending", pynvml.NVML_FI_DEV_REMAPPED_PENDING, _ROWS),
+    FieldSpec("remapped_failed", pynvml.NVML_FI_DEV_REMAPPED_FAILURE, _ROWS),
+)
+"""Remapped rows, in :class:`RemappedRows` field order (a group, like RETIRED)."""
+
+FIELDS: Final = (MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED)
+
+VALUE_ATTR: Final = {
+    pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}
+"""Which member of the ``c_nvmlValue_t`` union holds a value of each ``valueType``."""
+
+LAYOUT: Final = struct.Struct("@IIqqIIQ")
+"""``c_nvmlFieldValue_t`` in C: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn and
+the 8-byte ``c_nvmlValue_t`` union (read as one unsigned integer; checked against ctypes in the tests)."""
+
+_FROM_U64: Final[dict[int, Callable[[int], float]]] = {
+    pynvml.NVML_VALUE_TYPE_DOUBLE: lambda u: float(struct.unpack("<d", u.to_bytes(8, "little"))[0]),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: lambda u: float(u & 0xFFFF_FFFF),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: float,
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: float,
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: lambda u: float(u - (1 << 64) if u >> 63 else u),
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: lambda u: float(
+        (u & 0xFFFF_FFFF) - (1 << 32) if u & 0x8000_0000 else u & 0xFFFF_FFFF
+    ),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: lambda u: float(u & 0xFFFF),
+}
+"""Each value type from the union's 8 bytes (little-endian: the narrow members are the low bytes)."""
+
+Decoded = tuple[int, int, float | None]
+"""(nvmlReturn, valueType, the number or None for a type not known here)."""
+
+
+def _decoded(raw: Any) -> list[Decoded]:
+    """The answers of a field-values array, read from its bytes in one go where it is pynvml's ctypes
+    array (pynvml's structs route every attribute read through Python: three per field), else by
+    attribute."""
+    if LITTLE_ENDIAN and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
+        return [
+            (ret, value_type, None if (decode := _FROM_U64.get(value_type)) is None else decode(u64))
+            for _, _, _, _, value_type, ret, u64 in LAYOUT.iter_unpack(memoryview(raw).cast("B"))
+        ]
+    out: list[Decoded] = []
+    for value in raw:
+        value_type = int(value.valueType)
+        attr = VALUE_ATTR.get(value_type)
+        out.append(
+            (int(value.nvmlReturn), value_type, None if attr is None else float(getattr(value.value, attr)))
+        )
+    return out
+
+
+LITTLE_ENDIAN: Final = sys.byteorder == "little" and ctypes.sizeof(pynvml.c_nvmlFieldValue_t) == LAYOUT.size
+
+_OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
+
+Answer = float | None | UseCall
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A field that answered an unexpected code: the error of the reader that asks for it."""
+
+    error: str
+
+
+class FieldValues:
+    """Per source: which fields each device is asked in its batch, and which use their own call."""
+
+    def __init__(self, nvml: NvmlCaller, specs: tuple[FieldSpec, ...] = FIELDS) -> None:
+        self._nvml = nvml
+        self._specs = specs
+        self._via_call: set[tuple[str, str]] = set()
+        self._ids: dict[str, tuple[int, list[int], list[FieldSpec]]] = {}
+        """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs)."""
+
+    def report(self, failed: Failed) -> None:
+        self._nvml.errors.append(failed.error)
+
+    def batch(self, scope: str, handle: Any) -> FieldBatch:
+        return FieldBatch(self, scope, handle)
+
+    def uses_call(self, scope: str, spec: FieldSpec) -> bool:
+        return (scope, spec.name) in self._via_call
+
+    def _ids_for(self, scope: str) -> tuple[int, list[int], list[FieldSpec]]:
+        generation = self._nvml.generation
+        cached = self._ids.get(scope)
+        if cached is not None and cached[0] == generation:
+            return cached
+        specs = [
+            s
+            for s in self._specs
+            if self._nvml.supported(scope, s.name) and (scope, s.name) not in self._via_call
+        ]
+        cached = self._ids[scope] = (generation, [s.field_id for s in specs], specs)
+        return cached
+
+    def fetch(self, scope: str, handle: Any) -> dict[int, Answer | Failed] | None:
+        """This cycle's answers by field ID; None: the call is unavailable (use the dedicated ones)."""
+        _, ids, specs = self._ids_for(scope)
+        if not ids:
+            return {}
+        raw = self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids)
+        if raw is ABSENT:
+            return None
+        # NVML answers in request order (the array it was given, filled in place).
+        return {
+            spec.field_id: self._answer(scope, spec, ret, value_type, number)
+            for spec, (ret, value_type, number) in zip(specs, _decoded(raw), strict=True)
+        }
+
+    def _answer(
+        self, scope: str, spec: FieldSpec, ret: int, value_type: int, number: float | None
+    ) -> Answer | Failed:
+        if ret == pynvml.NVML_SUCCESS:
+            if number is None:
+                return Failed(f"{spec.name}: unknown field value type {value_type}")
+            return number
+        if ret == pynvml.NVML_ERROR_NOT_FOUND:
+            return None
+        if ret in _OLD_DRIVER:
+            if spec.call is None:
+                self._nvml.mark_not_supported(scope, spec.name)
+                return None
+            self._via_call.add((scope, spec.name))
+            self._ids.pop(scope, None)
+            # debug: the dedicated call logs "not supported" itself if the reading is missing for good
+            log.debug("NVML: field %s of %s answered code %d; using %s instead", spec.field_id, scope, ret,
+                      spec.call)  # fmt: skip
+            return USE_CALL
+        return Failed(f"{spec.name}: field {spec.field_id} answered NVML error code {ret}")
+
+
+class FieldBatch:
+    """One device's field values in one cycle, fetched on first use."""
+
+    __slots__ = ("_handle", "_owner", "_scope", "_values")
+
+    def __init__(self, owner: FieldValues, scope: str, handle: Any) -> None:
+        self._owner = owner
+        self._scope = scope
+        self._handle = handle
+        self._values: dict[int, Answer | Failed] | UseCall | None = USE_CALL
+        """USE_CALL until fetched; None when the call is unavailable."""
+
+    def get(self, spec: FieldSpec) -> Answer:
+        """The field's number, None (no value), or USE_CALL (ask its dedicated function)."""
+        if self._owner.uses_call(self._scope, spec):
+            return USE_CALL
+        if isinstance(self._values, UseCall):
+            self._values = self._owner.fetch(self._scope, self._handle)
+        if self._values is None:
+            return USE_CALL
+        got = self._values.get(spec.field_id)
+        if isinstance(got, Failed):
+            self._owner.report(got)
+            return None
+        return got
+
+    def value(self, nvml: NvmlCaller, spec: FieldSpec) -> Any:
+        """The field's number, or its dedicated call's answer where the batch cannot give it; ABSENT: none."""
+        got = self.get(spec)
+        if isinstance(got, UseCall):
+            if spec.call is None:
+                return ABSENT
+            return nvml.call(self._scope, spec.name, spec.call, self._handle, *spec.args)
+        return ABSENT if got is None else got

@@ -1,0 +1,180 @@
+"""Golden output: every bundled scenario rendered in every schema, with a fixed clock.
+
+For each scenario in ``falcon_gpu/simulator/scenarios/`` (and in ``tests/golden/_scenarios/``:
+nodes the bundled ones do not cover, such as a workstation card with a fan) this runs the production
+pieces a one-shot agent runs (the simulated NVML library and its XID events, the
+NVML source, the simulated host with its PodResources gRPC server, the Attributor,
+the health checks and the three schemas) for :data:`CYCLES` cycles at fixed
+timestamps, and writes ``tests/golden/<scenario>/falcon_gpu.prom``, ``dcgm.prom``
+(Prometheus text, one block per cycle) and ``openfalcon.json`` (a list per cycle of
+its items, one item per line so that diffs stay readable); ``test_golden.py`` compares
+them byte for byte.
+
+What varies from run to run is normalised before rendering, in the data, so all
+three schemas see the same values: ``falcon_gpu_agent_cycle_seconds`` and
+``falcon_gpu_agent_reader_seconds`` are set to 0 (they are wall times); the
+``reader_success`` values stay real.
+
+Regenerate after a deliberate output change, and review the diff:
+``python -m tests.golden.regen`` (or ``scripts/regen_golden.sh``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from falcon_gpu.attribution import AttributionSettings, Attributor
+from falcon_gpu.health import HealthEvaluator
+from falcon_gpu.model.attribution import Attribution
+from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.policies import PolicyConfig, PolicyEngine
+from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
+from falcon_gpu.settings import Settings
+from falcon_gpu.simulator.host import SimulatedHost
+from falcon_gpu.simulator.scenario import load_scenario
+from falcon_gpu.sinks.encoding import prom_text
+from falcon_gpu.sources.nvml.library import load_nvml
+from falcon_gpu.sources.nvml.source import NvmlSource
+from falcon_gpu.sources.nvml.xid import XidWatcher
+from falcon_gpu.telemetry import Telemetry, TelemetryView
+
+GOLDEN = Path(__file__).resolve().parent
+SCENARIOS = Path(__file__).resolve().parents[2] / "falcon_gpu" / "simulator" / "scenarios"
+EXTRA = GOLDEN / "_scenarios"
+CYCLES = 3
+INTERVAL = 30
+START = 1_700_000_000.0
+NODE = "golden-node"
+SINK = "stdout"
+FILES = ("falcon_gpu.prom", "dcgm.prom", "openfalcon.json")
+POLICIES = (PolicyConfig.model_validate({"name": "GpuHot", "temperature_above": 85}),)
+"""One policy on every scenario, so the policy series have golden output (policy-node trips it)."""
+
+
+def scenario_paths() -> dict[str, Path]:
+    """Name -> file of every scenario with golden output: the bundled ones and the extra ones."""
+    return {p.stem: p for folder in (SCENARIOS, EXTRA) for p in sorted(folder.glob("*.json"))}
+
+
+def scenario_names() -> list[str]:
+    return sorted(scenario_paths())
+
+
+def _normalised(view: TelemetryView) -> TelemetryView:
+    """Wall times -> 0, so that the output is the same on every machine and run."""
+    readers = {name: (ok, 0.0) for name, (ok, _) in view.readers.items()}
+    return dataclasses.replace(view, last_cycle_seconds=0.0, readers=readers)
+
+
+def _cycles(name: str) -> list[CycleData]:
+    scenario = load_scenario(scenario_paths()[name])
+    host = SimulatedHost(scenario.host) if scenario.host is not None else None
+    paths = host.start() if host is not None else None
+    now = [START]
+    telemetry = Telemetry()
+    telemetry.register_sink(SINK)
+    telemetry.spool_bytes(SINK, 0)
+    settings = Settings(
+        node=NODE,
+        interval=INTERVAL,
+        process_metrics=True,
+        **(
+            {}
+            if paths is None
+            else {
+                "proc_root": paths.proc_root,
+                "log_root": paths.log_root,
+                "kubelet_socket": paths.kubelet_socket,
+                "docker_root": paths.docker_root,
+                "containers_root": paths.containers_root,
+            }
+        ),
+    )
+    library = load_nvml(scenario)
+    xid = XidWatcher(library, telemetry)
+    source = NvmlSource(library, telemetry, clock=lambda: now[0], xid=xid)
+    attributor = Attributor(AttributionSettings.of(settings), telemetry, clock=lambda: now[0])
+    health = HealthEvaluator()
+    policies = PolicyEngine(POLICIES, node=NODE)
+    out: list[CycleData] = []
+    try:
+        attributor.refresh_now()
+        for cycle in range(CYCLES):
+            now[0] = START + cycle * INTERVAL
+            snapshot = source.collect(now[0])
+            attribution = (attributor.attribute(snapshot) if snapshot.nvml_ok else None) or Attribution()
+            reports = health.evaluate(snapshot)
+            out.append(
+                CycleData(
+                    node=NODE,
+                    step=INTERVAL,
+                    snapshot=snapshot,
+                    attribution=attribution,
+                    health=reports,
+                    policies=policies.evaluate(snapshot, reports, attribution),
+                    telemetry=_normalised(telemetry.view()),
+                    process_metrics=True,
+                )
+            )
+            telemetry.cycle_done(0.0)
+    finally:
+        xid.stop()
+        source.close()
+        if host is not None:
+            host.stop()
+    return out
+
+
+@contextlib.contextmanager
+def _no_settings_from_the_environment() -> Iterator[None]:
+    """``FALCON_GPU_*`` variables would change the settings, and so the output."""
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FALCON_GPU_")}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def render(name: str) -> dict[str, str]:
+    """File name -> content for one scenario."""
+    with _no_settings_from_the_environment():
+        cycles = _cycles(name)
+    fg, dc, of = [], [], []
+    for i, cycle in enumerate(cycles):
+        fg.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle)))
+        dc.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle)))
+        items = (json.dumps(item.as_json(), sort_keys=True) for item in openfalcon.render(cycle))
+        of.append("[\n  " + ",\n  ".join(items) + "\n ]")
+    return {
+        "falcon_gpu.prom": "".join(fg),
+        "dcgm.prom": "".join(dc),
+        "openfalcon.json": "[\n " + ",\n ".join(of) + "\n]\n",
+    }
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.ERROR)
+    names = scenario_names()
+    for stale in sorted(GOLDEN.iterdir()):
+        if stale.is_dir() and stale.name not in names and {p.name for p in stale.iterdir()} <= set(FILES):
+            shutil.rmtree(stale)  # the golden output of a scenario that no longer exists
+            print(f"removed {stale.relative_to(GOLDEN.parents[1])}")
+    for name in names:
+        folder = GOLDEN / name
+        folder.mkdir(exist_ok=True)
+        for file, text in render(name).items():
+            (folder / file).write_text(text)
+        print(f"wrote {folder.relative_to(GOLDEN.parents[1])}/{{{','.join(FILES)}}}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Golden files: every bundled scenario's full output in every schema, byte for byte.
+
+A deliberate change of output is made by regenerating (``python -m tests.golden.regen``)
+and reviewing the diff; anything else that changes the output fails here. Also checked:
+every metric a schema declares appears in at least one golden file (so no series is
+untested), and the Prometheus text is valid for promtool (lint-clean for ``falcon_gpu``;
+the ``dcgm`` schema keeps dcgm-exporter's names, which promtool's naming lint dislikes).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
+from tests.golden import regen
+
+SCENARIOS = regen.scenario_names()
+REGEN = "regenerate with `python -m tests.golden.regen` and review the diff"
+
+
+@functools.cache
+def rendered(name: str) -> dict[str, str]:
+    return regen.render(name)
+
+
+def golden(name: str, file: str) -> str:
+    return (regen.GOLDEN / name / file).read_text()
+
+
+def test_there_is_one_golden_folder_per_bundled_scenario() -> None:
+    assert len(SCENARIOS) >= 4
+    folders = sorted(p.name for p in regen.GOLDEN.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    assert folders == SCENARIOS, REGEN
+    for name in SCENARIOS:
+        assert sorted(p.name for p in (regen.GOLDEN / name).iterdir()) == sorted(regen.FILES), REGEN
+
+
+@pytest.mark.parametrize("file", regen.FILES)
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_output_equals_the_golden_file(name: str, file: str) -> None:
+    got, want = rendered(name)[file], golden(name, file)
+    if got != want:
+        diff = [f"-{w}\n+{g}" for w, g in zip(want.splitlines(), got.splitlines(), strict=False) if w != g]
+        pytest.fail(f"{name}/{file} differs ({REGEN}); first difference:\n" + (diff[:1] or ["length"])[0])
+
+
+def _prom_names(file: str) -> set[str]:
+    names: set[str] = set()
+    for name in SCENARIOS:
+        for line in golden(name, file).splitlines():
+            if line and not line.startswith("#"):
+                names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
+    return names
+
+
+@pytest.mark.parametrize(
+    ("file", "specs"), [("falcon_gpu.prom", falcon_gpu.SPECS), ("dcgm.prom", dcgm.SPECS)]
+)
+def test_every_declared_metric_has_a_series_in_some_golden_file(file: str, specs: tuple[object, ...]) -> None:
+    declared = {spec.name for spec in specs}  # type: ignore[attr-defined]
+    missing = declared - _prom_names(file)
+    assert not missing, f"no scenario produces {sorted(missing)}: extend a scenario, then {REGEN}"
+
+
+def _openfalcon_metrics() -> set[str]:
+    """Every metric name the Open-Falcon schema can emit: the literals it passes to add/_rollup."""
+    tree = ast.parse(Path(openfalcon.__file__).read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            args = node.args[1:2] if callee == "_rollup" else node.args[:1] if callee == "add" else []
+            names.update(a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    return names
+
+
+def test_every_open_falcon_metric_appears_in_some_golden_file() -> None:
+    declared = _openfalcon_metrics()
+    assert {"GPUUtils", "FBUsed", "XidErrors", "PodGPUUtils", "GPUCount"} <= declared  # the parse works
+    seen = {
+        item["metric"]
+        for name in SCENARIOS
+        for cycle in json.loads(golden(name, "openfalcon.json"))
+        for item in cycle
+    }
+    assert declared - seen == set(), f"no scenario produces {sorted(declared - seen)}: {REGEN}"
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is installed by scripts/test.sh")
+@pytest.mark.parametrize("file", ["falcon_gpu.prom", "dcgm.prom"])
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_golden_prometheus_text_passes_promtool(name: str, file: str) -> None:
+    last_cycle = golden(name, file).rsplit("# cycle ", 1)[1].split("\n", 1)[1]
+    done = subprocess.run(
+        ["promtool", "check", "metrics"], input=last_cycle, capture_output=True, text=True, timeout=30
+    )
+    lint_only = done.returncode == 3 and "error while linting" not in done.stderr + done.stdout
+    assert done.returncode == 0 or (file == "dcgm.prom" and lint_only), done.stderr + done.stdout
