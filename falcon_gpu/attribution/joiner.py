@@ -14,7 +14,10 @@ instance) that is allocated by the kubelet or has processes on it:
 * ``allocated``/``resource`` from PodResources, ``allocation_idle_seconds`` for
   allocated devices without a process of the container.
 
-A process whose cgroup names no pod is unattributed. One whose cgroup names a
+A process whose cgroup names no pod is unattributed; if it runs in a plain container
+(Docker, Podman, containerd: ``plain``), it is also tallied per container
+(:class:`~falcon_gpu.model.attribution.ContainerUsage`), a breakdown inside the
+unattributed totals, never taken out of them. One whose cgroup names a
 pod the name maps do not know yet (a pod that just started) is unattributed
 this cycle and reported as a *miss*, so the caller can trigger a rescan.
 
