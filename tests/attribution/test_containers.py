@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +19,11 @@ from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.schemas import openfalcon
 from falcon_gpu.settings import Settings
 from falcon_gpu.telemetry import Telemetry
-from tests.delivery.conftest import ManagedServer, prom_query, start_prometheus
+from tests.attribution.conftest import run_once_into
+from tests.delivery.conftest import ManagedServer, prom_query
 
 from .helpers import GIB, HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
 
-ROOT = Path(__file__).resolve().parents[2]
 A, B, C, D = (f"{n:x}" * 64 for n in (10, 11, 12, 13))  # 64 hex digits each
 
 
@@ -150,14 +147,6 @@ def test_a_host_with_no_runtime_files_has_no_containers_source(tmp_path: Path) -
     assert rows["container names (Docker, Podman)"][1] == "SKIP"
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[ManagedServer]:
-    (tmp_path / "prometheus").mkdir()
-    server = start_prometheus(tmp_path / "prometheus")
-    yield server
-    server.stop()
-
-
 @pytest.mark.servers
 def test_kubernetes_pods_and_stray_docker_containers_are_both_attributed(
     prometheus: ManagedServer, tmp_path: Path
@@ -212,24 +201,7 @@ def test_kubernetes_pods_and_stray_docker_containers_are_both_attributed(
     scenario.write_text(
         json.dumps({"driver_version": "570.86.15", "cuda_version": "12.8", "gpus": gpus, "host": host})
     )
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(
-        f'node = "mixed-node"\nspool_dir = "{tmp_path / "spool"}"\n'
-        f'[[sinks]]\ntype = "remote_write"\nurl = "{prometheus.url}/api/v1/write"\n'
-    )
-    argv = [
-        sys.executable,
-        "-m",
-        "falcon_gpu",
-        "run",
-        "--once",
-        "--simulate",
-        str(scenario),
-        "--config",
-        str(cfg),
-    ]
-    run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert run.returncode == 0, run.stderr
+    run_once_into(prometheus, scenario, "mixed-node")
 
     def values(metric: str) -> dict[str, float]:
         found = prom_query(prometheus, f'{metric}{{node="mixed-node"}}')

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,24 +27,16 @@ from falcon_gpu.simulator.host_scenario import (
 from falcon_gpu.simulator.podresources_server import PodResourcesServer
 from falcon_gpu.simulator.scenario import load_scenario
 from falcon_gpu.telemetry import Telemetry
-from tests.delivery.conftest import ManagedServer, prom_query, start_prometheus
+from tests.attribution.conftest import run_once_into
+from tests.delivery.conftest import ManagedServer, prom_query
 
 from .helpers import GIB, HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
 
-ROOT = Path(__file__).resolve().parents[2]
 MIG_SMALL = "MIG-11111111-1111-1111-1111-111111111111"
 MIG_BIG = "MIG-22222222-2222-2222-2222-222222222222"
 GPU0 = "GPU-00000000-aaaa-bbbb-cccc-000000000000"
 GPU1 = "GPU-11111111-aaaa-bbbb-cccc-111111111111"
 DRA = "dra:gpu.nvidia.com"
-
-
-@pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[ManagedServer]:
-    (tmp_path / "prometheus").mkdir()
-    server = start_prometheus(tmp_path / "prometheus")
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -153,14 +143,7 @@ def scenario(tmp_path: Path) -> Path:
 def test_dra_claims_reach_prometheus_on_the_right_gpu_and_instance(
     prometheus: ManagedServer, tmp_path: Path
 ) -> None:
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(
-        f'node = "dra-node"\nspool_dir = "{tmp_path / "spool"}"\n'
-        f'[[sinks]]\ntype = "remote_write"\nurl = "{prometheus.url}/api/v1/write"\n'
-    )
-    argv = [sys.executable, "-m", "falcon_gpu", "run", "--once", "--simulate", str(scenario(tmp_path))]
-    run = subprocess.run([*argv, "--config", str(cfg)], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert run.returncode == 0, run.stderr
+    run = run_once_into(prometheus, scenario(tmp_path), "dra-node")
     assert "nic.example.com" in run.stderr and run.stderr.count("unknown driver") == 1, run.stderr
 
     info = prom_query(prometheus, 'falcon_gpu_pod_info{node="dra-node"}')
