@@ -176,7 +176,7 @@ def build(
         if listener is not None:
             listener.close()
         for s in sinks:
-            _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))  # type: ignore[misc]
+            _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))
         if host is not None:
             host.stop()
         raise
