@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     proc_root: Path = Path("/proc")
     kubelet_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
     log_root: Path = Path("/var/log")
+    docker_root: Path = Path("/var/lib/docker")
+    containers_root: Path = Path("/var/lib/containers")
     gpu_resources: list[str] = Field(
         default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"]
     )

@@ -9,7 +9,10 @@ Everything is real except NVML: a proc tree and kubelet log dirs in a temporary
 directory, a PodResources gRPC server on a unix socket, the real Attributor.
 Snapshots are built directly (the NVML source is benchmarked elsewhere).
 
-    python scripts/bench_attribution.py [--cycles 300] [--churn-pods 10000] [--json out.json]
+    python scripts/bench_attribution.py [--cycles 300] [--churn-pods 10000] [--docker 32] [--json out.json]
+
+The second cycle measure runs every source: kubelet (device plugins), log dirs and, for
+``--docker`` of the processes, plain Docker containers (cgroup + config.v2.json).
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
-from falcon_gpu.attribution import Attributor
-from falcon_gpu.attribution.podresources.server import PodResourcesServer
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.model.snapshot import DeviceReading, ProcessReading, Snapshot
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.host_scenario import PodResourcesContainer, PodResourcesDevice, PodResourcesPod
+from falcon_gpu.simulator.podresources_server import PodResourcesServer
 from falcon_gpu.telemetry import Telemetry
 
 GPUS = 16
@@ -60,8 +63,20 @@ class Node:
         for d in (self.proc, self.log / "pods", self.log / "containers"):
             d.mkdir(parents=True)
         self.pods: dict[int, tuple[str, str, int, int]] = {}  # n -> (uid, cid, pid, gpu)
+        self.docker = root / "docker"
+        self.plain: dict[int, tuple[int, int]] = {}  # n -> (pid, gpu): Docker containers, no pod
         self.server = _ChangingKubelet(socket)
         self.server.start()
+
+    def add_docker(self, n: int, gpu: int) -> None:
+        """A plain Docker container (issue 13): docker-<id>.scope and Docker's config.v2.json."""
+        cid = f"{n:064x}"
+        pid = 200000 + n
+        (self.proc / str(pid)).mkdir()
+        (self.proc / str(pid) / "cgroup").write_text(f"0::/system.slice/docker-{cid}.scope\n")
+        (self.docker / "containers" / cid).mkdir(parents=True)
+        (self.docker / "containers" / cid / "config.v2.json").write_text(json.dumps({"Name": f"/box-{n}"}))
+        self.plain[n] = (pid, gpu)
 
     def add(self, n: int, gpu: int) -> None:
         uid = str(uuidlib.UUID(int=(1 << 100) + n))
@@ -109,7 +124,8 @@ class Node:
 
     def snapshot(self, cycle: int) -> Snapshot:
         by_gpu: dict[int, list[ProcessReading]] = {g: [] for g in range(GPUS)}
-        for n, (_, _, pid, gpu) in self.pods.items():
+        owners = [(n, pid, gpu) for n, (_, _, pid, gpu) in self.pods.items()]
+        for n, pid, gpu in owners + [(n, pid, gpu) for n, (pid, gpu) in self.plain.items()]:
             memory = (n % 7 + 1) << 28
             by_gpu[gpu].append(
                 ProcessReading(pid=pid, name="python", used_memory_bytes=memory, sm_util_ratio=0.05)
@@ -131,17 +147,24 @@ class Node:
         self.server.stop()
 
 
-def bench_cycles(cycles: int) -> dict[str, Any]:
+def bench_cycles(cycles: int, docker: int = 0) -> dict[str, Any]:
+    """``docker``: that many of the processes run in plain Docker containers instead of pods, so
+    the ``containers`` source and the plain-container breakdown are measured too."""
     with tempfile.TemporaryDirectory(prefix="fgpu-bench-") as tmp:
         node = Node(Path(tmp), Path(tmp) / "k.sock")
         for n in range(GPUS * PER_GPU):
-            node.add(n, n % GPUS)
+            (node.add_docker if n < docker else node.add)(n, n % GPUS)
         node.publish()
         now = [0.0]
         settings = Settings(
-            proc_root=node.proc, log_root=node.log, kubelet_socket=Path(tmp) / "k.sock", node="bench"
+            proc_root=node.proc,
+            log_root=node.log,
+            kubelet_socket=Path(tmp) / "k.sock",
+            docker_root=node.docker,
+            containers_root=Path(tmp) / "no-podman",
+            node="bench",
         )
-        attributor = Attributor(settings, Telemetry(), clock=lambda: now[0])
+        attributor = Attributor(AttributionSettings.of(settings), Telemetry(), clock=lambda: now[0])
         t0 = time.perf_counter()
         attributor.refresh_now()
         refresh_ms = (time.perf_counter() - t0) * 1e3
@@ -149,7 +172,10 @@ def bench_cycles(cycles: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         first = attributor.attribute(snap)
         cold_ms = (time.perf_counter() - t0) * 1e3
-        assert sum(p.processes for p in first.pods) == GPUS * PER_GPU, "every process attributed"
+        assert sum(p.processes for p in first.pods) == GPUS * PER_GPU - docker, "every pod process attributed"
+        assert [c.name for c in first.containers if c.name.startswith("box-")] == [
+            c.name for c in first.containers
+        ] and len(first.containers) == docker, "every Docker container named"
         warm: list[float] = []
         for cycle in range(1, cycles + 1):
             now[0] = cycle * 30.0
@@ -162,6 +188,7 @@ def bench_cycles(cycles: int) -> dict[str, Any]:
     warm.sort()
     return {
         "processes": GPUS * PER_GPU,
+        "docker_containers": docker,
         "gpus": GPUS,
         "refresh_now_ms": round(refresh_ms, 2),
         "cold_cycle_ms": round(cold_ms, 2),
@@ -180,7 +207,7 @@ def bench_churn(total_pods: int, per_step: int = 16) -> dict[str, Any]:
         settings = Settings(
             proc_root=node.proc, log_root=node.log, kubelet_socket=Path(tmp) / "k.sock", node="bench"
         )
-        attributor = Attributor(settings, Telemetry(), clock=lambda: now[0])
+        attributor = Attributor(AttributionSettings.of(settings), Telemetry(), clock=lambda: now[0])
         started = 0
         for n in range(CONCURRENT_PODS):
             node.add(n, n % GPUS)
@@ -217,15 +244,18 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=300)
     parser.add_argument("--churn-pods", type=int, default=10000)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--docker", type=int, default=32, help="processes in plain Docker containers")
     args = parser.parse_args()
     cycles = bench_cycles(args.cycles)
     print("cycle cost:", json.dumps(cycles))
+    every = bench_cycles(args.cycles, docker=args.docker)
+    print("cycle cost, every source on:", json.dumps(every))
     churn = bench_churn(args.churn_pods)
     print(f"churn: {churn['pods_started']} pods started, {churn['alive']} alive at a time")
     for pods, kib in churn["traced_kib_by_pods_started"]:
         print(f"  {pods:>6} pods started: {kib:9.1f} KiB traced")
     if args.json:
-        args.json.write_text(json.dumps({"cycles": cycles, "churn": churn}, indent=2))
+        args.json.write_text(json.dumps({"cycles": cycles, "every_source": every, "churn": churn}, indent=2))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HOST_PATHS = ("proc_root", "kubelet_socket", "log_root")
+HOST_PATHS = ("proc_root", "kubelet_socket", "log_root", "docker_root", "containers_root")
 
 
 @dataclass
@@ -136,6 +136,8 @@ def build(
                     "proc_root": paths.proc_root,
                     "log_root": paths.log_root,
                     "kubelet_socket": paths.kubelet_socket,
+                    "docker_root": paths.docker_root,
+                    "containers_root": paths.containers_root,
                 }
             )
     sinks: list[Sink] = []
@@ -166,9 +168,9 @@ def build(
         library = load_nvml(scenario)
         xid = XidWatcher(library, telemetry)
         source = NvmlSource(library, telemetry, xid=xid)
-        from falcon_gpu.attribution import Attributor
+        from falcon_gpu.attribution import AttributionSettings, Attributor
 
-        attributor = Attributor(settings, telemetry)
+        attributor = Attributor(AttributionSettings.of(settings), telemetry)
         policies = _policy_engine(settings, telemetry) if with_sinks else None  # alerts are an output too
     except BaseException:
         if listener is not None:

@@ -12,6 +12,12 @@ Device plugins hand the kubelet opaque IDs; the ones seen in the wild:
   (GPU instance M on GPU N); with GKE GPU time-sharing every one of those is
   handed out as replicas ``<id>/vgpu<k>``, stripped and de-duplicated like ``::<n>``.
 
+DRA (``dynamic_resources``) names devices by the driver's own scheme; for NVIDIA's
+``gpu.nvidia.com`` (:func:`parse_dra_device`): ``gpu-<minor>`` is the GPU of
+``/dev/nvidia<minor>``, ``gpu-<parent minor>-mig-<profile>-<profile id>-<placement>``
+a MIG instance of that profile on it (``1g10gb``: the NVML profile ``1g.10gb``
+without its dot).
+
 Parsing happens when allocations are fetched; resolving against the devices of
 one snapshot happens in the join, because index-based IDs need NVML's view.
 """
@@ -25,6 +31,11 @@ from dataclasses import dataclass
 
 _GKE = re.compile(r"^nvidia(?P<index>\d+)(?:/gi(?P<gi>\d+))?(?:/vgpu\d+)?$")
 _OLD_MIG = re.compile(r"^MIG-(?P<gpu>GPU-[^/]+)/(?P<gi>\d+)/(?P<ci>\d+)$")
+_DRA_GPU = re.compile(r"^gpu-(?P<minor>\d+)$")
+_DRA_MIG = re.compile(
+    r"^gpu-(?P<minor>\d+)-mig-(?P<profile>[0-9a-z][0-9a-z-]*?)-(?P<profile_id>\d+)-(?P<placement>\d+)$"
+)
+_NOT_IN_DRA_NAME = re.compile(r"[^0-9a-z]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +48,10 @@ class DeviceRef:
     """GKE's ``nvidia<N>``: the device node minor N (matched against NVML's minor number)."""
     gpu_instance_id: int | None = None
     """With ``gpu_uuid`` or ``gpu_index``: the MIG GPU instance on that GPU."""
+    mig_profile: str | None = None
+    """With ``gpu_index`` (DRA): a MIG instance of this profile, in DRA spelling (:func:`dra_profile`)."""
+    mig_placement: int | None = None
+    """With ``mig_profile``: the instance's placement start slot on its GPU."""
 
 
 def parse_device_id(device_id: str) -> DeviceRef | None:
@@ -57,6 +72,26 @@ def parse_device_id(device_id: str) -> DeviceRef | None:
     if gke is not None:
         gi = gke.group("gi")
         return DeviceRef(gpu_index=int(gke.group("index")), gpu_instance_id=int(gi) if gi else None)
+    return None
+
+
+def dra_profile(profile: str) -> str:
+    """An NVML MIG profile as a DRA device name spells it: ``1g.10gb+me`` -> ``1g10gb-me``."""
+    return _NOT_IN_DRA_NAME.sub("-", profile.lower().replace(".", "")).strip("-")
+
+
+def parse_dra_device(device_name: str) -> DeviceRef | None:
+    """A ``gpu.nvidia.com`` DRA device name; None for names of another shape (e.g. ``gpu-vfio-0``)."""
+    whole = _DRA_GPU.match(device_name)
+    if whole is not None:
+        return DeviceRef(gpu_index=int(whole.group("minor")))
+    mig = _DRA_MIG.match(device_name)
+    if mig is not None:
+        return DeviceRef(
+            gpu_index=int(mig.group("minor")),
+            mig_profile=mig.group("profile"),
+            mig_placement=int(mig.group("placement")),
+        )
     return None
 
 

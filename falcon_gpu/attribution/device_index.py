@@ -14,7 +14,7 @@ it is matched against the minor NVML reports, the index only when NVML gave none
 
 from __future__ import annotations
 
-from falcon_gpu.attribution.device_ids import DeviceRef
+from falcon_gpu.attribution.device_ids import DeviceRef, dra_profile
 from falcon_gpu.model.snapshot import DeviceReading, ProcessReading, Snapshot
 
 DeviceKey = tuple[str, str | None]
@@ -27,12 +27,16 @@ class DeviceIndex:
         self._by_node: dict[int, DeviceReading] = {}
         self._mig_parent: dict[str, str] = {}
         self._mig_by_gi: dict[tuple[str, int], str] = {}
+        self._mig_by_profile: dict[tuple[str, str], list[str]] = {}
         for dev in snapshot.devices:
             self._by_uuid[dev.uuid] = dev
             self._by_node[dev.index if dev.minor_number is None else dev.minor_number] = dev
             for mig in dev.mig:
                 self._mig_parent[mig.uuid] = dev.uuid
                 self._mig_by_gi.setdefault((dev.uuid, mig.gpu_instance_id), mig.uuid)
+                same = self._mig_by_profile.setdefault((dev.uuid, dra_profile(mig.profile)), [])
+                if mig.uuid not in same:
+                    same.append(mig.uuid)
 
     def resolve(self, ref: DeviceRef) -> DeviceKey | None:
         """The device key a kubelet device names; None when this node's NVML does not see it."""
@@ -46,6 +50,11 @@ class DeviceIndex:
             dev = self._by_node.get(ref.gpu_index)
         if dev is None:
             return None
+        if ref.mig_profile is not None:
+            # NVML's GPU instance placement is not read yet, so the placement in a DRA name cannot be
+            # matched: an instance is found only where its profile is unique on the GPU.
+            found = self._mig_by_profile.get((dev.uuid, ref.mig_profile), [])
+            return (dev.uuid, found[0]) if len(found) == 1 else None
         if ref.gpu_instance_id is None:
             return (dev.uuid, None)
         mig_uuid = self._mig_by_gi.get((dev.uuid, ref.gpu_instance_id))

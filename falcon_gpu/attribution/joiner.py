@@ -1,7 +1,8 @@
 """The join: processes (via their cgroup) and kubelet allocations -> per-container GPU use.
 
 Pure apart from the ledger (energy counters, idle timers) it owns; all I/O has
-happened before (PID cache) or off the hot path (:class:`Lookups`). One
+happened before (PID cache) or off the hot path (the sources' views, asked through
+one :class:`~falcon_gpu.attribution.chain.Chain`). One
 :class:`~falcon_gpu.model.attribution.PodUsage` per (container, GPU, MIG
 instance) that is allocated by the kubelet or has processes on it:
 
@@ -13,7 +14,10 @@ instance) that is allocated by the kubelet or has processes on it:
 * ``allocated``/``resource`` from PodResources, ``allocation_idle_seconds`` for
   allocated devices without a process of the container.
 
-A process whose cgroup names no pod is unattributed. One whose cgroup names a
+A process whose cgroup names no pod is unattributed; if it runs in a plain container
+(Docker, Podman, containerd: ``plain``), it is also tallied per container
+(:class:`~falcon_gpu.model.attribution.ContainerUsage`), a breakdown inside the
+unattributed totals, never taken out of them. One whose cgroup names a
 pod the name maps do not know yet (a pod that just started) is unattributed
 this cycle and reported as a *miss*, so the caller can trigger a rescan.
 
@@ -26,41 +30,23 @@ device exactly, like energy.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
+from falcon_gpu.attribution.chain import Chain
 from falcon_gpu.attribution.device_index import DeviceIndex, DeviceKey, place_processes
-from falcon_gpu.attribution.kube_api import Labels, PodLabels
 from falcon_gpu.attribution.ledger import ContainerKey, EnergyLedger, IdleTracker, UsageKey
-from falcon_gpu.attribution.logdirs import NameMaps
-from falcon_gpu.attribution.podresources.client import KubeletAllocations
+from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
+from falcon_gpu.attribution.source import Allocation
 from falcon_gpu.model.attribution import (
     Attribution,
     ContainerRef,
+    ContainerUsage,
     PodUsage,
     ProcessUsage,
     UnattributedUsage,
 )
-from falcon_gpu.model.snapshot import Snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class Lookups:
-    """Everything the join reads, refreshed in the background and swapped in whole."""
-
-    names: NameMaps = field(default_factory=NameMaps)
-    kubelet: KubeletAllocations | None = None
-    """None: the kubelet did not answer (attribution from cgroups alone)."""
-    labels: PodLabels | None = None
-    uid_by_name: dict[tuple[str, str], str] = field(default_factory=dict)
-
-    @classmethod
-    def build(cls, names: NameMaps, kubelet: KubeletAllocations | None, labels: PodLabels | None) -> Lookups:
-        by_name = {(p.namespace, p.pod): uid for uid, p in names.pods.items()}
-        for c in names.containers.values():
-            if c.pod_uid:
-                by_name.setdefault((c.namespace, c.pod), c.pod_uid)
-        return cls(names, kubelet, labels, by_name)
+from falcon_gpu.model.snapshot import ProcessReading, Snapshot
 
 
 @dataclass(slots=True)
@@ -73,6 +59,12 @@ class _Acc:
 
     def utilization(self) -> float | None:
         return None if self.sm_missing else min(1.0, self.sm)
+
+    def add(self, proc: ProcessReading) -> None:
+        self.memory += proc.used_memory_bytes or 0
+        self.sm += proc.sm_util_ratio or 0.0
+        self.sm_missing |= proc.sm_util_ratio is None
+        self.processes += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,48 +82,28 @@ class Joiner:
     def __init__(self, *, process_metrics: bool = False, retention: float = 600.0) -> None:
         self.process_metrics = process_metrics
         self.energy = EnergyLedger(retention)
+        self.plain_energy = EnergyLedger(retention)
+        """Plain containers' shares; they are part of the unattributed energy too, kept apart."""
         self.idle = IdleTracker()
 
     def join(
         self,
         snapshot: Snapshot,
         identities: Mapping[int, CgroupIdentity | None],
-        lookups: Lookups,
+        chain: Chain,
         now: float,
         sources_ok: dict[str, bool] | None = None,
+        plain: Mapping[int, RuntimeContainer | None] | None = None,
     ) -> JoinResult:
-        index = DeviceIndex(snapshot)
+        """``plain``: per PID in no pod, the Docker/Podman/containerd container it runs in."""
         refs: dict[ContainerKey, ContainerRef] = {}
+        plain_usage: dict[UsageKey, _Acc] = {}
         misses: set[str] = set()
         usage: dict[UsageKey, _Acc] = {}
         unattributed: dict[DeviceKey, _Acc] = {}
         processes: list[ProcessUsage] = []
         in_pod = attributed = 0
-
-        allocated: dict[UsageKey, str] = {}
-        single_gpu_container: dict[tuple[str, str], str | None] = {}
-        if lookups.kubelet is not None:
-            for a in lookups.kubelet.allocations:
-                pod_key = (a.namespace, a.pod)
-                prev = single_gpu_container.get(pod_key, a.container)
-                single_gpu_container[pod_key] = a.container if prev == a.container else None
-                for ref in a.devices:
-                    dkey = index.resolve(ref)
-                    if dkey is not None:
-                        ukey = ((a.namespace, a.pod, a.container), dkey[0], dkey[1])
-                        allocated.setdefault(ukey, a.resource)
-
-        def resolve(ident: CgroupIdentity) -> ContainerKey | None:
-            if ident.container_id is not None:
-                c = lookups.names.containers.get(ident.container_id)
-                if c is not None:
-                    return (c.namespace, c.pod, c.container)
-            p = lookups.names.pods.get(ident.pod_uid)
-            only = single_gpu_container.get((p.namespace, p.pod)) if p is not None else None
-            if p is not None and only:
-                return (p.namespace, p.pod, only)  # the pod's one GPU container: no log link needed
-            misses.add(ident.container_id or ident.pod_uid)
-            return None
+        allocated = _allocated(snapshot, chain)
 
         for dev in snapshot.devices:
             unattributed.setdefault((dev.uuid, None), _Acc())
@@ -144,19 +116,22 @@ class Joiner:
             for mig_uuid, proc in placed:
                 sm = proc.sm_util_ratio or 0.0
                 ident = identities.get(proc.pid)
-                ckey: ContainerKey | None = None
+                ckey = chain.container(proc.pid, ident)
                 if ident is not None:
                     in_pod += 1
-                    ckey = resolve(ident)
                     attributed += ckey is not None
+                    if ckey is None:
+                        misses.add(ident.container_id or ident.pod_uid)
+                box = None if ckey is not None or plain is None else plain.get(proc.pid)
+                pkey: UsageKey | None = None
                 if ckey is not None:
                     acc = usage.setdefault((ckey, dev.uuid, mig_uuid), _Acc())
                 else:
                     acc = unattributed.setdefault((dev.uuid, mig_uuid), _Acc())
-                acc.memory += proc.used_memory_bytes or 0
-                acc.sm += sm
-                acc.sm_missing |= proc.sm_util_ratio is None
-                acc.processes += 1
+                    if box is not None:
+                        pkey = ((box.runtime, box.container_id, box.namespace or ""), dev.uuid, mig_uuid)
+                        plain_usage.setdefault(pkey, _Acc()).add(proc)
+                acc.add(proc)
                 if delta is not None and total_sm > 0 and sm > 0:
                     joules = delta * sm / total_sm
                     shared += joules
@@ -164,6 +139,8 @@ class Joiner:
                         self.energy.add_pod((ckey, dev.uuid, mig_uuid), joules, now)
                     else:
                         self.energy.add_unattributed((dev.uuid, mig_uuid), joules, now)
+                        if pkey is not None:
+                            self.plain_energy.add_pod(pkey, joules, now)
                 if self.process_metrics:
                     processes.append(
                         ProcessUsage(
@@ -173,33 +150,13 @@ class Joiner:
                             mig_uuid=mig_uuid,
                             memory_used_bytes=proc.used_memory_bytes or 0,
                             utilization_ratio=None if proc.sm_util_ratio is None else min(1.0, sm),
-                            container=self._ref(ckey, lookups, refs) if ckey else None,
+                            container=self._ref(ckey, chain, refs) if ckey else None,
                         )
                     )
             if delta is not None:
                 self.energy.add_unattributed((dev.uuid, None), max(0.0, delta - shared), now)
 
-        pods: list[PodUsage] = []
-        for key in sorted(usage.keys() | allocated.keys(), key=_sort_key):
-            ckey, gpu, mig_key = key
-            acc = usage.get(key) or _Acc()
-            resource = allocated.get(key)
-            idle = self.idle.observe(key, acc.processes > 0, now) if resource is not None else 0.0
-            utilization = acc.utilization()
-            pods.append(
-                PodUsage(
-                    container=self._ref(ckey, lookups, refs),
-                    gpu_uuid=gpu,
-                    mig_uuid=mig_key,
-                    resource=resource,
-                    allocated=resource is not None,
-                    memory_used_bytes=acc.memory,
-                    utilization_ratio=utilization,
-                    processes=acc.processes,
-                    energy_joules_total=None if utilization is None else self.energy.pod_total(key),
-                    allocation_idle_seconds=idle,
-                )
-            )
+        pods = self._pod_rows(usage, allocated, chain, refs, now)
         memory = unattributed_memory(snapshot, usage)
         unattr = tuple(
             UnattributedUsage(
@@ -214,30 +171,102 @@ class Joiner:
         )
         self.energy.touch(usage.keys() | allocated.keys(), unattributed.keys(), now)
         self.energy.expire(now, (d.uuid for d in snapshot.devices))
-        if lookups.kubelet is not None:
+        containers = self._plain_rows(plain_usage, chain)
+        self.plain_energy.touch(plain_usage.keys(), (), now)
+        self.plain_energy.expire(now, ())
+        if chain.allocations is not None:
             self.idle.retain(allocated.keys())
         attribution = Attribution(
-            pods=tuple(pods),
+            pods=pods,
             unattributed=unattr,
             processes=tuple(processes),
-            allocatable=lookups.kubelet.allocatable_devices if lookups.kubelet is not None else None,
+            containers=containers,
+            allocatable=chain.allocatable_devices,
             sources_ok=dict(sources_ok or {}),
         )
         return JoinResult(attribution, frozenset(misses), in_pod, attributed)
 
+    def _pod_rows(
+        self,
+        usage: Mapping[UsageKey, _Acc],
+        allocated: Mapping[UsageKey, Allocation],
+        chain: Chain,
+        refs: dict[ContainerKey, ContainerRef],
+        now: float,
+    ) -> tuple[PodUsage, ...]:
+        """One row per (container, device) that runs processes or is allocated, sorted."""
+        pods: list[PodUsage] = []
+        for key in sorted(usage.keys() | allocated.keys(), key=_sort_key):
+            ckey, gpu, mig_key = key
+            acc = usage.get(key) or _Acc()
+            allocation = allocated.get(key)
+            idle = self.idle.observe(key, acc.processes > 0, now) if allocation is not None else 0.0
+            utilization = acc.utilization()
+            pods.append(
+                PodUsage(
+                    container=self._ref(ckey, chain, refs),
+                    gpu_uuid=gpu,
+                    mig_uuid=mig_key,
+                    resource=None if allocation is None else allocation.resource,
+                    allocated=allocation is not None,
+                    claim_name=None if allocation is None else allocation.claim_name,
+                    claim_namespace=None if allocation is None else allocation.claim_namespace,
+                    memory_used_bytes=acc.memory,
+                    utilization_ratio=utilization,
+                    processes=acc.processes,
+                    energy_joules_total=None if utilization is None else self.energy.pod_total(key),
+                    allocation_idle_seconds=idle,
+                )
+            )
+        return tuple(pods)
+
+    def _plain_rows(self, plain_usage: Mapping[UsageKey, _Acc], chain: Chain) -> tuple[ContainerUsage, ...]:
+        rows: list[ContainerUsage] = []
+        for key in sorted(plain_usage, key=_sort_key):
+            (runtime, container_id, namespace), gpu, mig = key
+            acc = plain_usage[key]
+            utilization = acc.utilization()
+            rows.append(
+                ContainerUsage(
+                    runtime=runtime,
+                    container_id=container_id,
+                    name=chain.plain_container_name(
+                        RuntimeContainer(runtime, container_id, namespace or None)
+                    ),
+                    gpu_uuid=gpu,
+                    mig_uuid=mig,
+                    memory_used_bytes=acc.memory,
+                    utilization_ratio=utilization,
+                    processes=acc.processes,
+                    energy_joules_total=None if utilization is None else self.plain_energy.pod_total(key),
+                )
+            )
+        return tuple(rows)
+
     @staticmethod
-    def _ref(ckey: ContainerKey, lookups: Lookups, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:
+    def _ref(ckey: ContainerKey, chain: Chain, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:
         ref = cache.get(ckey)
         if ref is None:
             namespace, pod, container = ckey
-            uid = lookups.uid_by_name.get((namespace, pod))
-            labels: Labels = ()
-            if lookups.labels is not None:
-                found = lookups.labels.by_uid.get(uid) if uid else None
-                labels = found if found is not None else lookups.labels.by_name.get((namespace, pod), ())
+            uid = chain.pod_uid((namespace, pod))
+            labels = chain.labels(uid, (namespace, pod))
             ref = ContainerRef(namespace, pod, container, pod_uid=uid, labels=labels)
             cache[ckey] = ref
         return ref
+
+
+def _allocated(snapshot: Snapshot, chain: Chain) -> dict[UsageKey, Allocation]:
+    """(container, device key) -> its allocation, for every allocation naming a device NVML sees here
+    (the first source's where two name the same device)."""
+    allocated: dict[UsageKey, Allocation] = {}
+    if chain.allocations:
+        index = DeviceIndex(snapshot)
+        for a in chain.allocations:
+            for ref in a.devices:
+                dkey = index.resolve(ref)
+                if dkey is not None:
+                    allocated.setdefault(((a.namespace, a.pod, a.container), dkey[0], dkey[1]), a)
+    return allocated
 
 
 def unattributed_memory(snapshot: Snapshot, usage: Mapping[UsageKey, _Acc]) -> dict[DeviceKey, int | None]:

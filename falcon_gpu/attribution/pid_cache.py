@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity, parse_cgroup, read_cgroup_text
+from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer, parse_runtime_cgroup
 
 
 class PidCache:
@@ -31,7 +32,9 @@ class PidCache:
         self._ttl = ttl
         self._max = max_entries
         self._clock = clock
-        self._entries: OrderedDict[int, tuple[float, bool, CgroupIdentity | None]] = OrderedDict()
+        self._entries: OrderedDict[
+            int, tuple[float, bool, CgroupIdentity | None, RuntimeContainer | None]
+        ] = OrderedDict()
         self.reads = 0
         """procfs reads so far (for tests and the benchmark)."""
 
@@ -43,8 +46,9 @@ class PidCache:
             return entry[2]
         text = read_cgroup_text(self._proc_root, pid)
         identity = None if text is None else parse_cgroup(text)
+        plain = None if text is None or identity is not None else parse_runtime_cgroup(text)
         self.reads += 1
-        self._entries[pid] = (now, text is not None, identity)
+        self._entries[pid] = (now, text is not None, identity, plain)
         self._entries.move_to_end(pid)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
@@ -55,6 +59,11 @@ class PidCache:
         keep = set(pids)
         for pid in [p for p in self._entries if p not in keep]:
             del self._entries[pid]
+
+    def plain_container(self, pid: int) -> RuntimeContainer | None:
+        """The Docker/Podman/containerd container of a process in no pod (from the cache, no I/O)."""
+        entry = self._entries.get(pid)
+        return None if entry is None else entry[3]
 
     def was_readable(self, pid: int) -> bool:
         """Whether the last read of ``pid``'s cgroup file succeeded (from the cache, no I/O)."""

@@ -93,9 +93,13 @@ class Refresher:
         self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def signal_stop(self) -> None:
+        """Ask the thread to stop after the task in progress, without waiting for it."""
         self._stop.set()
         self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.signal_stop()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)

@@ -34,7 +34,8 @@ class PodUsage:
     gpu_uuid: str
     mig_uuid: str | None = None
     resource: str | None = None
-    """kubelet resource name when allocated, e.g. ``nvidia.com/gpu``; None when only seen running."""
+    """kubelet resource name when allocated, e.g. ``nvidia.com/gpu``, or ``dra:<driver>`` for a DRA
+    claim; None when only seen running."""
     allocated: bool = False
     memory_used_bytes: int = 0
     utilization_ratio: float | None = 0.0
@@ -43,6 +44,9 @@ class PodUsage:
     energy_joules_total: float | None = 0.0
     """None where the utilisation is None: energy is shared out by SM share."""
     allocation_idle_seconds: float = 0.0
+    claim_name: str | None = None
+    """DRA: the ResourceClaim the device was allocated through (``resource="dra:<driver>"``)."""
+    claim_namespace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +85,31 @@ class ProcessUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    """One plain container's (Docker, Podman, containerd; outside Kubernetes) use of one GPU or
+    MIG instance. Its processes are in no pod, so they also count in unattributed: this is a
+    breakdown of that, not an addition to the pods."""
+
+    runtime: str
+    container_id: str
+    name: str
+    """The runtime's name for it; the first 12 hex digits of the ID where no name is readable."""
+    gpu_uuid: str
+    mig_uuid: str | None = None
+    memory_used_bytes: int = 0
+    utilization_ratio: float | None = 0.0
+    """None: NVML gives no per-process utilisation on this device."""
+    processes: int = 0
+    energy_joules_total: float | None = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Attribution:
     pods: tuple[PodUsage, ...] = ()
     unattributed: tuple[UnattributedUsage, ...] = ()
     processes: tuple[ProcessUsage, ...] = ()
+    containers: tuple[ContainerUsage, ...] = ()
+    """Plain containers outside Kubernetes, per GPU (or MIG instance) they use."""
     allocatable: tuple[tuple[str, int], ...] | None = None
     """(resource, distinct devices) the kubelet can hand out (GetAllocatableResources), for
     the resources matching ``gpu_resources``; None when the kubelet did not answer it."""

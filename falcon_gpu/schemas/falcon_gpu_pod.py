@@ -45,6 +45,17 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "process_memory_used_bytes", "gauge", "GPU memory used by one process."),
     MetricSpec(P + "process_utilization_ratio", "gauge", "SM share of one process."),
     MetricSpec(
+        P + "container_info", "gauge", "A plain container (Docker, Podman, containerd; no pod) using the GPU."
+    ),
+    MetricSpec(P + "container_memory_used_bytes", "gauge", "GPU memory of the plain container's processes."),
+    MetricSpec(P + "container_utilization_ratio", "gauge", "The plain container's processes' SM share."),
+    MetricSpec(P + "container_processes", "gauge", "Processes of the plain container on the GPU."),
+    MetricSpec(
+        P + "container_energy_joules_total",
+        "counter",
+        "The GPU's energy shared out to the plain container by SM share (part of the unattributed energy).",
+    ),
+    MetricSpec(
         P + "allocatable_devices",
         "gauge",
         "Devices the kubelet can hand out per resource (GetAllocatableResources).",
@@ -95,7 +106,13 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         if dl is None:
             continue
         lb = (*dl, *container_labels(use.container))
-        info = (*lb, ("resource", use.resource or ""), ("allocated", "true" if use.allocated else "false"))
+        info = (
+            *lb,
+            ("resource", use.resource or ""),
+            ("allocated", "true" if use.allocated else "false"),
+            ("claim_name", use.claim_name or ""),  # DRA only; empty labels are left out
+            ("claim_namespace", use.claim_namespace or ""),
+        )
         b.add(P + "pod_info", info, 1)
         b.add(P + "pod_memory_used_bytes", lb, use.memory_used_bytes)
         b.add(P + "pod_utilization_ratio", lb, _capped(use.utilization_ratio))
@@ -110,6 +127,16 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         b.add(P + "unattributed_memory_used_bytes", dl, un.memory_used_bytes)
         b.add(P + "unattributed_utilization_ratio", dl, _capped(un.utilization_ratio))
         b.add(P + "unattributed_energy_joules_total", dl, un.energy_joules_total)
+    for box in att.containers:
+        dl = index.labels(node, box.gpu_uuid, box.mig_uuid)
+        if dl is None:
+            continue
+        lb = (*dl, ("container", box.name), ("runtime", box.runtime), ("container_id", box.container_id))
+        b.add(P + "container_info", lb, 1)
+        b.add(P + "container_memory_used_bytes", lb, box.memory_used_bytes)
+        b.add(P + "container_utilization_ratio", lb, _capped(box.utilization_ratio))
+        b.add(P + "container_processes", lb, box.processes)
+        b.add(P + "container_energy_joules_total", lb, box.energy_joules_total)
     if not cycle.process_metrics:
         return
     for proc in att.processes:

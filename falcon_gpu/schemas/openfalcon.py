@@ -149,6 +149,13 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
         out.add("PodGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
         out.add("PodFBUsed", use.memory_used_bytes / MIB, tags)
         out.add("PodProcesses", use.processes, tags)
+    for box in cycle.attribution.containers:  # plain containers: CONTRACT section 5, issue 13
+        if box.gpu_uuid not in index:
+            continue
+        tags = [("GpuId", str(index[box.gpu_uuid])), ("container", box.name)]
+        util = box.utilization_ratio
+        out.add("ContainerGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
+        out.add("ContainerFBUsed", box.memory_used_bytes / MIB, tags)
     for metric, value, tags in openfalcon_jobs.items(cycle.jobs_finished):
         out.add(metric, value, tags)
     return tuple(out.items)

@@ -8,7 +8,9 @@ directory:
   ``log/containers/<pod>_<namespace>_<container>-<id>.log`` as a symlink to
   it, the way the kubelet lays them out (``log_root``);
 * a real PodResources v1 gRPC server on ``kubelet.sock`` answering ``List``
-  and ``GetAllocatableResources`` (``kubelet_socket``).
+  and ``GetAllocatableResources`` (``kubelet_socket``);
+* ``docker/containers/<id>/config.v2.json`` for every plain Docker container
+  (``docker_root``), as Docker's data root holds them.
 
 Unix socket paths are limited to about 100 bytes, so when ``base_dir`` is deep
 the socket goes to a short temporary directory of its own.
@@ -17,6 +19,7 @@ the socket goes to a short temporary directory of its own.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -24,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from falcon_gpu.attribution.logdirs import parse_container_log, parse_pod_dir
-from falcon_gpu.attribution.podresources.server import PodResourcesServer
 from falcon_gpu.simulator.host_scenario import HostScenario
+from falcon_gpu.simulator.podresources_server import PodResourcesServer
 
 _MAX_SOCKET_PATH = 100
 
@@ -35,6 +38,9 @@ class HostPaths:
     proc_root: Path
     log_root: Path
     kubelet_socket: Path
+    docker_root: Path
+    containers_root: Path
+    """Podman's storage: left empty (the host's own must not leak into a simulation)."""
 
 
 class SimulatedHost:
@@ -64,6 +70,8 @@ class SimulatedHost:
         log_root = base / "log"
         self._write_proc(proc_root)
         self._write_logs(log_root)
+        docker_root = base / "docker"
+        self._write_docker(docker_root)
         socket = base / "kubelet.sock"
         if len(str(socket)) > _MAX_SOCKET_PATH:
             short = Path(tempfile.mkdtemp(prefix="fgpu-sock-"))
@@ -71,7 +79,7 @@ class SimulatedHost:
             socket = short / "kubelet.sock"
         self._server = PodResourcesServer(socket, self.host.pod_resources, self.host.allocatable)
         self._server.start()
-        self.paths = HostPaths(proc_root, log_root, socket)
+        self.paths = HostPaths(proc_root, log_root, socket, docker_root, base / "containers")
         return self.paths
 
     def _write_proc(self, proc_root: Path) -> None:
@@ -104,6 +112,12 @@ class SimulatedHost:
             with contextlib.suppress(FileNotFoundError):
                 link.unlink()
             os.symlink(target, link)
+
+    def _write_docker(self, docker_root: Path) -> None:
+        for cid, name in self.host.docker_containers:
+            d = docker_root / "containers" / cid
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "config.v2.json").write_text(json.dumps({"ID": cid, "Name": "/" + name}))
 
     def stop(self) -> None:
         """Stop the server and remove what start() created in temporary directories."""

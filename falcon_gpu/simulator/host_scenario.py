@@ -16,9 +16,28 @@ class PodResourcesDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class PodResourcesClaimDevice:
+    """One device of a DRA claim: the driver, its pool (the node) and its device name."""
+
+    driver_name: str
+    pool_name: str
+    device_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourcesClaim:
+    """A DRA ResourceClaim a container uses, as PodResources ``dynamic_resources`` lists it."""
+
+    claim_name: str
+    claim_namespace: str
+    claim_resources: tuple[PodResourcesClaimDevice, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PodResourcesContainer:
     name: str
     devices: tuple[PodResourcesDevice, ...]
+    dynamic_resources: tuple[PodResourcesClaim, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +58,5 @@ class HostScenario:
     """Directory names under ``<log_root>/pods/``."""
     allocatable: tuple[PodResourcesDevice, ...] = ()
     """What GetAllocatableResources answers: derived from the scenario's GPU and MIG UUIDs."""
+    docker_containers: tuple[tuple[str, str], ...] = ()
+    """(container ID, name) of plain Docker containers, laid out as a Docker data root."""

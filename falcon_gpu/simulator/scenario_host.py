@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from falcon_gpu.simulator.host_scenario import (
     HostScenario,
+    PodResourcesClaim,
+    PodResourcesClaimDevice,
     PodResourcesContainer,
     PodResourcesDevice,
     PodResourcesPod,
@@ -37,12 +39,33 @@ def _devices(o: Obj, key: str = "devices") -> tuple[PodResourcesDevice, ...]:
     return tuple(out)
 
 
+def _claims(o: Obj) -> tuple[PodResourcesClaim, ...]:
+    """A container's ``dynamic_resources`` (DRA claims); none when the key is left out."""
+    claims = []
+    for c in o.objects("dynamic_resources"):
+        devices = []
+        for d in c.objects("claim_resources"):
+            devices.append(
+                PodResourcesClaimDevice(
+                    d.string("driver_name"), d.string("pool_name"), d.string("device_name")
+                )
+            )
+            d.done()
+        claims.append(PodResourcesClaim(c.string("claim_name"), c.string("claim_namespace"), tuple(devices)))
+        c.done()
+    return tuple(claims)
+
+
 def _pods(o: Obj) -> tuple[PodResourcesPod, ...]:
     pods = []
     for p in o.objects("pod_resources"):
         containers = []
         for c in p.objects("containers"):
-            containers.append(PodResourcesContainer(name=c.string("name"), devices=_devices(c)))
+            containers.append(
+                PodResourcesContainer(
+                    name=c.string("name"), devices=_devices(c), dynamic_resources=_claims(c)
+                )
+            )
             c.done()
         pods.append(
             PodResourcesPod(
@@ -76,6 +99,14 @@ def allocatable_for(gpus: Sequence[GpuScenario]) -> tuple[PodResourcesDevice, ..
     return tuple(out)
 
 
+def _docker(o: Obj) -> tuple[tuple[str, str], ...]:
+    out = []
+    for c in o.objects("docker_containers"):
+        out.append((c.string("id"), c.string("name")))
+        c.done()
+    return tuple(out)
+
+
 def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
     """Raises ScenarioError naming the path of a wrong or unknown key."""
     host = HostScenario(
@@ -84,6 +115,7 @@ def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
         log_containers=o.strings("log_containers"),
         log_pods=o.strings("log_pods"),
         allocatable=_devices(o, "allocatable") if o.raw("allocatable") is not None else allocatable_for(gpus),
+        docker_containers=_docker(o),
     )
     o.done()
     return host

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.attribution import Attributor
-from falcon_gpu.attribution.podresources.server import PodResourcesServer
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.settings import Settings
+from falcon_gpu.simulator.podresources_server import PodResourcesServer
 from falcon_gpu.telemetry import Telemetry
 from tests.attribution.helpers import gpu, proc, snapshot
 
@@ -23,13 +23,15 @@ def settings(tmp_path: Path, kubernetes: str) -> Settings:
         proc_root=tmp_path / "proc",
         kubelet_socket=tmp_path / "kubelet.sock",
         log_root=tmp_path / "log",
+        docker_root=tmp_path / "docker",  # not the test machine's own Docker
+        containers_root=tmp_path / "containers",
         node="n1",
     )
 
 
 def attribute(s: Settings, caplog: pytest.LogCaptureFixture) -> tuple[dict[str, bool], list[str], Telemetry]:
     telemetry = Telemetry()
-    attributor = Attributor(s, telemetry)
+    attributor = Attributor(AttributionSettings.of(s), telemetry)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="falcon_gpu"):
         try:

@@ -6,6 +6,14 @@ import os
 import uuid as uuidlib
 from pathlib import Path
 
+from falcon_gpu.attribution.chain import Chain
+from falcon_gpu.attribution.kube_api import PodLabels
+from falcon_gpu.attribution.logdirs import NameMaps
+from falcon_gpu.attribution.podresources.client import KubeletAllocations
+from falcon_gpu.attribution.source import EMPTY
+from falcon_gpu.attribution.sources.kubelet import KubeletView
+from falcon_gpu.attribution.sources.logs import NameView
+from falcon_gpu.attribution.sources.pod_labels import LabelView
 from falcon_gpu.model.snapshot import DeviceReading, MigReading, ProcessReading, Snapshot
 
 GIB = 1 << 30
@@ -28,11 +36,17 @@ class HostTree:
     """A proc tree and kubelet log dirs in a temporary directory, like a node's."""
 
     def __init__(self, root: Path) -> None:
+        self.root = root
         self.proc = root / "proc"
         self.log = root / "log"
         self.proc.mkdir(parents=True, exist_ok=True)
         (self.log / "pods").mkdir(parents=True, exist_ok=True)
         (self.log / "containers").mkdir(parents=True, exist_ok=True)
+
+    def no_runtimes(self) -> dict[str, Path]:
+        """``docker_root`` and ``containers_root`` that do not exist: the test machine's own
+        Docker or Podman (a CI runner has Docker) stays out of a test that counts sources."""
+        return {"docker_root": self.root / "no-docker", "containers_root": self.root / "no-containers"}
 
     def process(self, pid: int, cgroup: str) -> None:
         d = self.proc / str(pid)
@@ -102,3 +116,14 @@ def gpu(
 
 def snapshot(*devices: DeviceReading, ts: float = 1.7e9) -> Snapshot:
     return Snapshot(timestamp=ts, nvml_ok=True, devices=tuple(devices))
+
+
+def chain_of(names: NameMaps, kubelet: KubeletAllocations | None, labels: PodLabels | None) -> Chain:
+    """The registry's chain (kubelet, logs, kube_api) over hand-made answers; None: no answer."""
+    return Chain(
+        (
+            EMPTY if kubelet is None else KubeletView(kubelet),
+            NameView(names),
+            EMPTY if labels is None else LabelView(labels),
+        )
+    )

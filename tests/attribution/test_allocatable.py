@@ -18,9 +18,9 @@ import grpc
 import pytest
 
 from falcon_gpu.attribution.podresources import PodResourcesClient
-from falcon_gpu.attribution.podresources.server import PodResourcesServer
 from falcon_gpu.attribution.podresources.stubs import api_pb2, api_pb2_grpc
 from falcon_gpu.simulator.host_scenario import PodResourcesDevice
+from falcon_gpu.simulator.podresources_server import PodResourcesServer
 from falcon_gpu.simulator.scenario import ScenarioError, load_scenario, resolve_scenario
 from tests.agent.test_cli_e2e import cli, parse_prom
 

@@ -10,13 +10,14 @@ import pytest
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef, parse_device_ids
 from falcon_gpu.attribution.device_index import DeviceIndex
-from falcon_gpu.attribution.joiner import Joiner, Lookups
+from falcon_gpu.attribution.joiner import Joiner
 from falcon_gpu.attribution.logdirs import ContainerName, NameMaps, PodName
-from falcon_gpu.attribution.podresources.client import Allocation, KubeletAllocations
+from falcon_gpu.attribution.podresources.client import KubeletAllocations
+from falcon_gpu.attribution.source import Allocation
 from falcon_gpu.model.attribution import PodUsage
 from falcon_gpu.model.snapshot import MigReading, Snapshot
 
-from .helpers import GIB, container_id, gpu, pod_uid, proc, snapshot
+from .helpers import GIB, chain_of, container_id, gpu, pod_uid, proc, snapshot
 
 # (namespace, pod, container, pod number, container number)
 ALICE = ("team-a", "jupyter-alice", "notebook", 1, 1)
@@ -112,7 +113,7 @@ def key(
 
 def test_every_container_gets_its_own_numbers() -> None:
     result = Joiner().join(
-        node((1000, 1000, 1000, 1000, 1000)), identities(), Lookups.build(names(), kubelet(), None), 0.0
+        node((1000, 1000, 1000, 1000, 1000)), identities(), chain_of(names(), kubelet(), None), 0.0
     )
     pods = by_container(result.attribution.pods)
     assert set(pods) == {
@@ -157,7 +158,7 @@ def test_every_container_gets_its_own_numbers() -> None:
 
 def test_pods_plus_unattributed_equal_device_totals() -> None:
     snap = node((1000, 1000, 1000, 1000, 1000))
-    result = Joiner().join(snap, identities(), Lookups.build(names(), kubelet(), None), 0.0)
+    result = Joiner().join(snap, identities(), chain_of(names(), kubelet(), None), 0.0)
     for dev in snap.devices:
         procs = list(dev.processes) + [p for m in dev.mig for p in m.processes]
         pods = [p for p in result.attribution.pods if p.gpu_uuid == dev.uuid]
@@ -181,7 +182,7 @@ def test_unattributed_memory_is_the_device_minus_its_pods() -> None:
         gpu(4, (proc(302, 2, None, gpu_instance_id=2, compute_instance_id=0),), mig=mig, used=9 * GIB),
         gpu(1, (proc(201, 10, 0.5),), used=9 * GIB),  # processes report more than the device: never < 0
     )
-    result = Joiner().join(snap, identities(), Lookups.build(names(), kubelet(), None), 0.0)
+    result = Joiner().join(snap, identities(), chain_of(names(), kubelet(), None), 0.0)
     unattr = {(u.gpu_uuid, u.mig_uuid): u.memory_used_bytes for u in result.attribution.unattributed}
     assert unattr == {
         (gpu(0).uuid, None): GIB // 2 + GIB // 2,  # the host process + 0.5 GiB no process reports
@@ -196,7 +197,7 @@ def test_unattributed_memory_is_the_device_minus_its_pods() -> None:
 
 def test_energy_is_shared_by_sm_and_adds_up() -> None:
     joiner = Joiner()
-    lookups = Lookups.build(names(), kubelet(), None)
+    lookups = chain_of(names(), kubelet(), None)
     first = joiner.join(node((1000, 50, 70, 10, 500)), identities(), lookups, 0.0)
     # first reading: baseline only; MIG pods have no SM share to share energy by: absent
     assert {
@@ -241,7 +242,7 @@ def test_energy_is_shared_by_sm_and_adds_up() -> None:
 
 def test_allocation_idle_seconds_grow_until_used() -> None:
     joiner = Joiner()
-    lookups = Lookups.build(names(), kubelet(), None)
+    lookups = chain_of(names(), kubelet(), None)
     idle_at = [
         by_container(joiner.join(node((0,) * 5), identities(), lookups, t).attribution.pods)[key(IDLE, 3)]
         for t in (100.0, 130.0, 160.0)
@@ -268,7 +269,7 @@ def test_allocation_idle_seconds_grow_until_used() -> None:
 
 
 def test_without_kubelet_pods_are_seen_running_not_allocated() -> None:
-    result = Joiner().join(node((0,) * 5), identities(), Lookups.build(names(), None, None), 0.0)
+    result = Joiner().join(node((0,) * 5), identities(), chain_of(names(), None, None), 0.0)
     pods = by_container(result.attribution.pods)
     assert key(IDLE, 3) not in pods
     assert all(not p.allocated and p.resource is None for p in pods.values())
@@ -278,7 +279,7 @@ def test_without_kubelet_pods_are_seen_running_not_allocated() -> None:
 def test_unknown_container_is_a_miss_and_unattributed() -> None:
     ids = identities()
     ids[101] = CgroupIdentity(pod_uid(99), container_id(99))
-    result = Joiner().join(node((0,) * 5), ids, Lookups.build(names(), kubelet(), None), 0.0)
+    result = Joiner().join(node((0,) * 5), ids, chain_of(names(), kubelet(), None), 0.0)
     assert result.misses == {container_id(99)}
     assert (result.in_pod, result.attributed) == (8, 7)
     unattr = {(u.gpu_uuid, u.mig_uuid): u for u in result.attribution.unattributed}
@@ -290,7 +291,7 @@ def test_unknown_container_is_a_miss_and_unattributed() -> None:
 def test_known_pod_unknown_container_uses_the_single_gpu_container() -> None:
     ids = identities()
     ids[101] = CgroupIdentity(pod_uid(ALICE[3]), container_id(77))  # no log file for this container yet
-    result = Joiner().join(node((0,) * 5), ids, Lookups.build(names(), kubelet(), None), 0.0)
+    result = Joiner().join(node((0,) * 5), ids, chain_of(names(), kubelet(), None), 0.0)
     assert by_container(result.attribution.pods)[key(ALICE, 0)].processes == 1
     assert result.misses == frozenset()
 
@@ -298,14 +299,14 @@ def test_known_pod_unknown_container_uses_the_single_gpu_container() -> None:
 def test_pod_level_process_of_a_pod_with_several_gpu_containers_is_a_miss() -> None:
     ids = identities()
     ids[201] = CgroupIdentity(pod_uid(PRE[3]), None)  # pipeline-0 has two GPU containers
-    result = Joiner().join(node((0,) * 5), ids, Lookups.build(names(), kubelet(), None), 0.0)
+    result = Joiner().join(node((0,) * 5), ids, chain_of(names(), kubelet(), None), 0.0)
     assert result.misses == {pod_uid(PRE[3])}
     assert by_container(result.attribution.pods)[key(PRE, 1)].processes == 0
 
 
 def test_process_metrics_carry_the_container() -> None:
     result = Joiner(process_metrics=True).join(
-        node((0,) * 5), identities(), Lookups.build(names(), kubelet(), None), 0.0
+        node((0,) * 5), identities(), chain_of(names(), kubelet(), None), 0.0
     )
     by_pid = {p.pid: p for p in result.attribution.processes}
     assert by_pid[101].container is not None and by_pid[101].container.pod == "jupyter-alice"
@@ -318,7 +319,7 @@ def test_state_is_bounded_as_pods_come_and_go() -> None:
     joiner = Joiner(retention=600.0)
     for i in range(2000):
         uid, cid = pod_uid(1000 + i), container_id(1000 + i)
-        lookups = Lookups.build(
+        lookups = chain_of(
             NameMaps(
                 {uid: PodName("batch", f"job-{i}")}, {cid: ContainerName("batch", f"job-{i}", "main", uid)}
             ),

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from falcon_gpu.attribution import Attributor
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabelSource, sanitise_label
 from falcon_gpu.settings import Settings
 from falcon_gpu.telemetry import Telemetry
@@ -140,7 +140,9 @@ def test_attributor_copies_labels_onto_pod_series(tmp_path: Path, api: FakeApiSe
         pod_labels=["team"],
     )
     telemetry = Telemetry()
-    attributor = Attributor(settings, telemetry, kube_api=KubeApiConfig(api.url, token, None))
+    attributor = Attributor(
+        AttributionSettings.of(settings, kube_api=KubeApiConfig(api.url, token, None)), telemetry
+    )
     try:
         attributor.refresh_now()
         result = attributor.attribute(snapshot(gpu(0, (proc(10, 1, 0.2),))))
@@ -166,7 +168,7 @@ def test_pod_labels_outside_a_cluster_is_reported(tmp_path: Path, monkeypatch: p
         pod_labels=["a"],
     )
     telemetry = Telemetry()
-    attributor = Attributor(settings, telemetry)
+    attributor = Attributor(AttributionSettings.of(settings), telemetry)
     try:
         attributor.refresh_now()
         assert attributor.attribute(snapshot(gpu(0))).sources_ok["kube_api"] is False
@@ -187,7 +189,9 @@ def test_doctor_flags_a_node_name_that_lists_no_pods(api: FakeApiServer, token: 
             node=node,
             pod_labels=["team"],
         )
-        attributor = Attributor(settings, Telemetry(), kube_api=KubeApiConfig(api.url, token, None))
+        attributor = Attributor(
+            AttributionSettings.of(settings, kube_api=KubeApiConfig(api.url, token, None)), Telemetry()
+        )
         try:
             rows[node] = {r[0]: r for r in attributor.diagnose(snapshot(gpu(0)))}[
                 "pod labels (Kubernetes API)"

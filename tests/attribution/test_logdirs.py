@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import falcon_gpu.attribution.attributor as attributor_module
-from falcon_gpu.attribution import Attributor
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.logdirs import ContainerName, LogDirScanner, PodName, parse_container_log
 from falcon_gpu.attribution.refresher import Refresher
+from falcon_gpu.attribution.sources.kubelet import KubeletSource
+from falcon_gpu.attribution.sources.logs import LogDirSource
 from falcon_gpu.settings import Settings
 from falcon_gpu.telemetry import Telemetry
 
@@ -83,13 +84,14 @@ def test_refresher_rate_limits_requests() -> None:
 def test_unknown_container_triggers_a_background_rescan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(attributor_module, "MISS_REFRESH_GAP", 0.0)
+    monkeypatch.setattr(LogDirSource, "min_gap", 0.0)
+    monkeypatch.setattr(KubeletSource, "min_gap", 0.0)
     tree = HostTree(tmp_path)
     settings = Settings(
         proc_root=tree.proc, log_root=tree.log, kubelet_socket=tmp_path / "none.sock", node="n", interval=3600
     )
     telemetry = Telemetry()
-    attributor = Attributor(settings, telemetry)
+    attributor = Attributor(AttributionSettings.of(settings), telemetry)
     attributor.start()
     try:
         uid, cid = pod_uid(5), container_id(5)
@@ -120,7 +122,7 @@ def test_invisible_host_pids_are_reported_once(tmp_path: Path, caplog: pytest.Lo
         kubernetes="on",
     )
     telemetry = Telemetry()
-    attributor = Attributor(settings, telemetry)
+    attributor = Attributor(AttributionSettings.of(settings), telemetry)
     snap = snapshot(gpu(0, (proc(31337, 1, 0.5),)))
     try:
         for _ in range(3):
@@ -145,7 +147,7 @@ def test_missing_log_dirs_are_counted_once(tmp_path: Path, caplog: pytest.LogCap
         kubernetes="on",
     )
     telemetry = Telemetry()
-    attributor = Attributor(settings, telemetry)
+    attributor = Attributor(AttributionSettings.of(settings), telemetry)
     try:
         attributor.refresh_now()
         attributor.refresh_now()

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.attribution import Attributor
-from falcon_gpu.attribution.attributor import KUBELET_STALE_GRACE
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.device_ids import DeviceRef, is_gpu_resource, parse_device_id, parse_device_ids
 from falcon_gpu.attribution.podresources import PodResourcesClient, PodResourcesError
-from falcon_gpu.attribution.podresources.server import PodResourcesServer
+from falcon_gpu.attribution.sources.kubelet import KUBELET_STALE_GRACE
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.host_scenario import PodResourcesContainer, PodResourcesDevice, PodResourcesPod
+from falcon_gpu.simulator.podresources_server import PodResourcesServer
 from falcon_gpu.telemetry import Telemetry
 
 from .helpers import GIB, HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
@@ -168,7 +168,7 @@ def test_attributor_close_does_not_wait_for_a_hung_kubelet(tmp_path: Path, socke
     server.start()
     tree = HostTree(tmp_path)
     settings = Settings(proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n1")
-    attributor = Attributor(settings, Telemetry())
+    attributor = Attributor(AttributionSettings.of(settings), Telemetry())
     try:
         attributor.start()
         assert entered.wait(10)
@@ -197,9 +197,11 @@ def test_attributor_falls_back_to_cgroups_and_reconnects(
     )
     server.start()
     telemetry = Telemetry()
-    settings = Settings(proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n1")
+    settings = Settings(
+        proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n1", **tree.no_runtimes()
+    )
     now = [1000.0]
-    attributor = Attributor(settings, telemetry, clock=lambda: now[0])
+    attributor = Attributor(AttributionSettings.of(settings), telemetry, clock=lambda: now[0])
     snap = snapshot(gpu(0, (proc(4242, 2, 0.5),)), g1)
     try:
         attributor.refresh_now()
@@ -243,7 +245,7 @@ def test_background_refresh_does_not_call_the_kubelet_per_cycle(tmp_path: Path, 
     settings = Settings(
         proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n1", interval=30
     )
-    attributor = Attributor(settings, Telemetry())
+    attributor = Attributor(AttributionSettings.of(settings), Telemetry())
     try:
         attributor.refresh_now()
         calls = server.calls

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from falcon_gpu.attribution import Attributor
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.settings import Settings
@@ -61,13 +61,15 @@ def run_scenario(name: str) -> Iterator[Run]:
         proc_root=paths.proc_root,
         log_root=paths.log_root,
         kubelet_socket=paths.kubelet_socket,
+        docker_root=paths.docker_root,
+        containers_root=paths.containers_root,
         node="sim-node",
         interval=INTERVAL,
         process_metrics=True,
     )
     now = [0.0]
     telemetry = Telemetry()
-    attributor = Attributor(settings, telemetry, clock=lambda: now[0])
+    attributor = Attributor(AttributionSettings.of(settings), telemetry, clock=lambda: now[0])
     source = nvml_source.NvmlSource(nvml_library.load_nvml(scenario), telemetry)
     try:
         attributor.refresh_now()

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from falcon_gpu.attribution import Attributor
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
@@ -93,13 +93,15 @@ def _cycles(name: str) -> list[CycleData]:
                 "proc_root": paths.proc_root,
                 "log_root": paths.log_root,
                 "kubelet_socket": paths.kubelet_socket,
+                "docker_root": paths.docker_root,
+                "containers_root": paths.containers_root,
             }
         ),
     )
     library = load_nvml(scenario)
     xid = XidWatcher(library, telemetry)
     source = NvmlSource(library, telemetry, clock=lambda: now[0], xid=xid)
-    attributor = Attributor(settings, telemetry, clock=lambda: now[0])
+    attributor = Attributor(AttributionSettings.of(settings), telemetry, clock=lambda: now[0])
     health = HealthEvaluator()
     policies = PolicyEngine(POLICIES, node=NODE)
     out: list[CycleData] = []

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import grpc
 
 from falcon_gpu.attribution.device_ids import DeviceRef, is_gpu_resource, parse_device_ids
+from falcon_gpu.attribution.source import Allocation
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The kubelet's own client limit; a node's full List fits well under it."""
@@ -34,14 +35,17 @@ class PodResourcesError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Allocation:
-    """GPU devices the kubelet allocated to one container, for one resource name."""
+class ClaimDevice:
+    """One device of a DRA claim used by one container, as PodResources List reports it."""
 
     namespace: str
     pod: str
     container: str
-    resource: str
-    devices: tuple[DeviceRef, ...]
+    claim_name: str
+    claim_namespace: str
+    driver: str
+    pool: str
+    device: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,9 @@ class KubeletAllocations:
     allocatable_devices: tuple[tuple[str, int], ...] | None = None
     """(resource, distinct devices) from ``allocatable``, counted once per fetch (off the hot
     path); None when the kubelet does not offer GetAllocatableResources."""
+    claims: tuple[ClaimDevice, ...] = ()
+    """Every DRA claim device of every container (``dynamic_resources``; none before Kubernetes
+    1.32 or with DRA off), mapped by :mod:`falcon_gpu.attribution.dra_claims`."""
 
 
 class PodResourcesClient:
@@ -88,29 +95,40 @@ class PodResourcesClient:
         self._channel = None
         self._stub = None
 
-    def fetch(self) -> KubeletAllocations:
-        """List allocations (and allocatable devices when the kubelet offers the call).
+    def _list(self, stub: Any) -> Any:
+        """One List call (the caller holds the lock). Raises PodResourcesError."""
+        import grpc
 
-        Raises PodResourcesError when the socket is missing or the List call fails.
-        """
+        from falcon_gpu.attribution.podresources.stubs import api_pb2
+
+        try:
+            return stub.List(api_pb2.ListPodResourcesRequest(), timeout=self._timeout)
+        except grpc.RpcError as exc:
+            self._drop()
+            raise PodResourcesError(
+                f"kubelet PodResources List on {self.socket_path} failed: {_describe(exc)}"
+            ) from None
+
+    def _check_socket(self) -> None:
         if not self.socket_path.exists():
             raise PodResourcesError(
                 f"kubelet socket {self.socket_path} does not exist: mount the host's "
                 "/var/lib/kubelet/pod-resources into the agent (read-only) or set kubelet_socket"
             )
+
+    def fetch(self) -> KubeletAllocations:
+        """List allocations (and allocatable devices when the kubelet offers the call).
+
+        Raises PodResourcesError when the socket is missing or the List call fails.
+        """
+        self._check_socket()
         import grpc
 
         from falcon_gpu.attribution.podresources.stubs import api_pb2
 
         with self._lock:
             stub = self._connect()
-            try:
-                listed = stub.List(api_pb2.ListPodResourcesRequest(), timeout=self._timeout)
-            except grpc.RpcError as exc:
-                self._drop()
-                raise PodResourcesError(
-                    f"kubelet PodResources List on {self.socket_path} failed: {_describe(exc)}"
-                ) from None
+            listed = self._list(stub)
             allocatable: tuple[tuple[str, DeviceRef], ...] = ()
             counts: tuple[tuple[str, int], ...] | None = None
             try:
@@ -121,7 +139,25 @@ class PodResourcesClient:
                 counts = count_devices(allocatable)
             except grpc.RpcError:
                 pass  # kubelets before 1.23 (or the feature gate off): allocations still work
-        return KubeletAllocations(self._allocations(listed), allocatable, counts)
+        return KubeletAllocations(self._allocations(listed), allocatable, counts, self._claims(listed))
+
+    def _claims(self, listed: Any) -> tuple[ClaimDevice, ...]:
+        return tuple(
+            ClaimDevice(
+                pod.namespace,
+                pod.name,
+                container.name,
+                claim.claim_name,
+                claim.claim_namespace,
+                device.driver_name,
+                device.pool_name,
+                device.device_name,
+            )
+            for pod in listed.pod_resources
+            for container in pod.containers
+            for claim in container.dynamic_resources
+            for device in claim.claim_resources
+        )
 
     def _allocations(self, listed: Any) -> tuple[Allocation, ...]:
         out: list[Allocation] = []

@@ -1,6 +1,9 @@
 """A PodResources v1 server on a unix socket: the kubelet's side of the wire.
 
-Backs the simulator's host and the tests, so the agent's client is exercised
+Part of the simulator, not of attribution: attribution never imports it (only
+the generated stubs are shared), so the agent's import graph holds no test
+server and the simulator -> attribution dependency runs one way. Backs the
+simulator's host and the tests, so the agent's client is exercised
 over real gRPC (HTTP/2 on a unix socket), not a mock. The answers come from the
 scenario's typed ``host`` part. ``stop`` then ``start`` on the same path models a
 kubelet restart.
@@ -18,7 +21,7 @@ from typing import Any
 import grpc
 
 from falcon_gpu.attribution.podresources.stubs import api_pb2, api_pb2_grpc
-from falcon_gpu.simulator.host_scenario import PodResourcesDevice, PodResourcesPod
+from falcon_gpu.simulator.host_scenario import PodResourcesClaim, PodResourcesDevice, PodResourcesPod
 
 
 class _Servicer(api_pb2_grpc.PodResourcesListerServicer):  # type: ignore[misc]
@@ -34,7 +37,11 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):  # type: ignore[misc]
                     name=pod.name,
                     namespace=pod.namespace,
                     containers=[
-                        api_pb2.ContainerResources(name=c.name, devices=[_devices(d) for d in c.devices])
+                        api_pb2.ContainerResources(
+                            name=c.name,
+                            devices=[_devices(d) for d in c.devices],
+                            dynamic_resources=[_claim(claim) for claim in c.dynamic_resources],
+                        )
                         for c in pod.containers
                     ],
                 )
@@ -51,8 +58,19 @@ def _devices(dev: PodResourcesDevice) -> Any:
     return api_pb2.ContainerDevices(resource_name=dev.resource_name, device_ids=list(dev.device_ids))
 
 
+def _claim(claim: PodResourcesClaim) -> Any:
+    return api_pb2.DynamicResource(
+        claim_name=claim.claim_name,
+        claim_namespace=claim.claim_namespace,
+        claim_resources=[
+            api_pb2.ClaimResource(driver_name=d.driver_name, pool_name=d.pool_name, device_name=d.device_name)
+            for d in claim.claim_resources
+        ],
+    )
+
+
 class PodResourcesServer:
-    """Serves List and GetAllocatableResources on ``unix://<socket_path>``."""
+    """Serves List (devices and DRA ``dynamic_resources``) and GetAllocatableResources on ``unix://<socket_path>``."""
 
     def __init__(
         self,

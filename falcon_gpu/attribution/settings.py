@@ -1,0 +1,69 @@
+"""The settings attribution reads, and nothing else: a frozen copy taken from :class:`Settings`.
+
+The attributor and its sources see host paths, the ``kubernetes`` switch and the
+label allow-list, never the sinks or the schema, so a source can be built and
+tested from a handful of values and a new setting of another stage cannot change
+attribution by accident. :meth:`AttributionSettings.of` is the one place that maps
+agent settings to attribution settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from falcon_gpu.attribution.kube_api import KubeApiConfig
+
+if TYPE_CHECKING:
+    from falcon_gpu.settings import Settings
+
+Kubernetes = Literal["auto", "on", "off"]
+
+
+@dataclass(frozen=True, slots=True)
+class AttributionSettings:
+    node: str
+    interval: float = 30.0
+    proc_root: Path = Path("/proc")
+    kubelet_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+    log_root: Path = Path("/var/log")
+    docker_root: Path = Path("/var/lib/docker")
+    """Docker's data root: ``containers/<id>/config.v2.json`` names plain Docker containers."""
+    containers_root: Path = Path("/var/lib/containers")
+    """Podman's: ``storage/overlay-containers/containers.json`` names its containers."""
+    kubernetes: Kubernetes = "auto"
+    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
+    """kubelet resource names (globs) that count as GPUs."""
+    pod_labels: tuple[str, ...] = ()
+    process_metrics: bool = False
+    kube_api: KubeApiConfig | None = None
+    """The API server for ``pod_labels``; None: the in-cluster one (service account), if any."""
+
+    @classmethod
+    def of(cls, settings: Settings, *, kube_api: KubeApiConfig | None = None) -> AttributionSettings:
+        """The attribution part of the agent's settings (``kube_api``: tests point it elsewhere)."""
+        return cls(
+            node=settings.node,
+            interval=settings.interval,
+            proc_root=settings.proc_root,
+            kubelet_socket=settings.kubelet_socket,
+            log_root=settings.log_root,
+            docker_root=settings.docker_root,
+            containers_root=settings.containers_root,
+            kubernetes=settings.kubernetes,
+            gpu_resources=tuple(settings.gpu_resources),
+            pod_labels=tuple(settings.pod_labels),
+            process_metrics=settings.process_metrics,
+            kube_api=kube_api,
+        )
+
+    @property
+    def refresh_period(self) -> float:
+        """How often node-local lookups are refreshed: the interval, clamped to 5 to 30 s."""
+        return max(5.0, min(self.interval, 30.0))
+
+    @property
+    def retention(self) -> float:
+        """How long an idle pod's energy counter is kept (see ledger)."""
+        return max(600.0, 3 * self.interval)
