@@ -29,7 +29,12 @@ from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:
+    from falcon_gpu.attribution import Attributor
     from falcon_gpu.jobs.tracker import JobTracker
+    from falcon_gpu.listen.server import ListenServer
+    from falcon_gpu.simulator.host import SimulatedHost
+    from falcon_gpu.sources.nvml.source import NvmlSource
+    from falcon_gpu.sources.nvml.xid import XidWatcher
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +46,23 @@ class Runtime:
     settings: Settings
     telemetry: Telemetry
     library: Any
-    source: Any
-    xid: Any
-    attributor: Any
+    """pynvml, or the simulator standing in for it (an untyped module either way)."""
+    source: NvmlSource
+    xid: XidWatcher
+    attributor: Attributor
     sinks: list[Sink] = field(default_factory=list)
-    host: Any = None
+    host: SimulatedHost | None = None
     policies: PolicyEngine | None = None
     jobs: JobTracker | None = None
-    listener: Any = None
+    listener: ListenServer | None = None
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
         wait on the same driver lock)."""
-        for name, fn in (
-            ("listen", getattr(self.listener, "close", None)),
-            ("xid", getattr(self.xid, "stop", None)),
-            ("attribution", getattr(self.attributor, "close", None)),
+        for name, fn in (  # None: a test's runtime without that part
+            ("listen", self.listener.close if self.listener else None),
+            ("xid", self.xid.stop if self.xid else None),
+            ("attribution", self.attributor.close if self.attributor else None),
         ):
             _quietly(name, fn)
         _quietly("job records", self.jobs.close if self.jobs else None)
@@ -65,7 +71,7 @@ class Runtime:
             closing.append(("policy alerts", self.policies.close))
         _close_all(closing, timeout)
         if nvml:
-            _quietly("nvml", getattr(self.source, "close", None))
+            _quietly("nvml", self.source.close if self.source else None)
         if self.host is not None:
             _quietly("simulated host", self.host.stop)
 
@@ -92,7 +98,7 @@ def _close_all(parts: list[tuple[str, Callable[[float], None]]], timeout: float)
                         t.name.removeprefix("falcon-gpu-close-"), timeout)  # fmt: skip
 
 
-def _quietly(what: str, fn: Any) -> None:
+def _quietly(what: str, fn: Callable[[], object] | None) -> None:
     if fn is None:
         return
     try:
@@ -175,8 +181,7 @@ def build(
     except BaseException:
         if listener is not None:
             listener.close()
-        for s in sinks:
-            _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))
+        _close_all([(f"sink {s.name}", s.close) for s in sinks], 1.0)
         if host is not None:
             host.stop()
         raise
