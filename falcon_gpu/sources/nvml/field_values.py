@@ -30,7 +30,7 @@ import logging
 import struct
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pynvml
@@ -51,6 +51,16 @@ class FieldSpec:
     for a member of a group, the group's function, which its reader calls)."""
     args: tuple[Any, ...] = ()
     """Arguments of ``call`` after the handle."""
+    scope_id: int | None = None
+    """The ``scopeId`` of a scoped field (the NVLink of a per-link counter); None: unscoped."""
+    quiet: bool = False
+    """Not supported is common (every NVLink field of a GPU without NVLink): one summary line per
+    device instead of one per field."""
+    request: int | tuple[int, int] = field(init=False)
+    """What ``nvmlDeviceGetFieldValues`` is given for it: the ID, or ``(fieldId, scopeId)``."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "request", self.field_id if self.scope_id is None else (self.field_id, self.scope_id))
 
 
 class UseCall:
@@ -100,7 +110,41 @@ REMAPPED: Final = (
 )
 """Remapped rows, in :class:`RemappedRows` field order (a group, like RETIRED)."""
 
-FIELDS: Final = (MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED)
+PCIE_TRAFFIC: Final = (
+    FieldSpec("pcie_traffic", pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
+    FieldSpec("pcie_traffic", pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
+)
+"""PCIe bytes transmitted and received since the driver loaded (TX, RX)."""
+NVLINK_LINKS: Final = 18
+"""Links asked per GPU (NVML_NVLINK_MAX_LINKS on Hopper); the ones a GPU lacks answer NOT_SUPPORTED once."""
+NVLINK_ERROR_LINKS: Final = 12
+"""Links with per-link error field IDs (``..._L0`` to ``..._L11``)."""
+NVLINK_ERROR_KINDS: Final = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
+"""In :class:`~falcon_gpu.model.snapshot.NvlinkReading` error field order."""
+
+
+def _nvlink(link: int) -> tuple[FieldSpec, ...]:
+    traffic = tuple(
+        FieldSpec(f"nvlink_l{link}", fid, scope_id=link, quiet=True)
+        for fid in (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
+    )
+    if link >= NVLINK_ERROR_LINKS:
+        return traffic
+    errors = tuple(
+        FieldSpec(f"nvlink_l{link}_errors", getattr(pynvml, f"NVML_FI_DEV_NVLINK_{kind}_ERROR_COUNT_L{link}"),
+                  quiet=True)
+        for kind in NVLINK_ERROR_KINDS
+    )  # fmt: skip
+    return traffic + errors
+
+
+NVLINK: Final = tuple(_nvlink(link) for link in range(NVLINK_LINKS))
+"""Per link: TX and RX data (KiB, scoped by link), then its four error counters where NVML has them."""
+
+FIELDS: Final = (
+    MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED, *PCIE_TRAFFIC,
+    *(spec for link in NVLINK for spec in link),
+)  # fmt: skip
 
 VALUE_ATTR: Final = {
     pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
@@ -174,7 +218,9 @@ class FieldValues:
         self._nvml = nvml
         self._specs = specs
         self._via_call: set[tuple[str, str]] = set()
-        self._ids: dict[str, tuple[int, list[int], list[FieldSpec]]] = {}
+        self._ids: dict[str, tuple[int, list[int | tuple[int, int]], list[FieldSpec]]] = {}
+        self._quiet = 0
+        """Quiet fields found not supported in the current fetch (logged as one line)."""
         """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs)."""
 
     def report(self, failed: Failed) -> None:
@@ -186,7 +232,7 @@ class FieldValues:
     def uses_call(self, scope: str, spec: FieldSpec) -> bool:
         return (scope, spec.name) in self._via_call
 
-    def _ids_for(self, scope: str) -> tuple[int, list[int], list[FieldSpec]]:
+    def _ids_for(self, scope: str) -> tuple[int, list[int | tuple[int, int]], list[FieldSpec]]:
         generation = self._nvml.generation
         cached = self._ids.get(scope)
         if cached is not None and cached[0] == generation:
@@ -196,10 +242,10 @@ class FieldValues:
             for s in self._specs
             if self._nvml.supported(scope, s.name) and (scope, s.name) not in self._via_call
         ]
-        cached = self._ids[scope] = (generation, [s.field_id for s in specs], specs)
+        cached = self._ids[scope] = (generation, [s.request for s in specs], specs)
         return cached
 
-    def fetch(self, scope: str, handle: Any) -> dict[int, Answer | Failed] | None:
+    def fetch(self, scope: str, handle: Any) -> dict[int | tuple[int, int], Answer | Failed] | None:
         """This cycle's answers by field ID; None: the call is unavailable (use the dedicated ones)."""
         _, ids, specs = self._ids_for(scope)
         if not ids:
@@ -208,10 +254,15 @@ class FieldValues:
         if raw is ABSENT:
             return None
         # NVML answers in request order (the array it was given, filled in place).
-        return {
-            spec.field_id: self._answer(scope, spec, ret, value_type, number)
+        self._quiet = 0
+        answers = {
+            spec.request: self._answer(scope, spec, ret, value_type, number)
             for spec, (ret, value_type, number) in zip(specs, _decoded(raw), strict=True)
         }
+        if self._quiet:
+            log.info("NVML: %d NVLink fields are not supported on %s (links it does not have); not asking again",
+                     self._quiet, scope)  # fmt: skip
+        return answers
 
     def _answer(
         self, scope: str, spec: FieldSpec, ret: int, value_type: int, number: float | None
@@ -224,7 +275,8 @@ class FieldValues:
             return None
         if ret in _OLD_DRIVER:
             if spec.call is None:
-                self._nvml.mark_not_supported(scope, spec.name)
+                self._quiet += spec.quiet
+                self._nvml.mark_not_supported(scope, spec.name, quiet=spec.quiet)
                 return None
             self._via_call.add((scope, spec.name))
             self._ids.pop(scope, None)
@@ -243,7 +295,7 @@ class FieldBatch:
         self._owner = owner
         self._scope = scope
         self._handle = handle
-        self._values: dict[int, Answer | Failed] | UseCall | None = USE_CALL
+        self._values: dict[int | tuple[int, int], Answer | Failed] | UseCall | None = USE_CALL
         """USE_CALL until fetched; None when the call is unavailable."""
 
     def get(self, spec: FieldSpec) -> Answer:
@@ -254,7 +306,7 @@ class FieldBatch:
             self._values = self._owner.fetch(self._scope, self._handle)
         if self._values is None:
             return USE_CALL
-        got = self._values.get(spec.field_id)
+        got = self._values.get(spec.request)
         if isinstance(got, Failed):
             self._owner.report(got)
             return None
