@@ -111,8 +111,8 @@ REMAPPED: Final = (
 """Remapped rows, in :class:`RemappedRows` field order (a group, like RETIRED)."""
 
 PCIE_TRAFFIC: Final = (
-    FieldSpec("pcie_traffic", pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
-    FieldSpec("pcie_traffic", pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
+    FieldSpec("pcie_tx_bytes", pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
+    FieldSpec("pcie_rx_bytes", pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
 )
 """PCIe bytes transmitted and received since the driver loaded (TX, RX)."""
 NVLINK_LINKS: Final = 18
@@ -124,14 +124,14 @@ NVLINK_ERROR_KINDS: Final = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
 
 
 def _nvlink(link: int) -> tuple[FieldSpec, ...]:
-    traffic = tuple(
-        FieldSpec(f"nvlink_l{link}", fid, scope_id=link, quiet=True)
-        for fid in (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
+    traffic = (
+        FieldSpec(f"nvlink_l{link}_tx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, scope_id=link, quiet=True),
+        FieldSpec(f"nvlink_l{link}_rx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, scope_id=link, quiet=True),
     )
     if link >= NVLINK_ERROR_LINKS:
         return traffic
     errors = tuple(
-        FieldSpec(f"nvlink_l{link}_errors", getattr(pynvml, f"NVML_FI_DEV_NVLINK_{kind}_ERROR_COUNT_L{link}"),
+        FieldSpec(f"nvlink_l{link}_{kind.lower()}", getattr(pynvml, f"NVML_FI_DEV_NVLINK_{kind}_ERROR_COUNT_L{link}"),
                   quiet=True)
         for kind in NVLINK_ERROR_KINDS
     )  # fmt: skip
