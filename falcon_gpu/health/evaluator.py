@@ -5,7 +5,8 @@ rising) rather than level. The rules follow NVIDIA's published guidance:
 uncorrectable ECC, row-remap failure, 60+ retired pages, or an XID that means
 the GPU needs a reset or replacement is a *fail*; a pending page retirement or
 row remap (needs a GPU reset), thermal or hardware slowdown, or other XIDs are a
-*warn*. The state is bounded by the number of devices ever seen.
+*warn*. NVLink CRC or replay errors rising are a *warn*, recovery errors rising a
+*fail* (the ``nvlink`` check, on GPUs that report NVLink error counters). The state is bounded by the number of devices ever seen.
 
 ``last_xid`` is the most recent XID as the watcher saw events arrive (what
 dcgm-exporter's ``XID_ERRORS`` reports), not the most severe of an interval; a
@@ -38,6 +39,34 @@ class _DeviceState:
     """When an XID of each level (WARN, FAIL) last arrived: a critical XID keeps the check
     failed for its whole hold even if a harmless one follows it."""
     last_xid: int | None = None
+    nvlink_errors: dict[tuple[int, str], int] = field(default_factory=dict)
+    """Per (link, error type): the counter last cycle."""
+
+
+NVLINK_WARN = ("crc_flit_errors", "crc_data_errors", "replay_errors")
+NVLINK_FAIL = ("recovery_errors",)
+"""CRC and replay errors are retried by the link (warn: a cable or a connector degrading);
+a recovery means the link went down and had to be retrained, traffic stalled (fail)."""
+
+
+def _nvlink_level(dev: DeviceReading, st: _DeviceState) -> int | None:
+    """WARN/FAIL while a link's error counters rise; None when the GPU reports none (no NVLink).
+    A counter that went down (driver reload) is a reset, not an error."""
+    level: int | None = None
+    seen: dict[tuple[int, str], int] = {}
+    for link in dev.nvlink:
+        for attr in (*NVLINK_WARN, *NVLINK_FAIL):
+            value = getattr(link, attr)
+            if value is None:
+                continue
+            key = (link.link, attr)
+            seen[key] = value
+            before = st.nvlink_errors.get(key)
+            rising = before is not None and value > before
+            here = (FAIL if attr in NVLINK_FAIL else WARN) if rising else PASS
+            level = here if level is None else max(level, here)
+    st.nvlink_errors = seen
+    return level
 
 
 class HealthEvaluator:
@@ -96,4 +125,7 @@ class HealthEvaluator:
             )
         if dev.inforom_valid is not None:
             checks["inforom"] = PASS if dev.inforom_valid else WARN
+        nvlink = _nvlink_level(dev, st)
+        if nvlink is not None:
+            checks["nvlink"] = nvlink
         return checks
