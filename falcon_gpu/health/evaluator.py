@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from falcon_gpu.model.cycle import FAIL, PASS, WARN, HealthReport
-from falcon_gpu.model.snapshot import DeviceReading, Snapshot
+from falcon_gpu.model.snapshot import DeviceReading, NvlinkErrors, Snapshot
 
 CRITICAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
 """XIDs that mean data corruption, a lost GPU or a reset/RMA: DBE (48), row remap
@@ -39,33 +39,24 @@ class _DeviceState:
     """When an XID of each level (WARN, FAIL) last arrived: a critical XID keeps the check
     failed for its whole hold even if a harmless one follows it."""
     last_xid: int | None = None
-    nvlink_errors: dict[tuple[int, str], int] = field(default_factory=dict)
-    """Per (link, error type): the counter last cycle."""
+    nvlink_errors: NvlinkErrors | None = None
+    """The GPU's NVLink error totals last cycle."""
 
 
-NVLINK_WARN = ("crc_flit_errors", "crc_data_errors", "replay_errors")
-NVLINK_FAIL = ("recovery_errors",)
-"""CRC and replay errors are retried by the link (warn: a cable or a connector degrading);
-a recovery means the link went down and had to be retrained, traffic stalled (fail)."""
+NVLINK_LEVELS: tuple[tuple[str, int], ...] = (("crc_flit", WARN), ("crc_data", WARN), ("replay", WARN),
+                                              ("recovery", FAIL))  # fmt: skip
+"""CRC and replay errors are retried by the link (warn: a cable or a connector degrading); a
+recovery means the link went down and had to be retrained, its traffic stalled (fail)."""
 
 
-def _nvlink_level(dev: DeviceReading, st: _DeviceState) -> int | None:
-    """WARN/FAIL while a link's error counters rise; None when the GPU reports none (no NVLink).
-    A counter that went down (driver reload) is a reset, not an error."""
-    level: int | None = None
-    seen: dict[tuple[int, str], int] = {}
-    for link in dev.nvlink:
-        for attr in (*NVLINK_WARN, *NVLINK_FAIL):
-            value = getattr(link, attr)
-            if value is None:
-                continue
-            key = (link.link, attr)
-            seen[key] = value
-            before = st.nvlink_errors.get(key)
-            rising = before is not None and value > before
-            here = (FAIL if attr in NVLINK_FAIL else WARN) if rising else PASS
-            level = here if level is None else max(level, here)
-    st.nvlink_errors = seen
+def _nvlink_level(errors: NvlinkErrors, before: NvlinkErrors | None) -> int:
+    """WARN/FAIL while the GPU's error totals rise; a total that went down (driver reload) is a reset."""
+    level = PASS
+    if before is not None:
+        for kind, severity in NVLINK_LEVELS:
+            now, then = getattr(errors, kind), getattr(before, kind)
+            if now is not None and then is not None and now > then:
+                level = max(level, severity)
     return level
 
 
@@ -125,7 +116,7 @@ class HealthEvaluator:
             )
         if dev.inforom_valid is not None:
             checks["inforom"] = PASS if dev.inforom_valid else WARN
-        nvlink = _nvlink_level(dev, st)
-        if nvlink is not None:
-            checks["nvlink"] = nvlink
+        if dev.nvlink_errors is not None:
+            checks["nvlink"] = _nvlink_level(dev.nvlink_errors, st.nvlink_errors)
+            st.nvlink_errors = dev.nvlink_errors
         return checks

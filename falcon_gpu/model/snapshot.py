@@ -60,16 +60,24 @@ GPM_METRICS: tuple[str, ...] = tuple(f.name for f in fields(GpmReading))
 
 
 @dataclass(frozen=True, slots=True)
+class NvlinkErrors:
+    """NVLink error counters since the driver loaded: of one link, or summed over a GPU's links."""
+
+    crc_flit: int | None = None
+    crc_data: int | None = None
+    replay: int | None = None
+    recovery: int | None = None
+
+
+NVLINK_ERROR_TYPES: tuple[str, ...] = tuple(f.name for f in fields(NvlinkErrors))
+
+
+@dataclass(frozen=True, slots=True)
 class NvlinkReading:
-    """One NVLink of a GPU: traffic counters (bytes) and error counters since the driver loaded."""
+    """One NVLink that has counted errors (links without any are not listed: 18 per GPU)."""
 
     link: int
-    tx_bytes: int | None = None
-    rx_bytes: int | None = None
-    crc_flit_errors: int | None = None
-    crc_data_errors: int | None = None
-    replay_errors: int | None = None
-    recovery_errors: int | None = None
+    errors: NvlinkErrors
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +164,13 @@ class DeviceReading:
     pcie_tx_bytes_per_second: float | None = None
     """The counter's rate since the previous cycle; None on the first cycle and after a reset."""
     pcie_rx_bytes_per_second: float | None = None
+    nvlink_tx_bytes: int | None = None
+    """NVLink data bytes sent since the driver loaded, all links (None: no NVLink)."""
+    nvlink_rx_bytes: int | None = None
+    nvlink_errors: NvlinkErrors | None = None
+    """Error counters summed over the links (None: the GPU reports none)."""
     nvlink: tuple[NvlinkReading, ...] = ()
-    """The links that answered (none on a GPU without NVLink)."""
+    """The links with a non-zero error counter, each with its counters."""
     nvlink_tx_bytes_per_second: float | None = None
     """All links' data sent per second since the previous cycle (None: first cycle, reset)."""
     nvlink_rx_bytes_per_second: float | None = None

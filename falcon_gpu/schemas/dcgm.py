@@ -237,24 +237,20 @@ def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
     _interconnect(b, lb, d)
 
 
-def _total(values: list[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
 def _interconnect(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
     """PCIe and NVLink of the whole board: rates as DCGM's profiling fields, NVLink totals as counters."""
     b.add(PROF + "PCIE_TX_BYTES", lb, d.pcie_tx_bytes_per_second)
     b.add(PROF + "PCIE_RX_BYTES", lb, d.pcie_rx_bytes_per_second)
-    if not d.nvlink:
-        return
     b.add(PROF + "NVLINK_TX_BYTES", lb, d.nvlink_tx_bytes_per_second)
     b.add(PROF + "NVLINK_RX_BYTES", lb, d.nvlink_rx_bytes_per_second)
-    b.add(F + "NVLINK_BANDWIDTH_TOTAL", lb, _total([n for link in d.nvlink for n in (link.tx_bytes, link.rx_bytes)]))
-    b.add(F + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", lb, _total([link.crc_flit_errors for link in d.nvlink]))
-    b.add(F + "NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", lb, _total([link.crc_data_errors for link in d.nvlink]))
-    b.add(F + "NVLINK_REPLAY_ERROR_COUNT_TOTAL", lb, _total([link.replay_errors for link in d.nvlink]))
-    b.add(F + "NVLINK_RECOVERY_ERROR_COUNT_TOTAL", lb, _total([link.recovery_errors for link in d.nvlink]))
+    tx, rx = d.nvlink_tx_bytes, d.nvlink_rx_bytes
+    b.add(F + "NVLINK_BANDWIDTH_TOTAL", lb, None if tx is None and rx is None else (tx or 0) + (rx or 0))
+    errors = d.nvlink_errors
+    if errors is not None:
+        b.add(F + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", lb, errors.crc_flit)
+        b.add(F + "NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", lb, errors.crc_data)
+        b.add(F + "NVLINK_REPLAY_ERROR_COUNT_TOTAL", lb, errors.replay)
+        b.add(F + "NVLINK_RECOVERY_ERROR_COUNT_TOTAL", lb, errors.recovery)
 
 
 def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels
-from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, GPM_METRICS, DeviceReading, GpmReading, MigReading
+from falcon_gpu.model.snapshot import (
+    CLOCK_EVENT_REASONS,
+    GPM_METRICS,
+    NVLINK_ERROR_TYPES,
+    DeviceReading,
+    GpmReading,
+    MigReading,
+)
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 
 P = "falcon_gpu_"
@@ -49,8 +56,8 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "fp16_active_ratio", "gauge", "GPM: fraction of cycles the FP16 pipe was active."),
     MetricSpec(P + "pcie_transmit_bytes_total", "counter", "PCIe bytes sent since the driver loaded."),
     MetricSpec(P + "pcie_receive_bytes_total", "counter", "PCIe bytes received since the driver loaded."),
-    MetricSpec(P + "nvlink_transmit_bytes_total", "counter", "NVLink data bytes sent, per link."),
-    MetricSpec(P + "nvlink_receive_bytes_total", "counter", "NVLink data bytes received, per link."),
+    MetricSpec(P + "nvlink_transmit_bytes_total", "counter", "NVLink data bytes sent, all links."),
+    MetricSpec(P + "nvlink_receive_bytes_total", "counter", "NVLink data bytes received, all links."),
     MetricSpec(P + "nvlink_errors_total", "counter", "NVLink errors per link and type."),
 )
 GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
@@ -58,11 +65,7 @@ GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
     P + "graphics_active_ratio", P + "fp64_active_ratio", P + "fp32_active_ratio", P + "fp16_active_ratio",
 ), strict=True))  # fmt: skip
 """(GpmReading field, series name)."""
-NVLINK_ERRORS: tuple[tuple[str, str], ...] = (
-    ("crc_flit", "crc_flit_errors"), ("crc_data", "crc_data_errors"), ("replay", "replay_errors"),
-    ("recovery", "recovery_errors"),
-)  # fmt: skip
-"""(``type`` label, NvlinkReading field)."""
+
 
 
 def device_labels(base: Labels, dev: DeviceReading) -> Labels:
@@ -146,12 +149,12 @@ def _readings(b: FamilyBuilder, lb: Labels, dev: DeviceReading) -> None:
     _gpm(b, lb, dev.gpm)
     b.add(P + "pcie_transmit_bytes_total", lb, dev.pcie_tx_bytes)
     b.add(P + "pcie_receive_bytes_total", lb, dev.pcie_rx_bytes)
-    for link in dev.nvlink:
+    b.add(P + "nvlink_transmit_bytes_total", lb, dev.nvlink_tx_bytes)
+    b.add(P + "nvlink_receive_bytes_total", lb, dev.nvlink_rx_bytes)
+    for link in dev.nvlink:  # only links that counted errors: 18 links x 4 types of zeros would double the output
         ll = (*lb, ("link", str(link.link)))
-        b.add(P + "nvlink_transmit_bytes_total", ll, link.tx_bytes)
-        b.add(P + "nvlink_receive_bytes_total", ll, link.rx_bytes)
-        for kind, attr in NVLINK_ERRORS:
-            b.add(P + "nvlink_errors_total", (*ll, ("type", kind)), getattr(link, attr))
+        for kind in NVLINK_ERROR_TYPES:
+            b.add(P + "nvlink_errors_total", (*ll, ("type", kind)), getattr(link.errors, kind))
     for mig in dev.mig:
         ml = mig_labels(lb, mig)
         _gpm(b, ml, mig.gpm)

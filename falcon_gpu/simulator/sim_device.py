@@ -148,11 +148,17 @@ class DeviceCalls(SimCore):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return round(at(pcie[key], self.cycle))
 
+    def _links(self, dev: SimDevice) -> dict[int, Any]:
+        links: dict[int, Any] | None = self._link_index.get(dev.index)
+        if links is None:
+            links = self._link_index[dev.index] = {n.link: n for n in dev.gpu.nvlink}
+        return links
+
     def _nvlink(self, dev: SimDevice, link: int, key: str, scale: float = 1.0) -> int:
         """A link's counter; a link the GPU lacks answers INVALID_ARGUMENT, as NVML does for its ID."""
         if not dev.gpu.supports("nvlink"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        found = next((n for n in dev.gpu.nvlink if n.link == link), None)
+        found = self._links(dev).get(link)
         if found is None:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED if not dev.gpu.nvlink else pynvml.NVML_ERROR_INVALID_ARGUMENT)
         series = getattr(found, key)

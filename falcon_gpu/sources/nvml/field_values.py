@@ -120,30 +120,33 @@ NVLINK_LINKS: Final = 18
 NVLINK_ERROR_LINKS: Final = 12
 """Links with per-link error field IDs (``..._L0`` to ``..._L11``)."""
 NVLINK_ERROR_KINDS: Final = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
-"""In :class:`~falcon_gpu.model.snapshot.NvlinkReading` error field order."""
+"""In :class:`~falcon_gpu.model.snapshot.NvlinkErrors` field order."""
 
 
-def _nvlink(link: int) -> tuple[FieldSpec, ...]:
-    traffic = (
-        FieldSpec(f"nvlink_l{link}_tx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, scope_id=link, quiet=True),
-        FieldSpec(f"nvlink_l{link}_rx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, scope_id=link, quiet=True),
+def _traffic(direction: str, field_id: int) -> tuple[FieldSpec, ...]:
+    return tuple(
+        FieldSpec(f"nvlink_l{link}_{direction}", field_id, scope_id=link, quiet=True) for link in range(NVLINK_LINKS)
     )
-    if link >= NVLINK_ERROR_LINKS:
-        return traffic
-    errors = tuple(
+
+
+NVLINK_TX: Final = _traffic("tx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
+"""Per link (index = link): data sent, KiB, the link as ``scopeId``."""
+NVLINK_RX: Final = _traffic("rx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
+NVLINK_ERRORS: Final = tuple(
+    tuple(
         FieldSpec(f"nvlink_l{link}_{kind.lower()}", getattr(pynvml, f"NVML_FI_DEV_NVLINK_{kind}_ERROR_COUNT_L{link}"),
                   quiet=True)
-        for kind in NVLINK_ERROR_KINDS
-    )  # fmt: skip
-    return traffic + errors
-
-
-NVLINK: Final = tuple(_nvlink(link) for link in range(NVLINK_LINKS))
-"""Per link: TX and RX data (KiB, scoped by link), then its four error counters where NVML has them."""
+        for link in range(NVLINK_ERROR_LINKS)
+    )
+    for kind in NVLINK_ERROR_KINDS
+)  # fmt: skip
+"""Per error kind (NVLINK_ERROR_KINDS order), per link 0-11 (index = link): the error counter."""
+NVLINK: Final = (*NVLINK_TX, *NVLINK_RX, *(spec for kind in NVLINK_ERRORS for spec in kind))
+"""Every NVLink field, in the order the interconnect reader slices them: TX, RX, then errors by kind."""
 
 FIELDS: Final = (
     MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED, *PCIE_TRAFFIC,
-    *(spec for link in NVLINK for spec in link),
+    *NVLINK,
 )  # fmt: skip
 
 VALUE_ATTR: Final = {
@@ -174,6 +177,8 @@ _FROM_U64: Final[dict[int, Callable[[int], float]]] = {
 }
 """Each value type from the union's 8 bytes (little-endian: the narrow members are the low bytes)."""
 
+_ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+
 Decoded = tuple[int, int, float | None]
 """(nvmlReturn, valueType, the number or None for a type not known here)."""
 
@@ -183,17 +188,18 @@ def _decoded(raw: Any) -> list[Decoded]:
     array (pynvml's structs route every attribute read through Python: three per field), else by
     attribute."""
     if LITTLE_ENDIAN and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
-        return [
-            (ret, value_type, None if (decode := _FROM_U64.get(value_type)) is None else decode(u64))
+        return [  # counters (most fields) are unsigned long long: the 8 bytes are the number already
+            (ret, value_type, u64 if value_type == _ULL else None if (decode := _FROM_U64.get(value_type)) is None
+             else decode(u64))
             for _, _, _, _, value_type, ret, u64 in LAYOUT.iter_unpack(memoryview(raw).cast("B"))
-        ]
+        ]  # fmt: skip
     out: list[Decoded] = []
     for value in raw:
         value_type = int(value.valueType)
         attr = VALUE_ATTR.get(value_type)
-        out.append(
-            (int(value.nvmlReturn), value_type, None if attr is None else float(getattr(value.value, attr)))
-        )
+        raw_number = None if attr is None else getattr(value.value, attr)
+        number = None if raw_number is None else int(raw_number) if value_type == _ULL else float(raw_number)
+        out.append((int(value.nvmlReturn), value_type, number))
     return out
 
 
@@ -219,9 +225,9 @@ class FieldValues:
         self._specs = specs
         self._via_call: set[tuple[str, str]] = set()
         self._ids: dict[str, tuple[int, list[int | tuple[int, int]], list[FieldSpec]]] = {}
+        """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs)."""
         self._quiet = 0
         """Quiet fields found not supported in the current fetch (logged as one line)."""
-        """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs)."""
 
     def report(self, failed: Failed) -> None:
         self._nvml.errors.append(failed.error)
@@ -256,7 +262,9 @@ class FieldValues:
         # NVML answers in request order (the array it was given, filled in place).
         self._quiet = 0
         answers = {
-            spec.request: self._answer(scope, spec, ret, value_type, number)
+            spec.request: number
+            if ret == pynvml.NVML_SUCCESS and number is not None
+            else self._answer(scope, spec, ret, value_type, number)
             for spec, (ret, value_type, number) in zip(specs, _decoded(raw), strict=True)
         }
         if self._quiet:
@@ -311,6 +319,23 @@ class FieldBatch:
             self._owner.report(got)
             return None
         return got
+
+    def numbers(self, specs: tuple[FieldSpec, ...]) -> list[float | None]:
+        """The numbers of fields that have no dedicated call (None each where absent), for readers
+        that take many (NVLink: 84 per GPU) without the per-field fallback checks of :meth:`get`."""
+        if isinstance(self._values, UseCall):
+            self._values = self._owner.fetch(self._scope, self._handle)
+        values = self._values
+        if not values:
+            return [None] * len(specs)
+        out: list[float | None] = []
+        for spec in specs:
+            got = values.get(spec.request)
+            if isinstance(got, Failed):
+                self._owner.report(got)
+                got = None
+            out.append(None if isinstance(got, UseCall) else got)
+        return out
 
     def value(self, nvml: NvmlCaller, spec: FieldSpec) -> Any:
         """The field's number, or its dedicated call's answer where the batch cannot give it; ABSENT: none."""

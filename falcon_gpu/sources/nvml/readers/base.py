@@ -23,6 +23,7 @@ from falcon_gpu.model.snapshot import (
     EccCounts,
     GpmReading,
     MigReading,
+    NvlinkErrors,
     NvlinkReading,
     ProcessReading,
     RemappedRows,
@@ -67,6 +68,9 @@ class Fields(TypedDict, total=False):
     pcie_rx_bytes: int | None
     pcie_tx_bytes_per_second: float | None
     pcie_rx_bytes_per_second: float | None
+    nvlink_tx_bytes: int | None
+    nvlink_rx_bytes: int | None
+    nvlink_errors: NvlinkErrors | None
     nvlink: tuple[NvlinkReading, ...]
     nvlink_tx_bytes_per_second: float | None
     nvlink_rx_bytes_per_second: float | None
