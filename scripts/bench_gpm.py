@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import io
 import time
-
 from typing import Any
 
 from bench_common import make_runner, median_ms, write_scenario
@@ -45,7 +44,8 @@ class NvmlClock:
 def measure(gpus: int, procs: int, cycles: int) -> dict[str, tuple[float, float, float, int]]:
     sinks = {name: io.StringIO() for name in ("without", "with")}
     runners = {
-        name: make_runner(write_scenario(gpus, procs, profiling=name == "with"), sinks[name]) for name in sinks
+        name: make_runner(write_scenario(gpus, procs, profiling=name == "with"), sinks[name])
+        for name in sinks
     }
     for _ in range(3):
         for r in runners.values():
@@ -76,14 +76,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=300)
     a = ap.parse_args()
-    print("| node | cycle CPU ms without / with | added | falcon_gpu's own CPU ms (cycle minus simulated NVML) "
-          "without / with | added | NVML calls/GPU/cycle without / with | text bytes without / with |")
+    print(
+        "| node | cycle CPU ms without / with | added | falcon_gpu's own CPU ms (cycle minus simulated NVML) "
+        "without / with | added | NVML calls/GPU/cycle without / with | text bytes without / with |"
+    )
     print("|---|---|---|---|---|---|---|")
     for gpus, procs in ((8, 64), (16, 256)):
         m = measure(gpus, procs, a.cycles)
         (t0, o0, c0, b0), (t1, o1, c1, b1) = m["without"], m["with"]
         print(f"| {gpus} GPUs x {procs} processes | {t0:.2f} / {t1:.2f} | {100 * (t1 / t0 - 1):+.0f} % "
-              f"| {o0:.2f} / {o1:.2f} | {100 * (o1 / o0 - 1):+.0f} % | {c0:.1f} / {c1:.1f} | {b0} / {b1} |")  # fmt: skip
+              f"| {o0:.2f} / {o1:.2f} | {100 * (o1 / o0 - 1):+.0f} % "
+              f"| {c0:.1f} / {c1:.1f} | {b0} / {b1} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import sys
 import uuid as uuidlib
 from typing import Any
 
-
 GPM = {
     "sm_active_percent": [60, 70], "sm_occupancy_percent": [40, 45], "tensor_active_percent": [20, 30],
     "dram_active_percent": [35, 40], "graphics_active_percent": [70, 80], "fp64_active_percent": 0,
@@ -24,11 +23,17 @@ GPM = {
 
 def profiling(g: int) -> dict[str, Any]:
     """GPM, PCIe and 18 NVLinks of one GPU (what issue 11 reads)."""
-    link = {"tx_bytes": [1e12 * g + i * 1e9 for i in range(5)], "rx_bytes": [2e12 * g + i * 1e9 for i in range(5)],
-            "crc_flit_errors": 0, "crc_data_errors": 0, "replay_errors": 0, "recovery_errors": 0}  # fmt: skip
+    link = {
+        "tx_bytes": [1e12 * g + i * 1e9 for i in range(5)],
+        "rx_bytes": [2e12 * g + i * 1e9 for i in range(5)],
+        "crc_flit_errors": 0, "crc_data_errors": 0, "replay_errors": 0, "recovery_errors": 0,
+    }  # fmt: skip
     return {
         "gpm": GPM,
-        "pcie": {"tx_bytes": [1e11 * g + i * 1e8 for i in range(5)], "rx_bytes": [2e11 * g + i * 1e8 for i in range(5)]},
+        "pcie": {
+            "tx_bytes": [1e11 * g + i * 1e8 for i in range(5)],
+            "rx_bytes": [2e11 * g + i * 1e8 for i in range(5)],
+        },
         "nvlink": [{"link": n, **link} for n in range(18)],
     }
 

@@ -6,7 +6,8 @@ uncorrectable ECC, row-remap failure, 60+ retired pages, or an XID that means
 the GPU needs a reset or replacement is a *fail*; a pending page retirement or
 row remap (needs a GPU reset), thermal or hardware slowdown, or other XIDs are a
 *warn*. NVLink CRC or replay errors rising are a *warn*, recovery errors rising a
-*fail* (the ``nvlink`` check, on GPUs that report NVLink error counters). The state is bounded by the number of devices ever seen.
+*fail* (the ``nvlink`` check, on GPUs that report NVLink error counters). The state is bounded
+by the number of devices ever seen.
 
 ``last_xid`` is the most recent XID as the watcher saw events arrive (what
 dcgm-exporter's ``XID_ERRORS`` reports), not the most severe of an interval; a

@@ -91,7 +91,11 @@ _PROF_GPM: tuple[tuple[str, str, str], ...] = (
     ("sm_active", "SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned."),
     ("sm_occupancy", "SM_OCCUPANCY", "The ratio of number of warps resident on an SM."),
     ("tensor_active", "PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active."),
-    ("dram_active", "DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data."),
+    (
+        "dram_active",
+        "DRAM_ACTIVE",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
     ("graphics_active", "GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
     ("fp64_active", "PIPE_FP64_ACTIVE", "Ratio of cycles the fp64 pipes are active."),
     ("fp32_active", "PIPE_FP32_ACTIVE", "Ratio of cycles the fp32 pipes are active."),
@@ -101,8 +105,14 @@ _PROF_GPM: tuple[tuple[str, str, str], ...] = (
 _PROF_RATES: tuple[tuple[str, str], ...] = (
     ("PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus, in bytes per second."),
     ("PCIE_RX_BYTES", "The rate of data received over the PCIe bus, in bytes per second."),
-    ("NVLINK_TX_BYTES", "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second."),
-    ("NVLINK_RX_BYTES", "The rate of data received over NVLink, not including protocol headers, in bytes per second."),
+    (
+        "NVLINK_TX_BYTES",
+        "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
+    ),
+    (
+        "NVLINK_RX_BYTES",
+        "The rate of data received over NVLink, not including protocol headers, in bytes per second.",
+    ),
 )
 SPECS: tuple[MetricSpec, ...] = (
     tuple(MetricSpec(F + n, "gauge", h) for n, h in _G)
@@ -274,7 +284,12 @@ def render(cycle: CycleData) -> PromBatch:
             _memory(b, whole, dev.memory_used_bytes, dev.memory_free_bytes)
             _gpm(b, whole, dev.gpm)
         for gi in instances:
-            lb = (*base, ("GPU_I_PROFILE", gi.profile), ("GPU_I_ID", str(gi.id)), *owners.labels(gi.mig_uuids))
+            lb = (
+                *base,
+                ("GPU_I_PROFILE", gi.profile),
+                ("GPU_I_ID", str(gi.id)),
+                *owners.labels(gi.mig_uuids),
+            )
             _memory(b, lb, gi.memory_used_bytes, gi.memory_free_bytes)
             _gpm(b, lb, gi.gpm)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))

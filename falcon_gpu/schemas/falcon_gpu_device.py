@@ -46,11 +46,15 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "xid_errors_total", "counter", "XID error events seen since the agent started."),
     MetricSpec(P + "clock_event_active", "gauge", "1 while a clock event (throttle) reason is active."),
     MetricSpec(P + "health", "gauge", "Health check result: 0 pass, 1 warn, 2 fail."),
-    MetricSpec(P + "sm_active_ratio", "gauge", "GPM: fraction of time the SMs had a warp resident (Hopper+)."),
+    MetricSpec(
+        P + "sm_active_ratio", "gauge", "GPM: fraction of time the SMs had a warp resident (Hopper+)."
+    ),
     MetricSpec(P + "sm_occupancy_ratio", "gauge", "GPM: resident warps over the SMs' maximum (Hopper+)."),
     MetricSpec(P + "tensor_active_ratio", "gauge", "GPM: fraction of cycles any tensor pipe was active."),
     MetricSpec(P + "dram_active_ratio", "gauge", "GPM: DRAM bandwidth used over its peak."),
-    MetricSpec(P + "graphics_active_ratio", "gauge", "GPM: fraction of time the graphics/compute engine was busy."),
+    MetricSpec(
+        P + "graphics_active_ratio", "gauge", "GPM: fraction of time the graphics/compute engine was busy."
+    ),
     MetricSpec(P + "fp64_active_ratio", "gauge", "GPM: fraction of cycles the FP64 pipe was active."),
     MetricSpec(P + "fp32_active_ratio", "gauge", "GPM: fraction of cycles the FP32 pipe was active."),
     MetricSpec(P + "fp16_active_ratio", "gauge", "GPM: fraction of cycles the FP16 pipe was active."),
@@ -65,7 +69,6 @@ GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
     P + "graphics_active_ratio", P + "fp64_active_ratio", P + "fp32_active_ratio", P + "fp16_active_ratio",
 ), strict=True))  # fmt: skip
 """(GpmReading field, series name)."""
-
 
 
 def device_labels(base: Labels, dev: DeviceReading) -> Labels:
@@ -151,7 +154,9 @@ def _readings(b: FamilyBuilder, lb: Labels, dev: DeviceReading) -> None:
     b.add(P + "pcie_receive_bytes_total", lb, dev.pcie_rx_bytes)
     b.add(P + "nvlink_transmit_bytes_total", lb, dev.nvlink_tx_bytes)
     b.add(P + "nvlink_receive_bytes_total", lb, dev.nvlink_rx_bytes)
-    for link in dev.nvlink:  # only links that counted errors: 18 links x 4 types of zeros would double the output
+    for (
+        link
+    ) in dev.nvlink:  # only links that counted errors: 18 links x 4 types of zeros would double the output
         ll = (*lb, ("link", str(link.link)))
         for kind in NVLINK_ERROR_TYPES:
             b.add(P + "nvlink_errors_total", (*ll, ("type", kind)), getattr(link.errors, kind))

@@ -113,7 +113,14 @@ def _gpm(o: Obj) -> Gpm | None:
     return _keyed(o.obj("gpm"), GPM_KEYS)
 
 
-NVLINK_KEYS = ("tx_bytes", "rx_bytes", "crc_flit_errors", "crc_data_errors", "replay_errors", "recovery_errors")
+NVLINK_KEYS = (
+    "tx_bytes",
+    "rx_bytes",
+    "crc_flit_errors",
+    "crc_data_errors",
+    "replay_errors",
+    "recovery_errors",
+)
 
 
 def _nvlink(o: Obj) -> NvlinkScenario:

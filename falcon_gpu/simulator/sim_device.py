@@ -160,7 +160,9 @@ class DeviceCalls(SimCore):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         found = self._links(dev).get(link)
         if found is None:
-            fail(pynvml.NVML_ERROR_NOT_SUPPORTED if not dev.gpu.nvlink else pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            fail(
+                pynvml.NVML_ERROR_NOT_SUPPORTED if not dev.gpu.nvlink else pynvml.NVML_ERROR_INVALID_ARGUMENT
+            )
         series = getattr(found, key)
         if series is None:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -302,16 +304,20 @@ def _link_errors(link: int, key: str) -> FieldServer:
 
 for _link in range(12):
     for _kind, _key in _NVLINK_ERRORS.items():
-        FIELD_VALUES[getattr(pynvml, f"NVML_FI_DEV_NVLINK_{_kind}_ERROR_COUNT_L{_link}")] = _link_errors(_link, _key)
+        FIELD_VALUES[getattr(pynvml, f"NVML_FI_DEV_NVLINK_{_kind}_ERROR_COUNT_L{_link}")] = _link_errors(
+            _link, _key
+        )
 """The field IDs the simulator serves, each from the same scenario value as its dedicated call."""
 
 ScopedServer = Callable[[DeviceCalls, SimDevice, int], tuple[int, int]]
 SCOPED_FIELD_VALUES: dict[int, ScopedServer] = {
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: lambda sim, dev, link: (
-        _ULL, sim._nvlink(dev, link, "tx_bytes", 1 / 1024)
+        _ULL,
+        sim._nvlink(dev, link, "tx_bytes", 1 / 1024),
     ),
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: lambda sim, dev, link: (
-        _ULL, sim._nvlink(dev, link, "rx_bytes", 1 / 1024)
+        _ULL,
+        sim._nvlink(dev, link, "rx_bytes", 1 / 1024),
     ),
 }
 """Field IDs whose ``scopeId`` names the NVLink (throughput in KiB, as NVML counts it)."""

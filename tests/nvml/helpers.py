@@ -11,7 +11,6 @@ import pynvml
 
 from falcon_gpu.model.snapshot import EccCounts, GpmReading, RemappedRows, RetiredPages
 from falcon_gpu.simulator.library import SimulatedNvml
-from falcon_gpu.simulator.scenario_model import GPM_KEYS
 from falcon_gpu.simulator.scenario import (
     GpuScenario,
     Scenario,
@@ -21,6 +20,7 @@ from falcon_gpu.simulator.scenario import (
     parse_scenario,
     resolve_scenario,
 )
+from falcon_gpu.simulator.scenario_model import GPM_KEYS
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.telemetry import Telemetry
 
@@ -184,12 +184,14 @@ def expected_processes(gpu: GpuScenario, cycle: int) -> dict[tuple[int, int | No
     sampled = gpu.supports("process_utilization") and not gpu.mig  # NVML: none on MIG-enabled GPUs
     out: dict[tuple[int, int | None], dict[str, Any]] = {}
     groups = [(None, gpu.processes, None)] + [
-        (m.gpu_instance_id, m.processes, expected_gpm(m.gpm if gpu.gpm is not None and gpu.supports("gpm") else None,
-                                                      cycle))
+        (m.gpu_instance_id, m.processes,
+         expected_gpm(m.gpm if gpu.gpm is not None and gpu.supports("gpm") else None, cycle))
         for m in gpu.mig
     ]  # fmt: skip
     for gi, procs, gpm in groups:
-        memory = {p.pid: 0 if p.used_memory_bytes is None else int(at(p.used_memory_bytes, cycle)) for p in procs}
+        memory = {
+            p.pid: 0 if p.used_memory_bytes is None else int(at(p.used_memory_bytes, cycle)) for p in procs
+        }
         for p in procs:
             instance_share = None  # on MIG: the instance's GPM SM activity, split by memory
             if gpm is not None and gpm.sm_active is not None:

@@ -102,10 +102,12 @@ def test_a_metric_the_device_lacks_is_none_and_the_others_stay() -> None:
 def test_a_lost_gpu_frees_its_samples_and_the_others_go_on() -> None:
     sim = SimulatedNvml(scenario_of(hopper("GPU-1"), hopper("GPU-2", lost_at_cycle=2)))
     source, telemetry = source_on(sim)
-    first, second, third = (source.collect(1000.0 + t) for t in range(3))
+    _, second, third = (source.collect(1000.0 + t) for t in range(3))
     assert sim.gpm_samples == 2  # the lost GPU's two are freed
     assert [d.gpm for d in second.devices] == [expected(1), expected(1)]
-    assert third.devices[0].gpm == expected(2) and third.devices[1].up is False and third.devices[1].gpm is None
+    assert (
+        third.devices[0].gpm == expected(2) and third.devices[1].up is False and third.devices[1].gpm is None
+    )
     assert sim.calls["nvmlGpmSampleFree"] == 2
     assert set(telemetry.view().errors_total) == {"gpu"}
     source.close()
@@ -124,7 +126,9 @@ def test_steady_state_costs_two_nvml_calls_per_gpu_and_instance() -> None:
 
 
 def mig_gpu(**extra: Any) -> dict[str, object]:
-    def instance(gi: int, ci: int, percent: list[int], processes: list[dict[str, object]]) -> dict[str, object]:
+    def instance(
+        gi: int, ci: int, percent: list[int], processes: list[dict[str, object]]
+    ) -> dict[str, object]:
         return {
             "gpu_instance_id": gi, "compute_instance_id": ci, "profile": "1g.10gb", "uuid": f"MIG-{gi}-{ci}",
             "memory_total_bytes": 10 << 30, "memory_used_bytes": 3 << 30, "processes": processes,

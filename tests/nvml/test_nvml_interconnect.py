@@ -25,7 +25,9 @@ def link(n: int, **errors: object) -> dict[str, object]:
 
 def test_pcie_and_nvlink_counters_come_out_as_they_went_in_in_one_field_values_call() -> None:
     sim = SimulatedNvml(
-        scenario_of(gpu(pcie={"tx_bytes": TX, "rx_bytes": RX}, nvlink=[link(0, replay_errors=[0, 2]), link(3)]))
+        scenario_of(
+            gpu(pcie={"tx_bytes": TX, "rx_bytes": RX}, nvlink=[link(0, replay_errors=[0, 2]), link(3)])
+        )
     )
     source, telemetry = source_on(sim)
     devs = [source.collect(1000.0 + 10 * t).devices[0] for t in range(2)]
@@ -34,7 +36,10 @@ def test_pcie_and_nvlink_counters_come_out_as_they_went_in_in_one_field_values_c
         (3 * 1024 * 1000, 2 * 1024 * 7), (5 * 1024 * 2000, 2 * 1024 * 7)  # links 0 and 3 summed
     ]  # fmt: skip
     assert [d.nvlink_errors for d in devs] == [NvlinkErrors(replay=0), NvlinkErrors(replay=2)]
-    assert [d.nvlink for d in devs] == [(), (NvlinkReading(0, NvlinkErrors(replay=2)),)]  # only links with errors
+    assert [d.nvlink for d in devs] == [
+        (),
+        (NvlinkReading(0, NvlinkErrors(replay=2)),),
+    ]  # only links with errors
     assert devs[1].pcie_tx_bytes_per_second == pytest.approx((TX[1] - TX[0]) / 10)
     assert devs[1].nvlink_tx_bytes_per_second == pytest.approx((5 * 1024 * 2000 - 3 * 1024 * 1000) / 10)
     assert sim.calls["nvmlDeviceGetFieldValues"] == 2  # PCIe and NVLink ride the one batched call
@@ -46,10 +51,14 @@ def test_a_counter_reset_gives_no_rate_for_that_interval_and_never_a_negative_on
     source, _ = source_on(sim)
     rates = [source.collect(1000.0 + 10 * t).devices[0].pcie_tx_bytes_per_second for t in range(5)]
     assert rates[0] is None and rates[3] is None  # first cycle; the reset
-    assert rates[1] == pytest.approx(4e8) and rates[2] == pytest.approx(8e8) and rates[4] == pytest.approx(4e8)
+    assert (
+        rates[1] == pytest.approx(4e8) and rates[2] == pytest.approx(8e8) and rates[4] == pytest.approx(4e8)
+    )
 
 
-def test_a_gpu_without_nvlink_is_logged_once_and_its_links_not_asked_again(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_gpu_without_nvlink_is_logged_once_and_its_links_not_asked_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO, "falcon_gpu.nvml")
     asked: list[int] = []
     sim = SimulatedNvml(scenario_of(gpu(pcie={"tx_bytes": 1, "rx_bytes": 2})))
@@ -66,7 +75,9 @@ def test_a_gpu_without_nvlink_is_logged_once_and_its_links_not_asked_again(caplo
     assert asked[0] >= 2 + 84  # 18 links x (TX, RX) + 12 links x 4 error counters, then only the PCIe pair:
     assert asked[1:] == [2, 2]  # this GPU answers nothing else
     lines = [r.getMessage() for r in caplog.records if "NVLink" in r.getMessage()]
-    assert lines == ["NVML: 84 NVLink fields are not supported on GPU-a (links it does not have); not asking again"]
+    assert lines == [
+        "NVML: 84 NVLink fields are not supported on GPU-a (links it does not have); not asking again"
+    ]
 
 
 def nvlink_snapshot(t: float, errors: NvlinkErrors | None) -> Snapshot:

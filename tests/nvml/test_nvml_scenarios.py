@@ -12,7 +12,14 @@ from falcon_gpu.simulator.scenario import at
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.sources.nvml.xid import XidWatcher
 from falcon_gpu.telemetry import Telemetry
-from tests.nvml.helpers import expected_gpm, FakeClock, expected_device, expected_processes, scenario_named, source_on
+from tests.nvml.helpers import (
+    FakeClock,
+    expected_device,
+    expected_gpm,
+    expected_processes,
+    scenario_named,
+    source_on,
+)
 
 BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node")
 CYCLES = 4

@@ -60,7 +60,9 @@ class FieldSpec:
     """What ``nvmlDeviceGetFieldValues`` is given for it: the ID, or ``(fieldId, scopeId)``."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "request", self.field_id if self.scope_id is None else (self.field_id, self.scope_id))
+        object.__setattr__(
+            self, "request", self.field_id if self.scope_id is None else (self.field_id, self.scope_id)
+        )
 
 
 class UseCall:
@@ -125,7 +127,8 @@ NVLINK_ERROR_KINDS: Final = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
 
 def _traffic(direction: str, field_id: int) -> tuple[FieldSpec, ...]:
     return tuple(
-        FieldSpec(f"nvlink_l{link}_{direction}", field_id, scope_id=link, quiet=True) for link in range(NVLINK_LINKS)
+        FieldSpec(f"nvlink_l{link}_{direction}", field_id, scope_id=link, quiet=True)
+        for link in range(NVLINK_LINKS)
     )
 
 
@@ -134,8 +137,11 @@ NVLINK_TX: Final = _traffic("tx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
 NVLINK_RX: Final = _traffic("rx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
 NVLINK_ERRORS: Final = tuple(
     tuple(
-        FieldSpec(f"nvlink_l{link}_{kind.lower()}", getattr(pynvml, f"NVML_FI_DEV_NVLINK_{kind}_ERROR_COUNT_L{link}"),
-                  quiet=True)
+        FieldSpec(
+            f"nvlink_l{link}_{kind.lower()}",
+            getattr(pynvml, f"NVML_FI_DEV_NVLINK_{kind}_ERROR_COUNT_L{link}"),
+            quiet=True,
+        )
         for link in range(NVLINK_ERROR_LINKS)
     )
     for kind in NVLINK_ERROR_KINDS
@@ -189,8 +195,8 @@ def _decoded(raw: Any) -> list[Decoded]:
     attribute."""
     if LITTLE_ENDIAN and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
         return [  # counters (most fields) are unsigned long long: the 8 bytes are the number already
-            (ret, value_type, u64 if value_type == _ULL else None if (decode := _FROM_U64.get(value_type)) is None
-             else decode(u64))
+            (ret, value_type, u64 if value_type == _ULL
+             else None if (decode := _FROM_U64.get(value_type)) is None else decode(u64))
             for _, _, _, _, value_type, ret, u64 in LAYOUT.iter_unpack(memoryview(raw).cast("B"))
         ]  # fmt: skip
     out: list[Decoded] = []
@@ -268,7 +274,8 @@ class FieldValues:
             for spec, (ret, value_type, number) in zip(specs, _decoded(raw), strict=True)
         }
         if self._quiet:
-            log.info("NVML: %d NVLink fields are not supported on %s (links it does not have); not asking again",
+            log.info("NVML: %d NVLink fields are not supported on %s (links it does not have); "
+                     "not asking again",
                      self._quiet, scope)  # fmt: skip
         return answers
 

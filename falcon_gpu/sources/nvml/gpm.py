@@ -45,7 +45,7 @@ METRICS: tuple[int, ...] = (
 class _Scope:
     """The two samples of one GPU or GPU instance, and which one holds the previous cycle."""
 
-    __slots__ = ("samples", "previous", "request")
+    __slots__ = ("previous", "request", "samples")
 
     def __init__(self, samples: tuple[Any, Any], request: Any) -> None:
         self.samples = samples
@@ -73,7 +73,9 @@ class GpmSamples:
                 return False  # a failed probe, not an answer: ask again next cycle
             known = answer is not ABSENT and bool(getattr(answer, "isSupportedDevice", 0))
             if answer is not ABSENT and not known:
-                log.info("NVML: GPM is not supported on %s (Hopper and later have it); not asking again", scope)
+                log.info(
+                    "NVML: GPM is not supported on %s (Hopper and later have it); not asking again", scope
+                )
             known = known and getattr(pynvml, "c_nvmlGpmMetricsGet_t", None) is not None
             self._supported[scope] = known
         return known

@@ -56,7 +56,9 @@ def _with_instance_shares(
         split = _shared(mig.processes, active)
         for pid, share in split.items():
             shares[(pid, mig.gpu_instance_id)] = share
-        out.append(replace(mig, processes=tuple(replace(p, sm_util_ratio=split[p.pid]) for p in mig.processes)))
+        out.append(
+            replace(mig, processes=tuple(replace(p, sm_util_ratio=split[p.pid]) for p in mig.processes))
+        )
     if not shares:
         return tuple(out), None
     merged = tuple(
