@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """What GPM, PCIe and NVLink cost: one cycle's CPU and NVML calls per GPU, with and without them.
 
-The same synthetic node (``gen_scenario.py``) twice: GPUs without GPM/PCIe/NVLink ("without":
-those readings answer NOT_SUPPORTED once and are not asked again, i.e. the cost before issue 11)
-and the same GPUs answering GPM, PCIe counters and 18 NVLinks ("with"). The two runners alternate
-cycle by cycle in one process, so machine load hits both alike; median CPU time per cycle (collect
+The same synthetic node (``gen_scenario.py``) three times: GPUs without GPM/PCIe/NVLink ("neither":
+those readings answer NOT_SUPPORTED once and are not asked again, i.e. the cost before issue 11),
+the same GPUs answering GPM and PCIe counters (an H100 PCIe), and answering GPM, PCIe and 18 NVLinks
+(an H100 SXM). The runners alternate cycle by cycle in one process, so machine load hits them alike; median CPU time per cycle (collect
 + health + ``falcon_gpu`` schema + Prometheus text) over the measured cycles after 3 warm-up
 cycles. NVML calls are counted by the simulator (``SimulatedNvml.calls``) over the measured cycles.
 Usage: python scripts/bench_gpm.py [--cycles 300]
@@ -41,11 +41,16 @@ class NvmlClock:
         return timed
 
 
+CONFIGS = {"neither": (False, 0), "GPM + PCIe": (True, 0), "GPM + PCIe + 18 NVLinks": (True, 18)}
+"""Name -> (GPM and PCIe answered, NVLinks per GPU)."""
+
+
 def measure(gpus: int, procs: int, cycles: int) -> dict[str, tuple[float, float, float, int]]:
-    sinks = {name: io.StringIO() for name in ("without", "with")}
+    """Per configuration: median cycle CPU ms, median own CPU ms, NVML calls/GPU/cycle, text bytes."""
+    sinks = {name: io.StringIO() for name in CONFIGS}
     runners = {
-        name: make_runner(write_scenario(gpus, procs, profiling=name == "with"), sinks[name])
-        for name in sinks
+        name: make_runner(write_scenario(gpus, procs, profiling=on, links=links), sinks[name])
+        for name, (on, links) in CONFIGS.items()
     }
     for _ in range(3):
         for r in runners.values():
@@ -66,27 +71,29 @@ def measure(gpus: int, procs: int, cycles: int) -> dict[str, tuple[float, float,
             times[name].append(spent)
             own[name].append(spent - (clocks[name].seconds - inside))
     return {
-        name: (median_ms(times[name]), median_ms(own[name]),
-               (sum(sims[name].calls.values()) - before[name]) / cycles / gpus, len(sinks[name].getvalue()))
+        name: (
+            median_ms(times[name]),
+            median_ms(own[name]),
+            (sum(sims[name].calls.values()) - before[name]) / cycles / gpus,
+            len(sinks[name].getvalue()),
+        )
         for name in runners
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=300)
     a = ap.parse_args()
-    print(
-        "| node | cycle CPU ms without / with | added | falcon_gpu's own CPU ms (cycle minus simulated NVML) "
-        "without / with | added | NVML calls/GPU/cycle without / with | text bytes without / with |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    print("| node | answers | cycle CPU ms | added | falcon_gpu's own CPU ms (cycle minus simulated NVML) "
+          "| added | NVML calls/GPU/cycle | text bytes |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for gpus, procs in ((8, 64), (16, 256)):
         m = measure(gpus, procs, a.cycles)
-        (t0, o0, c0, b0), (t1, o1, c1, b1) = m["without"], m["with"]
-        print(f"| {gpus} GPUs x {procs} processes | {t0:.2f} / {t1:.2f} | {100 * (t1 / t0 - 1):+.0f} % "
-              f"| {o0:.2f} / {o1:.2f} | {100 * (o1 / o0 - 1):+.0f} % "
-              f"| {c0:.1f} / {c1:.1f} | {b0} / {b1} |")  # fmt: skip
+        t0, o0, _, _ = m["neither"]
+        for name, (t, o, calls, size) in m.items():
+            print(f"| {gpus} GPUs x {procs} processes | {name} | {t:.2f} | {100 * (t / t0 - 1):+.0f} % "
+                  f"| {o:.2f} | {100 * (o / o0 - 1):+.0f} % | {calls:.1f} | {size} |")  # fmt: skip
 
 
 if __name__ == "__main__":

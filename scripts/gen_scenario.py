@@ -21,8 +21,8 @@ GPM = {
 }  # fmt: skip
 
 
-def profiling(g: int) -> dict[str, Any]:
-    """GPM, PCIe and 18 NVLinks of one GPU (what issue 11 reads)."""
+def profiling(g: int, links: int = 18) -> dict[str, Any]:
+    """GPM, PCIe and ``links`` NVLinks of one GPU (what issue 11 reads; 18: an H100 SXM)."""
     link = {
         "tx_bytes": [1e12 * g + i * 1e9 for i in range(5)],
         "rx_bytes": [2e12 * g + i * 1e9 for i in range(5)],
@@ -34,11 +34,13 @@ def profiling(g: int) -> dict[str, Any]:
             "tx_bytes": [1e11 * g + i * 1e8 for i in range(5)],
             "rx_bytes": [2e11 * g + i * 1e8 for i in range(5)],
         },
-        "nvlink": [{"link": n, **link} for n in range(18)],
+        "nvlink": [{"link": n, **link} for n in range(links)],
     }
 
 
-def scenario(gpus: int, processes: int, pods: bool, with_profiling: bool = False) -> dict[str, Any]:
+def scenario(
+    gpus: int, processes: int, pods: bool, with_profiling: bool = False, links: int = 18
+) -> dict[str, Any]:
     rnd = uuidlib.UUID(int=0x5EED)
     devices: list[dict[str, Any]] = []
     host: dict[str, Any] = {"proc": {}, "pod_resources": [], "log_containers": [], "log_pods": []}
@@ -76,7 +78,7 @@ def scenario(gpus: int, processes: int, pods: bool, with_profiling: bool = False
                 "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failed": False},
                 "clock_event_reasons": [],
                 "processes": [],
-                **(profiling(g) if with_profiling else {}),
+                **(profiling(g, links) if with_profiling else {}),
             }
         )
     for p in range(processes):
