@@ -7,7 +7,8 @@ the same GPUs answering GPM and PCIe counters (an H100 PCIe), and answering GPM,
 (an H100 SXM). The runners alternate cycle by cycle in one process, so machine load hits them
 alike; median CPU time per cycle (collect + health + ``falcon_gpu`` schema + Prometheus text) over
 the measured cycles after 3 warm-up cycles, and the same minus the CPU spent inside the simulated
-NVML library (on a GPU node that part is the driver's, measured by the device check). NVML calls are counted by the simulator (``SimulatedNvml.calls``) over the measured cycles.
+NVML library (on a GPU node that part is the driver's, measured by the device check). NVML calls
+are counted by the simulator (``SimulatedNvml.calls``) over the measured cycles.
 Usage: python scripts/bench_gpm.py [--cycles 300]
 """
 
