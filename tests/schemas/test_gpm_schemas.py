@@ -13,9 +13,10 @@ from tests.schemas.test_pod_invariants import pick, render_cycles, series
 GPM_NAMES = (
     ("sm_active", "SM_ACTIVE"), ("sm_occupancy", "SM_OCCUPANCY"), ("tensor_active", "PIPE_TENSOR_ACTIVE"),
     ("dram_active", "DRAM_ACTIVE"), ("graphics_active", "GR_ENGINE_ACTIVE"),
-    ("fp64_active", "PIPE_FP64_ACTIVE"), ("fp32_active", "PIPE_FP32_ACTIVE"), ("fp16_active", "PIPE_FP16_ACTIVE"),
+    ("fp64_active", "PIPE_FP64_ACTIVE"), ("fp32_active", "PIPE_FP32_ACTIVE"),
+    ("fp16_active", "PIPE_FP16_ACTIVE"),
 )  # fmt: skip
-"""(GpmReading field, dcgm-exporter's name after DCGM_FI_PROF_), written out here independently of the schema."""
+"""(GpmReading field, dcgm-exporter's name after DCGM_FI_PROF_), written here apart from the schema."""
 
 
 def values(batch: PromBatch, name: str, **want: str) -> list[float]:
