@@ -1,4 +1,4 @@
-"""Command line: ``falcon-gpu run | plugin | doctor | install-plugin`` (CONTRACT section 1).
+"""Command line: ``falcon-gpu run | plugin | doctor | install-plugin | stats`` (CONTRACT section 1).
 
 Thin on purpose: parse flags, load settings, hand over to the agent. Exit codes:
 0 success, 2 invalid configuration, arguments or scenario (the message names
@@ -24,7 +24,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
     p.add_argument("--version", action="version", version=f"falcon-gpu {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,plugin,doctor,install-plugin}")
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top}"
+    )
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument(
@@ -51,12 +53,33 @@ def _parser() -> argparse.ArgumentParser:
     common(plugin)
     doctor = sub.add_parser("doctor", help="check NVML, process visibility, kubelet socket, log dirs, sinks")
     common(doctor)
+    top = sub.add_parser("top", help="this node's GPUs with their pods and processes, live")
+    common(top)
+    top.add_argument("--once", action="store_true", help="print one frame and exit")
+    top.add_argument("--interval", type=float, metavar="S", help="seconds between frames")
     install = sub.add_parser(
         "install-plugin", help="write 60_gpu_monitor.py for falcon-agent into DIR, bound to this installation"
     )
     install.add_argument("dir", type=Path, metavar="DIR", help="falcon-agent's plugin directory")
     install.add_argument("--config", type=Path, metavar="FILE", help="settings file the plugin passes on")
+    stats = sub.add_parser(
+        "stats", help="recent per-pod job records (from jobs_dir) as a table, newest first"
+    )
+    stats.add_argument("--config", type=Path, metavar="FILE", help="settings file (for jobs_dir)")
+    stats.add_argument("--namespace", metavar="NS", help="only this namespace")
+    stats.add_argument("--pod", metavar="P", help="only this pod")
+    stats.add_argument("--since", type=_duration, metavar="DURATION", help="only jobs that ended within "
+                       "this long, e.g. 30m, 2h, 1d or seconds")  # fmt: skip
     return p
+
+
+def _duration(text: str) -> float:
+    from falcon_gpu.jobs.stats import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _setup_logging(level: str) -> None:
@@ -68,8 +91,9 @@ def _setup_logging(level: str) -> None:
 
 
 def _effective_level(command: str, level: str) -> str:
-    """``plugin`` runs every minute under falcon-agent: warnings and errors only, unless debugging."""
-    if command == "plugin" and level == "info":
+    """``plugin`` runs every minute under falcon-agent, ``top`` draws on the terminal: warnings and
+    errors only, unless debugging."""
+    if command in ("plugin", "top") and level == "info":
         return "warning"
     return level
 
@@ -90,14 +114,17 @@ def main(argv: list[str] | None = None) -> int:
         from falcon_gpu.plugin_install import install_plugin
 
         return install_plugin(args.dir, args.config)
-    _setup_logging(_effective_level(args.command, args.log_level or "info"))
+    _setup_logging(_effective_level(args.command, getattr(args, "log_level", None) or "info"))
     from falcon_gpu.settings import ConfigError, load_settings
 
     try:
         from falcon_gpu.simulator.scenario import ScenarioError
     except ImportError:  # pragma: no cover - the simulator ships with the package
         ScenarioError = ValueError  # type: ignore[misc,assignment]
-    overrides: dict[str, Any] = {"interval": getattr(args, "interval", None), "log_level": args.log_level}
+    overrides: dict[str, Any] = {
+        "interval": getattr(args, "interval", None),
+        "log_level": getattr(args, "log_level", None),
+    }
     try:
         settings = load_settings(args.config, **overrides)
         level = _effective_level(args.command, settings.log_level)
@@ -111,6 +138,14 @@ def main(argv: list[str] | None = None) -> int:
             from falcon_gpu.agent.commands import plugin
 
             return plugin(settings, simulate=args.simulate)
+        if args.command == "stats":
+            from falcon_gpu.jobs.stats import stats
+
+            return stats(settings.jobs_dir, namespace=args.namespace, pod=args.pod, since=args.since)
+        if args.command == "top":
+            from falcon_gpu.top.command import top
+
+            return top(settings, simulate=args.simulate, once=args.once)
         from falcon_gpu.doctor import doctor
 
         return doctor(settings, simulate=args.simulate)

@@ -23,15 +23,27 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from falcon_gpu.policies.config import PolicyConfig, check_policies
 from falcon_gpu.schemas.extra_labels import check_extra_labels
 from falcon_gpu.settings_sources import ConfigError, read_env, read_toml
 from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig
 
-__all__ = ["DEFAULT_CONFIG_FILE", "ConfigError", "Settings", "load_settings"]
+__all__ = ["DEFAULT_CONFIG_FILE", "ConfigError", "Settings", "load_settings", "split_listen"]
 
 DEFAULT_CONFIG_FILE = Path("/etc/falcon-gpu/falcon-gpu.toml")
 NAMED_VALUES = ("schema_", "log_level", "kubernetes")
 """Settings whose values are names: matched case-insensitively (``--log-level INFO``)."""
+
+
+def split_listen(value: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``; an empty host means every interface; port 0 picks a free
+    one, which the start-up log names) as a bind address."""
+    host, sep, port = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536 or "[" in host or "]" in host:
+        raise ValueError(f"must be host:port with a port from 0 to 65535, e.g. '0.0.0.0:9410', got {value!r}")
+    return host, int(port)
 
 
 def _default_node() -> str:
@@ -64,11 +76,22 @@ class Settings(BaseSettings):
     schema_: Literal["falcon_gpu", "dcgm"] = Field("falcon_gpu", alias="schema")
     spool_dir: Path = Path("/var/lib/falcon-gpu/spool")
     spool_max_bytes: int = Field(268435456, ge=1 << 16)
+    jobs_dir: Path = Field(Path("/var/lib/falcon-gpu/jobs"), description="per-pod job records (JSON lines)")
     sinks: list[SinkConfig] = Field(default_factory=_default_sinks)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     kubernetes: Literal["auto", "on", "off"] = Field(
         "auto", description="auto: attribute to pods when the kubelet socket or log dirs exist"
     )
+    policies: list[PolicyConfig] = Field(default_factory=list)
+
+    listen: str = Field("", description="host:port of the /metrics, /healthz, /readyz endpoint; empty: off")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_address(cls, value: str) -> str:
+        if value:
+            split_listen(value)  # raises ValueError naming what is wrong
+        return value
 
     @field_validator(*NAMED_VALUES, mode="before")
     @classmethod
@@ -79,6 +102,11 @@ class Settings(BaseSettings):
     @classmethod
     def _extra_labels(cls, labels: dict[str, str]) -> dict[str, str]:
         return check_extra_labels(labels)
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _policies(cls, value: Any) -> Any:
+        return check_policies(value)
 
     @field_validator("sinks")
     @classmethod
@@ -152,6 +180,8 @@ def _message(e: Any) -> str:
         return f"each sink needs a type, one of: {', '.join(_sink_types())}"
     if kind == "list_type" and isinstance(given, dict):
         return "is a single table; write each entry as [[name]] (double brackets), not [name]"
+    if kind == "value_error":  # our own validators' messages already say what was given
+        return str(e["msg"]).removeprefix("Value error, ")
     shown = "" if isinstance(given, dict) else f" (got {given!r})"
     return f"{e['msg']}{shown}"
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Set up everything the tests need on a fresh machine, then run all of them:
 # the real servers from Debian (Prometheus, Pushgateway, VictoriaMetrics,
-# Alertmanager, Go for the Open-Falcon transfer peer), a virtualenv with the
+# Alertmanager, Go for the Open-Falcon transfer peer, tmux for `top`, systemd-analyze
+# for the unit file), a virtualenv with the
 # package and its test tools, ruff, mypy, and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 for pair in prometheus:prometheus prometheus-pushgateway:prometheus-pushgateway \
-            victoria-metrics:victoria-metrics prometheus-alertmanager:prometheus-alertmanager go:golang-go; do
+            victoria-metrics:victoria-metrics prometheus-alertmanager:prometheus-alertmanager go:golang-go \
+            tmux:tmux systemd-analyze:systemd; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 if ((${#need_apt[@]})); then

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 PLUGIN_STEP = 60
 FLUSH_TIMEOUT = 20.0
 """Seconds sinks get to deliver at shutdown; with the <= 10 s wait for a running cycle this fits
-the 45 s terminationGracePeriodSeconds of conf/manifests/daemonset.yaml (what is left stays spooled)."""
+the 45 s terminationGracePeriodSeconds of conf/kubernetes/base/daemonset.yaml (what is left stays spooled)."""
 
 
 def _runner(rt: Runtime, *, step: int) -> CycleRunner:
@@ -34,6 +34,8 @@ def _runner(rt: Runtime, *, step: int) -> CycleRunner:
         schema=s.schema_,
         process_metrics=s.process_metrics,
         labels=as_labels(s.labels),
+        policies=rt.policies,
+        jobs=rt.jobs,
     )
 
 
@@ -69,7 +71,9 @@ def _one_shot_sinks(settings: Settings) -> Settings:
 
 
 def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
-    rt = build(_one_shot_sinks(settings) if once else settings, simulate=simulate)
+    rt = build(
+        _one_shot_sinks(settings) if once else settings, simulate=simulate, with_jobs=True, listen=True
+    )
     stuck = closed = False
     try:
         if once:
@@ -117,7 +121,9 @@ def plugin(settings: Settings, *, simulate: str | None) -> int:
     everything from a non-zero exit)."""
     items: list[dict[str, object]] = []
     try:
-        rt = build(settings, simulate=simulate, with_sinks=False)
+        # job records in the plugin only when asked for: it runs every minute under falcon-agent,
+        # often as a user who cannot write the default jobs_dir
+        rt = build(settings, simulate=simulate, with_sinks=False, with_jobs="jobs_dir" in settings.explicit)
         try:
             _prepare_one_shot(rt)
             rendered = _runner(rt, step=PLUGIN_STEP).run()

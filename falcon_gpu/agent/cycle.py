@@ -17,16 +17,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
-from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.cycle import CycleData, HealthReport
+from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.schemas.render import RenderedCycle
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from falcon_gpu.jobs.tracker import JobTracker
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,12 @@ class Attributing(Protocol):
     def attribute(self, snapshot: Snapshot) -> Attribution: ...
 
     def wait_ready(self, timeout: float) -> bool: ...
+
+
+class PolicyEvaluating(Protocol):
+    def evaluate(
+        self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution
+    ) -> tuple[PolicyStatus, ...]: ...
 
 
 FIRST_ATTRIBUTION_WAIT = 2.0
@@ -59,7 +69,9 @@ class CycleRunner:
         process_metrics: bool = False,
         labels: Labels = (),
         first_attribution_wait: float = FIRST_ATTRIBUTION_WAIT,
+        policies: PolicyEvaluating | None = None,
         clock: Callable[[], float] = time.time,
+        jobs: JobTracker | None = None,
     ) -> None:
         """``labels``: the ``labels`` setting (validated), added to every series."""
         self.node, self.step = node, step
@@ -69,7 +81,9 @@ class CycleRunner:
         self.source, self.attributor, self.sinks = source, attributor, list(sinks)
         self.telemetry, self.schema, self.process_metrics = telemetry, schema, process_metrics
         self.health = HealthEvaluator()
+        self.policies = policies
         self._clock = clock
+        self.jobs = jobs
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
@@ -85,16 +99,21 @@ class CycleRunner:
                 log.debug("attribution failure", exc_info=True)
             else:
                 self.telemetry.recovered("attribution", "attribution works again")
+        health = self.health.evaluate(snapshot)
+        jobs = self.jobs.observe(snapshot, attribution, health) if self.jobs is not None else None
         cycle = CycleData(
             node=self.node,
             step=self.step,
             snapshot=snapshot,
             attribution=attribution,
-            health=self.health.evaluate(snapshot),
+            health=health,
+            policies=self._evaluate_policies(snapshot, health, attribution),
             telemetry=self.telemetry.view(),
             process_metrics=self.process_metrics,
             node_labels=self.node_labels,
             extra_labels=self.labels,
+            jobs_finished=jobs.finished if jobs else (),
+            job_groups=jobs.groups if jobs else (),
         )
         rendered = RenderedCycle(cycle, self.schema)
         for sink in self.sinks:
@@ -108,6 +127,20 @@ class CycleRunner:
             return
         if not self.attributor.wait_ready(wait):
             log.info("the first attribution took longer than %gs; the first cycle goes out without it", wait)
+
+    def _evaluate_policies(
+        self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution
+    ) -> tuple[PolicyStatus, ...]:
+        if self.policies is None:
+            return ()
+        try:
+            statuses = self.policies.evaluate(snapshot, health, attribution)
+        except Exception as exc:  # a bug in a policy must not cost the cycle
+            self.telemetry.failing("policies", "policy", f"policy evaluation failed: {exc!r}")
+            log.debug("policy failure", exc_info=True)
+            return ()
+        self.telemetry.recovered("policies", "policy evaluation works again")
+        return statuses
 
     def _guard(self, key: str, fn: Callable[[], object]) -> None:
         try:

@@ -3,9 +3,10 @@
 The simulator replaces only the NVML library; when its scenario describes a
 host (proc tree, logs, kubelet) and the user set none of those paths, the host
 is laid out in a temporary directory and attribution is pointed at it, so the
-real readers run. Shutdown order: stop the XID thread and attribution
-refreshers first (they feed the cycle), then flush and close sinks (so queued
-and spooled data gets its chance), then NVML, then the simulated host.
+real readers run. Shutdown order: stop the ``listen`` endpoint, the XID thread
+and attribution refreshers first (they serve or feed the cycle), then flush and
+close sinks (so queued and spooled data gets its chance), then NVML, then the
+simulated host.
 
 Sinks close side by side under one deadline: one after the other, N slow sinks
 would take N times ``timeout`` and outlast the kubelet's 30 s grace period, so
@@ -17,12 +18,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from falcon_gpu.policies.engine import PolicyEngine
+from falcon_gpu.schemas.extra_labels import as_labels
 from falcon_gpu.settings import ConfigError, Settings
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from falcon_gpu.jobs.tracker import JobTracker
 
 log = logging.getLogger(__name__)
 
@@ -39,33 +46,42 @@ class Runtime:
     attributor: Any
     sinks: list[Sink] = field(default_factory=list)
     host: Any = None
+    policies: PolicyEngine | None = None
+    jobs: JobTracker | None = None
+    listener: Any = None
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
         wait on the same driver lock)."""
         for name, fn in (
+            ("listen", getattr(self.listener, "close", None)),
             ("xid", getattr(self.xid, "stop", None)),
             ("attribution", getattr(self.attributor, "close", None)),
         ):
             _quietly(name, fn)
-        _close_sinks(self.sinks, timeout)
+        _quietly("job records", self.jobs.close if self.jobs else None)
+        closing: list[tuple[str, Callable[[float], None]]] = [(f"sink {s.name}", s.close) for s in self.sinks]
+        if self.policies is not None:  # resolutions and new firings get the same deadline as data
+            closing.append(("policy alerts", self.policies.close))
+        _close_all(closing, timeout)
         if nvml:
             _quietly("nvml", getattr(self.source, "close", None))
         if self.host is not None:
             _quietly("simulated host", self.host.stop)
 
 
-def _close_sinks(sinks: list[Sink], timeout: float) -> None:
-    """Close every sink in its own thread; return by ``timeout`` (+1 s) even if one hangs."""
+def _close_all(parts: list[tuple[str, Callable[[float], None]]], timeout: float) -> None:
+    """Close every part (sinks, alert senders) in its own thread; return by ``timeout`` (+1 s)
+    even if one hangs."""
     deadline = time.monotonic() + timeout + 1.0
     threads = [
         threading.Thread(
             target=_quietly,
-            args=(f"sink {sink.name}", lambda s=sink: s.close(timeout)),
-            name=f"falcon-gpu-close-{sink.name}",
+            args=(what, lambda close=close: close(timeout)),
+            name=f"falcon-gpu-close-{what}",
             daemon=True,
         )
-        for sink in sinks
+        for what, close in parts
     ]
     for t in threads:
         t.start()
@@ -86,9 +102,19 @@ def _quietly(what: str, fn: Any) -> None:
 
 
 def build(
-    settings: Settings, *, simulate: str | None, with_sinks: bool = True, telemetry: Telemetry | None = None
+    settings: Settings,
+    *,
+    simulate: str | None,
+    with_sinks: bool = True,
+    telemetry: Telemetry | None = None,
+    with_jobs: bool = False,
+    listen: bool = False,
 ) -> Runtime:
-    """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink) before anything runs."""
+    """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink, unusable
+    ``spool_dir`` or, ``with_jobs``, ``jobs_dir``) before anything runs.
+
+    ``listen``: also bind and serve the ``listen`` endpoint when it is set (only ``run`` does:
+    ``doctor`` beside a running agent must not fight it for the port)."""
     from falcon_gpu.sources.nvml.library import load_nvml
     from falcon_gpu.sources.nvml.source import NvmlSource
     from falcon_gpu.sources.nvml.xid import XidWatcher
@@ -113,7 +139,15 @@ def build(
                 }
             )
     sinks: list[Sink] = []
+    listener = None
     try:
+        jobs = _job_tracker(settings, telemetry) if with_jobs else None
+        if listen and settings.listen:
+            from falcon_gpu.listen import LatestCycle, open_listener
+
+            latest = LatestCycle(settings.interval)
+            listener = open_listener(settings.listen, latest)
+            sinks.append(latest)
         if with_sinks:
             from falcon_gpu.sinks.registry import build_sink
 
@@ -135,10 +169,49 @@ def build(
         from falcon_gpu.attribution import Attributor
 
         attributor = Attributor(settings, telemetry)
+        policies = _policy_engine(settings, telemetry) if with_sinks else None  # alerts are an output too
     except BaseException:
+        if listener is not None:
+            listener.close()
         for s in sinks:
             _quietly(f"sink {s.name}", lambda s=s: s.close(1.0))  # type: ignore[misc]
         if host is not None:
             host.stop()
         raise
-    return Runtime(settings, telemetry, library, source, xid, attributor, sinks, host)
+    if listener is not None:
+        listener.start()
+    return Runtime(
+        settings, telemetry, library, source, xid, attributor, sinks, host, policies, jobs, listener
+    )
+
+
+def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | None:
+    if not settings.policies:
+        return None
+    from falcon_gpu.policies.notify import AlertNotifier
+
+    return PolicyEngine(
+        settings.policies,
+        node=settings.node,
+        extra_labels=as_labels(settings.labels),
+        notifiers=[AlertNotifier(telemetry)],
+    )
+
+
+def _job_tracker(settings: Settings, telemetry: Telemetry) -> JobTracker | None:
+    """Raises ConfigError naming ``jobs_dir`` when one the user set cannot be created or written;
+    the default one (``/var/lib/…``, not writable for a user trying the agent out) only costs the
+    job records, with a warning."""
+    from falcon_gpu.jobs.records_file import JobLog, prepare_dir
+    from falcon_gpu.jobs.state import StateFile
+    from falcon_gpu.jobs.tracker import JobTracker
+
+    try:
+        prepare_dir(settings.jobs_dir)
+    except OSError as exc:
+        reason = f"{settings.jobs_dir}: {exc.strerror or exc}"
+        if "jobs_dir" in settings.explicit:
+            raise ConfigError(f"setting 'jobs_dir': {reason}") from None
+        log.warning("no job records: the default jobs_dir %s; set jobs_dir to a writable directory", reason)
+        return None
+    return JobTracker(settings.node, JobLog(settings.jobs_dir), StateFile(settings.jobs_dir), telemetry)

@@ -142,7 +142,7 @@ class PodLabelSource:
         if answer.status_code in (401, 403):
             raise KubeApiError(
                 f"Kubernetes API refused to list pods ({answer.status_code}): grant the agent's "
-                "service account get/list on pods (conf/manifests/daemonset.yaml has the ClusterRole)"
+                "service account get/list on pods (conf/kubernetes/overlays/pod-labels has the ClusterRole)"
             )
         if answer.status_code != 200:
             raise KubeApiError(f"Kubernetes API answered {answer.status_code} listing pods")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from falcon_gpu.jobs.record import JobGroup, JobRecord
 from falcon_gpu.model.attribution import Attribution
+from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.telemetry import TelemetryView
@@ -43,6 +45,12 @@ class CycleData:
     Empty (tests that build a cycle by hand): just ``node``."""
     extra_labels: Labels = ()
     """The ``labels`` setting alone (Open-Falcon tags, the dcgm schema's device labels)."""
+    policies: tuple[PolicyStatus, ...] = ()
+    """Each policy on each GPU it watches (empty without ``[[policies]]``)."""
+    jobs_finished: tuple[JobRecord, ...] = ()
+    """Job records written this cycle (containers whose processes left a GPU)."""
+    job_groups: tuple[JobGroup, ...] = ()
+    """The latest records of each pod in ``jobs_finished`` (its whole Pushgateway group)."""
 
     @property
     def base_labels(self) -> Labels:

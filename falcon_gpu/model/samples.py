@@ -64,3 +64,12 @@ class PromBatch:
 
     def sample_count(self) -> int:
         return sum(len(f.series) for f in self.families)
+
+
+@dataclass(frozen=True, slots=True)
+class PromGroup:
+    """A batch for one Pushgateway group of its own, e.g. ``job=falcon_gpu_job/namespace/ml/pod/x``:
+    ``grouping`` is the group's key as (name, value) pairs, in URL order."""
+
+    grouping: Labels
+    batch: PromBatch

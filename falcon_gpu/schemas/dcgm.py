@@ -39,7 +39,7 @@ from falcon_gpu.model.attribution import ContainerRef
 from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
-from falcon_gpu.schemas import agent, falcon_gpu_pod
+from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 from falcon_gpu.schemas.xid_catalog import xid_message
 
@@ -119,6 +119,7 @@ SPECS: tuple[MetricSpec, ...] = (
     + tuple(MetricSpec(F + n, "counter", h) for n, h in _C)
     + tuple(MetricSpec(PROF + n, "gauge", h) for _, n, h in _PROF_GPM)
     + tuple(MetricSpec(PROF + n, "gauge", h) for n, h in _PROF_RATES)
+    + falcon_gpu_policy.SPECS
     + falcon_gpu_pod.SPECS
     + agent.SPECS
 )
@@ -292,6 +293,7 @@ def render(cycle: CycleData) -> PromBatch:
             )
             _memory(b, lb, gi.memory_used_bytes, gi.memory_free_bytes)
             _gpm(b, lb, gi.gpm)
+    falcon_gpu_policy.add_policies(b, cycle)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
     agent.add_agent(b, cycle)
     return PromBatch(timestamp_ms=int(cycle.snapshot.timestamp * 1000), families=b.families())

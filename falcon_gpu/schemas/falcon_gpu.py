@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import PromBatch
-from falcon_gpu.schemas import agent, falcon_gpu_device, falcon_gpu_pod
+from falcon_gpu.schemas import agent, falcon_gpu_device, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder
 
-SPECS = falcon_gpu_device.SPECS + falcon_gpu_pod.SPECS + agent.SPECS
+SPECS = falcon_gpu_device.SPECS + falcon_gpu_policy.SPECS + falcon_gpu_pod.SPECS + agent.SPECS
 
 
 def render(cycle: CycleData) -> PromBatch:
     b = FamilyBuilder(SPECS)
     falcon_gpu_device.add_devices(b, cycle)
+    falcon_gpu_policy.add_policies(b, cycle)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
     agent.add_agent(b, cycle)
     return PromBatch(timestamp_ms=int(cycle.snapshot.timestamp * 1000), families=b.families())

@@ -17,6 +17,7 @@ from collections import Counter
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.model.snapshot import DeviceReading
+from falcon_gpu.schemas import openfalcon_jobs
 
 MIB = 1 << 20
 MAX_COUNTER = 254
@@ -162,4 +163,6 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
         out.add("PodGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
         out.add("PodFBUsed", use.memory_used_bytes / MIB, tags)
         out.add("PodProcesses", use.processes, tags)
+    for metric, value, tags in openfalcon_jobs.items(cycle.jobs_finished):
+        out.add(metric, value, tags)
     return tuple(out.items)

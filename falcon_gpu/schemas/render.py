@@ -6,8 +6,8 @@ from functools import cached_property
 from typing import Literal
 
 from falcon_gpu.model.cycle import CycleData
-from falcon_gpu.model.samples import FalconItem, PromBatch
-from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
+from falcon_gpu.model.samples import FalconItem, PromBatch, PromGroup
+from falcon_gpu.schemas import dcgm, falcon_gpu, falcon_gpu_jobs, openfalcon
 
 
 class RenderedCycle:
@@ -24,3 +24,8 @@ class RenderedCycle:
     @cached_property
     def falcon(self) -> tuple[FalconItem, ...]:
         return openfalcon.render(self.cycle)
+
+    @cached_property
+    def job_groups(self) -> tuple[PromGroup, ...]:
+        """Pushgateway groups of the pods that finished a job this cycle (same names in both schemas)."""
+        return falcon_gpu_jobs.render(self.cycle.job_groups, self.cycle.snapshot.timestamp)

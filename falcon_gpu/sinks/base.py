@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from typing import Literal, Protocol
 
-from falcon_gpu.model.samples import FalconItem, PromBatch
+from falcon_gpu.model.samples import FalconItem, PromBatch, PromGroup
 
 
 class Rendered(Protocol):
@@ -21,6 +21,9 @@ class Rendered(Protocol):
 
     @property
     def falcon(self) -> tuple[FalconItem, ...]: ...
+
+    @property
+    def job_groups(self) -> tuple[PromGroup, ...]: ...
 
 
 class Sink(abc.ABC):

@@ -7,6 +7,14 @@ timestamps (Pushgateway refuses pushed timestamps), optionally gzip'd. A
 grouping value that is empty or contains ``/`` goes in the URL as
 ``<name>@base64/<base64url>``, as the Pushgateway documents. With
 ``delete_on_shutdown`` a clean shutdown deletes the group.
+
+Job records (CONTRACT section 8) go to a group of their own per pod,
+``job=falcon_gpu_job/namespace/<ns>/pod/<pod>``, PUT whole (the cycle carries
+every latest record of the pod). Unlike the node's state, a record must not be
+lost to a newer cycle: groups wait in ``_groups`` (the newest version of each
+pod's group) until a push delivered them, and every push of the node's state
+sends what waits after it, with the same retry. They stay at shutdown: they
+are results, not state.
 """
 
 from __future__ import annotations
@@ -14,13 +22,14 @@ from __future__ import annotations
 import base64
 import gzip
 import logging
+import threading
 from urllib.parse import quote
 
 from falcon_gpu.delivery.http import HttpTransport, classify
 from falcon_gpu.delivery.latest import LatestSink
-from falcon_gpu.delivery.outcome import Ack, DeliveryError
+from falcon_gpu.delivery.outcome import Ack, DeliveryError, PermanentError
 from falcon_gpu.delivery.secrets import redact_url
-from falcon_gpu.model.samples import PromBatch
+from falcon_gpu.model.samples import Labels, PromBatch, PromGroup
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import PushgatewaySinkConfig
 from falcon_gpu.sinks.encoding import prom_text
@@ -39,7 +48,11 @@ def path_segment(name: str, value: str) -> str:
 
 
 def group_url(base: str, job: str, node: str) -> str:
-    return f"{base.rstrip('/')}/metrics/{path_segment('job', job)}/{path_segment('node', node)}"
+    return grouping_url(base, (("job", job), ("node", node)))
+
+
+def grouping_url(base: str, grouping: Labels) -> str:
+    return f"{base.rstrip('/')}/metrics/" + "/".join(path_segment(k, v) for k, v in grouping)
 
 
 class PushgatewaySink(LatestSink[PromBatch]):
@@ -52,19 +65,39 @@ class PushgatewaySink(LatestSink[PromBatch]):
         self._gzip = config.gzip
         self._delete = config.delete_on_shutdown
         self._transport = HttpTransport(config, sink=self.name)
+        self._groups: dict[Labels, PromGroup] = {}
+        self._groups_lock = threading.Lock()
 
     def state(self, rendered: Rendered) -> tuple[PromBatch, int]:
         batch = rendered.prometheus
+        if rendered.job_groups:
+            with self._groups_lock:
+                self._groups.update((g.grouping, g) for g in rendered.job_groups)
         return batch, batch.sample_count()
 
     def push(self, state: PromBatch) -> Ack:
-        body = prom_text.encode(state).encode()
+        self._put(self._url, state)
+        with self._groups_lock:
+            waiting = list(self._groups.values())
+        for g in waiting:
+            url = grouping_url(self._base, g.grouping)
+            try:
+                self._put(url, g.batch)
+            except PermanentError as exc:  # refused for good: retrying would block every later record
+                log.warning("sink %s: the Pushgateway refused job records %s, dropped: %s",
+                            self.name, redact_url(url), exc)  # fmt: skip
+            with self._groups_lock:
+                if self._groups.get(g.grouping) is g:  # a newer version that arrived meanwhile stays
+                    del self._groups[g.grouping]
+        return Ack()
+
+    def _put(self, url: str, batch: PromBatch) -> None:
+        body = prom_text.encode(batch).encode()
         headers = {"Content-Type": prom_text.CONTENT_TYPE}
         if self._gzip:
             body = gzip.compress(body, compresslevel=5)
             headers["Content-Encoding"] = "gzip"
-        classify(self._transport.request("PUT", self._url, body, headers), self._url)
-        return Ack()
+        classify(self._transport.request("PUT", url, body, headers), url)
 
     def check(self) -> tuple[bool, str]:
         """For ``doctor``: GET ``/api/v1/status`` under ``url`` with the sink's auth (changes nothing;

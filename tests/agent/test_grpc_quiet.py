@@ -33,7 +33,8 @@ def stderr_across_a_goaway(tmp_path: Path, level: str) -> str:
         '[[sinks]]\ntype = "stdout"\nformat = "json"\n'
     )
     log = tmp_path / "stderr.log"
-    with log.open("w") as err:
+    out = tmp_path / "stdout.log"  # a file, not a pipe: a pipe nobody reads fills up and stalls the cycles
+    with log.open("w") as err, out.open("w") as stdout:
         agent = subprocess.Popen(
             [
                 sys.executable,
@@ -46,14 +47,15 @@ def stderr_across_a_goaway(tmp_path: Path, level: str) -> str:
                 "--log-level",
                 level,
             ],
-            stdout=subprocess.PIPE,
+            stdout=stdout,
             stderr=err,
             text=True,
             cwd=ROOT,
         )
     try:
-        assert agent.stdout is not None
-        agent.stdout.readline()  # the first cycle is out: the kubelet was asked already
+        deadline = time.monotonic() + 30
+        while "\n" not in out.read_text() and time.monotonic() < deadline:  # the first cycle is out
+            time.sleep(0.05)
         deadline = time.monotonic() + 10
         while server.calls == 0 and time.monotonic() < deadline:
             time.sleep(0.05)

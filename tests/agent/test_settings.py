@@ -39,7 +39,10 @@ def test_node_defaults_to_node_name(monkeypatch: pytest.MonkeyPatch) -> None:
         ('[[sinks]]\ntype = "stdout"\n[[sinks]]\ntype = "stdout"', "two sinks are named 'stdout'"),
         ("interval = ", "not valid TOML"),
         ('[[sinks]]\ntype = "remote_write"\nurl = "127.0.0.1:9090/api/v1/write"', "url must be an http://"),
-        ('[[sinks]]\ntype = "pushgateway"\nurl = "http//pg:9091"', "'sinks.0.pushgateway': Value error, url"),
+        (
+            '[[sinks]]\ntype = "pushgateway"\nurl = "http//pg:9091"',
+            "'sinks.0.pushgateway': url must be an http:// or https:// URL",
+        ),
         (
             '[[sinks]]\ntype = "falcon_agent"\nurl = "ftp://u:hunter2@h/v1/push"',
             "'ftp://u:<redacted>@h/v1/push'",

@@ -1,4 +1,8 @@
-"""The DaemonSet gives attribution what it needs, at the paths the settings default to."""
+"""The DaemonSet gives attribution what it needs, at the paths the settings default to.
+
+Read straight from conf/kubernetes/base (no kubectl needed); tests/deploy/test_kubernetes.py checks
+every rendered overlay as well.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +15,16 @@ from falcon_gpu.settings import Settings, load_settings
 
 yaml = pytest.importorskip("yaml")
 
-MANIFEST = Path(__file__).resolve().parents[2] / "conf" / "manifests" / "daemonset.yaml"
+KUSTOMIZE = Path(__file__).resolve().parents[2] / "conf" / "kubernetes"
+DAEMONSET = KUSTOMIZE / "base" / "daemonset.yaml"
 
 
-def docs() -> dict[str, Any]:
-    return {d["kind"]: d for d in yaml.safe_load_all(MANIFEST.read_text())}
+def load(path: Path) -> dict[str, Any]:
+    return {d["kind"]: d for d in yaml.safe_load_all(path.read_text())}
 
 
 def test_daemonset_has_host_pids_and_read_only_mounts() -> None:
-    spec = docs()["DaemonSet"]["spec"]["template"]["spec"]
+    spec = load(DAEMONSET)["DaemonSet"]["spec"]["template"]["spec"]
     assert spec["hostPID"] is True
     (container,) = spec["containers"]
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -33,13 +38,14 @@ def test_daemonset_has_host_pids_and_read_only_mounts() -> None:
             assert host_paths[mount["name"]] == mount["mountPath"]  # same path inside and out
 
 
-def test_configmap_is_a_valid_configuration(tmp_path: Path) -> None:
+@pytest.mark.parametrize("directory", ["base", "overlays/pod-labels"])
+def test_configmap_is_a_valid_configuration(directory: str, tmp_path: Path) -> None:
     config = tmp_path / "falcon-gpu.toml"
-    config.write_text(docs()["ConfigMap"]["data"]["falcon-gpu.toml"])
+    config.write_text((KUSTOMIZE / directory / "falcon-gpu.toml").read_text())
     settings = load_settings(config)
     assert settings.gpu_resources == ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"]
 
 
 def test_rbac_only_reads_pods() -> None:
-    (rule,) = docs()["ClusterRole"]["rules"]
+    (rule,) = load(KUSTOMIZE / "overlays" / "pod-labels" / "rbac.yaml")["ClusterRole"]["rules"]
     assert rule == {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from falcon_gpu.model.samples import FalconItem, Family, PromBatch, Series
+from falcon_gpu.model.samples import FalconItem, Family, PromBatch, PromGroup, Series
 from falcon_gpu.telemetry import Telemetry
 
 HERE = Path(__file__).parent
@@ -323,6 +323,7 @@ def http_peer() -> Iterator[HttpPeer]:
 class FakeRendered:
     prometheus: PromBatch
     falcon: tuple[FalconItem, ...] = ()
+    job_groups: tuple[PromGroup, ...] = ()
 
 
 def prom_cycle(ts_ms: int, value: float, *, node: str = "node-a", gpus: int = 2) -> FakeRendered:

@@ -132,8 +132,9 @@ def test_a_lost_gpu_and_an_ended_process_vanish_one_interval_later(
     try:
         wait_until(lambda: len(stamps(prometheus, LIVE)) >= LOST_AT + 2, 60, "cycles past the loss")
         for store in (prometheus, victoria):
-            assert not present(store, POWER, None), "the lost GPU is gone now, not in 5 minutes"
-            assert not present(store, PROCESS, None), "so is the process that ended"
+            # each sink delivers on its own thread: on a loaded machine one store may be a write behind
+            wait_until(lambda s=store: not present(s, POWER, None), 10, "the lost GPU gone, not in 5 minutes")
+            wait_until(lambda s=store: not present(s, PROCESS, None), 10, "the ended process gone too")
             assert present(store, LIVE, None)
         pushed = http_get(pushgateway.url + "/metrics").decode()
         assert 'pid="4242"' in pushed and 'pid="4250"' not in pushed, "the Pushgateway holds the latest state"

@@ -35,6 +35,7 @@ from falcon_gpu.attribution import Attributor
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.policies import PolicyConfig, PolicyEngine
 from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.host import SimulatedHost
@@ -54,6 +55,8 @@ START = 1_700_000_000.0
 NODE = "golden-node"
 SINK = "stdout"
 FILES = ("falcon_gpu.prom", "dcgm.prom", "openfalcon.json")
+POLICIES = (PolicyConfig.model_validate({"name": "GpuHot", "temperature_above": 85}),)
+"""One policy on every scenario, so the policy series have golden output (policy-node trips it)."""
 
 
 def scenario_paths() -> dict[str, Path]:
@@ -98,20 +101,23 @@ def _cycles(name: str) -> list[CycleData]:
     source = NvmlSource(library, telemetry, clock=lambda: now[0], xid=xid)
     attributor = Attributor(settings, telemetry, clock=lambda: now[0])
     health = HealthEvaluator()
+    policies = PolicyEngine(POLICIES, node=NODE)
     out: list[CycleData] = []
     try:
         attributor.refresh_now()
         for cycle in range(CYCLES):
             now[0] = START + cycle * INTERVAL
             snapshot = source.collect(now[0])
-            attribution = attributor.attribute(snapshot) if snapshot.nvml_ok else None
+            attribution = (attributor.attribute(snapshot) if snapshot.nvml_ok else None) or Attribution()
+            reports = health.evaluate(snapshot)
             out.append(
                 CycleData(
                     node=NODE,
                     step=INTERVAL,
                     snapshot=snapshot,
-                    attribution=attribution or Attribution(),
-                    health=health.evaluate(snapshot),
+                    attribution=attribution,
+                    health=reports,
+                    policies=policies.evaluate(snapshot, reports, attribution),
                     telemetry=_normalised(telemetry.view()),
                     process_metrics=True,
                 )

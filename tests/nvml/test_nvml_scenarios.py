@@ -21,7 +21,7 @@ from tests.nvml.helpers import (
     source_on,
 )
 
-BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node")
+BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node", "job-node")
 CYCLES = 4
 
 

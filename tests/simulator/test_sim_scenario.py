@@ -20,7 +20,7 @@ from falcon_gpu.simulator.scenario import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node")
+BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node", "policy-node", "job-node")
 
 
 def minimal_gpu(**extra: object) -> dict[str, object]:
@@ -36,7 +36,7 @@ def error_of(data: object) -> str:
 
 
 # -- the bundled files -----------------------------------------------------------
-def test_bundled_names_are_the_four_shipped_scenarios() -> None:
+def test_bundled_names_are_the_shipped_scenarios() -> None:
     assert set(bundled_names()) == set(BUNDLED)
 
 

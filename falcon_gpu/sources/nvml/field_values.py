@@ -295,8 +295,9 @@ class FieldValues:
                 return None
             self._via_call.add((scope, spec.name))
             self._ids.pop(scope, None)
-            log.info("NVML: field %s of %s answered code %d; using %s instead", spec.field_id, scope, ret,
-                     spec.call)  # fmt: skip
+            # debug: the dedicated call logs "not supported" itself if the reading is missing for good
+            log.debug("NVML: field %s of %s answered code %d; using %s instead", spec.field_id, scope, ret,
+                      spec.call)  # fmt: skip
             return USE_CALL
         return Failed(f"{spec.name}: field {spec.field_id} answered NVML error code {ret}")
 

@@ -1,0 +1,114 @@
+"""A finished job: what ``dcgmi stats`` reports for a PID, here for one container on one GPU.
+
+Immutable, and the same shape in memory, in the JSON-lines file and in the
+saved state (:meth:`JobRecord.as_json` / :meth:`JobRecord.from_json`), so a
+record read back by ``falcon-gpu stats`` is the record that was written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+HEALTH_NAMES = ("pass", "warn", "fail")
+
+
+def iso(ts: float) -> str:
+    """UTC ISO 8601 with seconds, e.g. ``2026-12-01T09:00:00Z``."""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class HealthChange:
+    """A health check of the job's GPU that changed level while the job ran."""
+
+    check: str
+    before: str
+    after: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    namespace: str
+    pod: str
+    container: str
+    node: str
+    gpu_index: int
+    gpu_uuid: str
+    gpu_model: str
+    start: float
+    """Unix seconds of the first cycle that saw the container's processes on the GPU."""
+    end: float
+    """Unix seconds of the last cycle that saw them."""
+    energy_joules: float
+    """Sum of the container's attributed energy increments over the job's life."""
+    memory_max_bytes: int
+    memory_mean_bytes: int
+    cycles: int
+    mig_uuid: str | None = None
+    mig_profile: str | None = None
+    gpu_instance: int | None = None
+    utilization_mean_ratio: float | None = None
+    """Mean SM share; None when NVML gave no utilisation for the GPU (e.g. MIG)."""
+    utilization_max_ratio: float | None = None
+    xids: dict[int, int] = field(default_factory=dict)
+    ecc_corrected: int = 0
+    ecc_uncorrected: int = 0
+    health_changes: tuple[HealthChange, ...] = ()
+    throttled_seconds: dict[str, float] = field(default_factory=dict)
+    """Seconds each clock event reason was active while the job ran (reason x cycle time)."""
+    restarts: int = 0
+    """Agent restarts the job spanned."""
+
+    @property
+    def duration_seconds(self) -> float:
+        """To the millisecond, so the file, the Pushgateway and Open-Falcon show one value."""
+        return round(max(0.0, self.end - self.start), 3)
+
+    @property
+    def group(self) -> tuple[str, str]:
+        return (self.namespace, self.pod)
+
+    @property
+    def slot(self) -> tuple[str, str, str | None]:
+        """Which of the pod's jobs this is: a newer record of the same slot replaces it."""
+        return (self.container, self.gpu_uuid, self.mig_uuid)
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["xids"] = {str(k): v for k, v in self.xids.items()}
+        out["health_changes"] = [
+            {"check": h.check, "from": h.before, "to": h.after, "at": h.at} for h in self.health_changes
+        ]
+        out["duration_seconds"] = self.duration_seconds
+        out["start_iso"], out["end_iso"] = iso(self.start), iso(self.end)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobRecord:
+        """Raises KeyError, TypeError or ValueError for a line that is not a record."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["xids"] = {int(k): int(v) for k, v in (data.get("xids") or {}).items()}
+        known["health_changes"] = tuple(
+            HealthChange(str(h["check"]), str(h["from"]), str(h["to"]), float(h["at"]))
+            for h in data.get("health_changes") or ()
+        )
+        known["throttled_seconds"] = {
+            str(k): float(v) for k, v in (data.get("throttled_seconds") or {}).items()
+        }
+        record = cls(**known)
+        if not isinstance(record.namespace, str) or not isinstance(record.start, int | float):
+            raise TypeError("not a job record")
+        return record
+
+
+@dataclass(frozen=True, slots=True)
+class JobGroup:
+    """A pod's latest record per (container, GPU): what its Pushgateway group must hold,
+    since a PUT replaces the whole group."""
+
+    namespace: str
+    pod: str
+    records: tuple[JobRecord, ...]

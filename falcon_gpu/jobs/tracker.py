@@ -1,0 +1,277 @@
+"""Follow every container's use of every GPU, cycle by cycle, and close jobs into records.
+
+Fed once per cycle with the snapshot, the attribution and the health reports
+(:meth:`JobTracker.observe`). A job opens in the first cycle that sees the
+container's processes on a GPU (or MIG instance) and closes in the first cycle
+that does not (job done, pod deleted, GPU lost); its record then ends at the
+last cycle that saw it. Energy is the sum of the container's attributed energy
+increments (the ``falcon_gpu_pod_energy_joules_total`` counter) over the job's
+cycles; XIDs, ECC increments and health changes are those of the job's GPU from
+its second cycle up to the cycle that saw it gone; throttling is each active
+clock event reason times the time between the job's cycles.
+
+A cycle with no information changes nothing — closing every job on it would
+split them: NVML failed, attribution failed, no GPU process was visible under
+``proc_root``, or neither the kubelet nor the log dirs have answered yet (the
+first cycle after a start can come before the first lookup). Open jobs are saved when they change
+and every ``save_every`` cycles, and at :meth:`close`; a job restored at start
+continues if its container is still on the GPU (one record across the restart)
+and is closed at its last-seen time if not. Memory is bounded by the jobs
+running now, the counters seen in the last :data:`TOTALS_RETENTION` seconds and
+:data:`MAX_GROUPS` pods' latest records.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from falcon_gpu.jobs.open_job import JobKey, OpenJob
+from falcon_gpu.jobs.record import HEALTH_NAMES, HealthChange, JobGroup, JobRecord
+from falcon_gpu.jobs.records_file import JobLog
+from falcon_gpu.jobs.state import StateFile
+from falcon_gpu.model.attribution import Attribution, PodUsage
+from falcon_gpu.model.cycle import HealthReport
+from falcon_gpu.model.snapshot import DeviceReading, Snapshot
+from falcon_gpu.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+SAVE_EVERY = 10
+TOTALS_RETENTION = 900.0
+"""Longer than the energy ledger keeps an idle counter (600 s), so a container that comes
+back to a GPU continues from the counter's last value instead of counting it twice."""
+MAX_GROUPS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class JobsUpdate:
+    finished: tuple[JobRecord, ...] = ()
+    groups: tuple[JobGroup, ...] = ()
+    """The latest records of every pod that finished a job this cycle (Pushgateway groups)."""
+
+
+NO_JOBS = JobsUpdate()
+
+
+@dataclass
+class _Interval:
+    """What happened on one GPU since the previous cycle."""
+
+    xids: dict[int, int] = field(default_factory=dict)
+    ecc: tuple[int, int] = (0, 0)
+    changes: list[HealthChange] = field(default_factory=list)
+    reasons: frozenset[str] = frozenset()
+
+
+@dataclass
+class _GpuState:
+    checks: dict[str, int]
+    ecc: tuple[int | None, int | None]
+
+
+def _ecc(dev: DeviceReading) -> tuple[int | None, int | None]:
+    e = dev.ecc
+    if e is None:
+        return (None, None)
+    corrected = e.corrected_volatile if e.corrected_volatile is not None else e.corrected_aggregate
+    uncorrected = e.uncorrected_volatile if e.uncorrected_volatile is not None else e.uncorrected_aggregate
+    return (corrected, uncorrected)
+
+
+def _grown(now: int | None, before: int | None) -> int:
+    return max(0, now - before) if now is not None and before is not None else 0
+
+
+def _level(n: int) -> str:
+    return HEALTH_NAMES[n] if 0 <= n < len(HEALTH_NAMES) else str(n)
+
+
+def attribution_known(att: Attribution) -> bool:
+    """Whether this cycle's attribution can say which containers run (see the module docstring)."""
+    ok = att.sources_ok
+    if not ok or ok.get("cgroup") is False:
+        return False
+    names = [ok[k] for k in ("kubelet", "logs") if k in ok]
+    return not names or any(names)
+
+
+class JobTracker:
+    def __init__(
+        self,
+        node: str,
+        records: JobLog,
+        state: StateFile,
+        telemetry: Telemetry,
+        *,
+        save_every: int = SAVE_EVERY,
+    ) -> None:
+        self.node, self._log, self._state, self._telemetry = node, records, state, telemetry
+        self._save_every = save_every
+        self._groups: OrderedDict[tuple[str, str], dict[tuple[str, str, str | None], JobRecord]] = (
+            OrderedDict()
+        )
+        saved, recent = state.load()
+        self._open: dict[JobKey, OpenJob] = {job.key: job for job in saved}
+        self._restored = set(self._open)
+        for record in recent:
+            self._remember(record)
+        self._totals: dict[JobKey, tuple[float, float]] = {}
+        self._gpus: dict[str, _GpuState] = {}
+        self._since_save = 0
+        self._dirty = False
+
+    @property
+    def open_jobs(self) -> int:
+        return len(self._open)
+
+    def observe(
+        self, snapshot: Snapshot, attribution: Attribution, health: dict[str, HealthReport]
+    ) -> JobsUpdate:
+        """One cycle; never raises (a bug here must not cost the cycle its metrics)."""
+        try:
+            update = self._observe(snapshot, attribution, health)
+        except Exception as exc:
+            self._telemetry.failing("jobs", "jobs", f"job records: unexpected error: {exc!r}")
+            log.debug("job tracker failure", exc_info=True)
+            return NO_JOBS
+        self._telemetry.recovered("jobs", "job records work again")
+        return update
+
+    def _observe(
+        self, snapshot: Snapshot, attribution: Attribution, health: dict[str, HealthReport]
+    ) -> JobsUpdate:
+        if not snapshot.nvml_ok or not attribution_known(attribution):
+            return NO_JOBS  # nothing is known this cycle: keep every job as it is
+        now = snapshot.timestamp
+        devices = {d.uuid: d for d in snapshot.devices}
+        intervals = {uuid: self._interval(d, health.get(uuid), now) for uuid, d in devices.items()}
+        running: dict[JobKey, PodUsage] = {}
+        baselines: dict[JobKey, float] = {}
+        for use in attribution.pods:
+            c = use.container
+            key = (c.namespace, c.pod, c.container, use.gpu_uuid, use.mig_uuid)
+            if (seen := self._totals.get(key)) is not None:
+                baselines[key] = seen[0]
+            if use.energy_joules_total is not None:  # absent where NVML gives no utilisation to share by
+                self._totals[key] = (use.energy_joules_total, now)
+            if use.processes > 0:
+                running[key] = use
+        finished: list[JobRecord] = []
+        for key, job in list(self._open.items()):
+            if key in running:
+                continue
+            if key not in self._restored and (iv := intervals.get(key[3])) is not None:
+                job.device_events(iv.xids, iv.ecc, iv.changes)  # the interval in which it ended
+            finished.append(job.close())
+            del self._open[key]
+        for key, use in running.items():
+            if (dev := devices.get(use.gpu_uuid)) is not None:
+                self._sample(key, use, dev, intervals[dev.uuid], baselines.get(key, 0.0), now)
+        self._restored.clear()
+        self._write(finished)
+        groups = self._touch_groups(finished)
+        self._maybe_save(now, changed=bool(finished))
+        return JobsUpdate(tuple(finished), groups) if finished else NO_JOBS
+
+    def _sample(
+        self, key: JobKey, use: PodUsage, dev: DeviceReading, iv: _Interval, baseline: float, now: float
+    ) -> None:
+        job = self._open.get(key)
+        if job is None:
+            mig = next((m for m in dev.mig if m.uuid == use.mig_uuid), None)
+            job = OpenJob(
+                key=key,
+                node=self.node,
+                gpu_index=dev.index,
+                gpu_model=dev.name,
+                start=now,
+                last_seen=now,
+                mig_profile=mig.profile if mig else None,
+                gpu_instance=mig.gpu_instance_id if mig else None,
+                energy_total=baseline,
+            )
+            self._open[key] = job
+            self._dirty = True
+        elif key not in self._restored:
+            job.device_events(iv.xids, iv.ecc, iv.changes)
+            job.throttle(iv.reasons, now - job.last_seen)
+        util = None if use.utilization_ratio is None else min(1.0, use.utilization_ratio)
+        job.sample(now, use.memory_used_bytes, util, use.energy_joules_total)
+
+    def _interval(self, dev: DeviceReading, report: HealthReport | None, now: float) -> _Interval:
+        checks = dict(report.checks) if report is not None else {}
+        ecc = _ecc(dev) if dev.up else (None, None)
+        before = self._gpus.get(dev.uuid)
+        self._gpus[dev.uuid] = _GpuState(checks, ecc if dev.up else (before.ecc if before else (None, None)))
+        if before is None:
+            return _Interval(reasons=dev.clock_event_reasons or frozenset())
+        changes = [
+            HealthChange(name, _level(before.checks[name]), _level(level), now)
+            for name, level in checks.items()
+            if name in before.checks and before.checks[name] != level
+        ]
+        return _Interval(
+            xids=dict(report.xid_in_interval) if report is not None else {},
+            ecc=(_grown(ecc[0], before.ecc[0]), _grown(ecc[1], before.ecc[1])),
+            changes=changes,
+            reasons=(dev.clock_event_reasons or frozenset()) if dev.up else frozenset(),
+        )
+
+    def _write(self, finished: list[JobRecord]) -> None:
+        if not finished:
+            return
+        try:
+            self._log.append(finished)
+        except OSError as exc:
+            self._telemetry.failing(
+                "jobs:write",
+                "jobs",
+                f"job records: cannot write under {self._log.directory}: {exc}; "
+                "the records still go to the sinks",
+            )
+        else:
+            self._telemetry.recovered("jobs:write", "job records: writing records again")
+
+    def _remember(self, record: JobRecord) -> None:
+        slots = self._groups.setdefault(record.group, {})
+        slots[record.slot] = record
+        self._groups.move_to_end(record.group)
+        while len(self._groups) > MAX_GROUPS:
+            self._groups.popitem(last=False)
+
+    def _touch_groups(self, finished: list[JobRecord]) -> tuple[JobGroup, ...]:
+        for record in finished:
+            self._remember(record)
+        touched = dict.fromkeys(r.group for r in finished)
+        return tuple(JobGroup(ns, pod, tuple(self._groups[(ns, pod)].values())) for ns, pod in touched)
+
+    def _maybe_save(self, now: float, *, changed: bool) -> None:
+        self._dirty |= changed
+        self._since_save += 1
+        due = self._since_save >= self._save_every
+        if due:  # forget counters of containers gone for good, whether or not a job is open
+            cutoff = now - TOTALS_RETENTION
+            self._totals = {k: v for k, v in self._totals.items() if v[1] >= cutoff}
+        if self._dirty or (due and self._open):
+            self.save()
+        elif due:
+            self._since_save = 0
+
+    def save(self) -> None:
+        """Write the open jobs and the pods' latest records (tmp + rename). Never raises."""
+        self._since_save, self._dirty = 0, False
+        recent = [r for slots in self._groups.values() for r in slots.values()]
+        try:
+            self._state.save(list(self._open.values()), recent)
+        except OSError as exc:
+            self._telemetry.failing(
+                "jobs:state", "jobs", f"job records: cannot save the open jobs to {self._state.path}: {exc}"
+            )
+        else:
+            self._telemetry.recovered("jobs:state", "job records: saving the open jobs again")
+
+    def close(self) -> None:
+        """At shutdown: save the open jobs so that the next start continues them."""
+        self.save()

@@ -1,0 +1,30 @@
+"""Job records as Open-Falcon items (CONTRACT section 8), in the cycle that wrote them.
+
+``JobEnergy`` (J), ``JobDuration`` (s), ``JobMaxFBUsed`` (MiB), ``JobAvgGPUUtils``
+(%, left out when NVML gave no utilisation), tagged like the per-pod items:
+``GpuId`` (and ``gi`` on a MIG instance), ``namespace``, ``pod``, ``container``.
+A falcon strategy on ``JobEnergy`` sees one point per finished job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from falcon_gpu.jobs.record import JobRecord
+
+MIB = 1 << 20
+Item = tuple[str, float | None, list[tuple[str, str]]]
+
+
+def items(records: tuple[JobRecord, ...]) -> Iterator[Item]:
+    """(metric, value, tags) for each record; the Open-Falcon schema formats them."""
+    for r in records:
+        tags = [("GpuId", str(r.gpu_index))]
+        if r.gpu_instance is not None:
+            tags.append(("gi", str(r.gpu_instance)))
+        tags += [("namespace", r.namespace), ("pod", r.pod), ("container", r.container)]
+        util = r.utilization_mean_ratio
+        yield "JobEnergy", r.energy_joules, tags
+        yield "JobDuration", r.duration_seconds, tags
+        yield "JobMaxFBUsed", r.memory_max_bytes / MIB, tags
+        yield "JobAvgGPUUtils", None if util is None else util * 100, tags

@@ -1,0 +1,64 @@
+"""The shipped Prometheus rules load, and their promtool unit tests pass.
+
+The unit tests (``conf/prometheus/tests/*.yml``) hold synthetic series with the expected
+recorded values and alert firings; promtool evaluates the real rule files on them, the way
+Prometheus does. promtool comes with Debian's ``prometheus`` package (scripts/test.sh).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from falcon_gpu.health.evaluator import CRITICAL_XIDS
+from tests.delivery.conftest import need
+
+RULES = Path(__file__).resolve().parents[2] / "conf" / "prometheus"
+UNIT_TESTS = sorted((RULES / "tests").glob("*.yml"))
+
+
+def promtool(*args: str, cwd: Path = RULES) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([need("promtool"), *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", ["recording.yml", "alerts.yml"])
+def test_rule_file_is_valid(name: str) -> None:
+    answer = promtool("check", "rules", name)
+    assert answer.returncode == 0, answer.stdout + answer.stderr
+    assert "SUCCESS" in answer.stdout
+
+
+def test_unit_tests_cover_both_rule_files() -> None:
+    names = {p.name for p in UNIT_TESTS}
+    assert {"recording_test.yml", "alerts_test.yml"} <= names
+
+
+@pytest.mark.parametrize("unit", UNIT_TESTS, ids=lambda p: p.name)
+def test_promtool_unit_tests_pass(unit: Path) -> None:
+    answer = promtool("test", "rules", unit.name, cwd=unit.parent)
+    assert answer.returncode == 0, answer.stdout + answer.stderr
+    assert "SUCCESS" in answer.stdout
+
+
+def test_every_alert_has_a_unit_test() -> None:
+    """An alert nobody fired in a unit test is an alert nobody knows works."""
+    alerts = {
+        rule["alert"]
+        for group in yaml.safe_load((RULES / "alerts.yml").read_text())["groups"]
+        for rule in group["rules"]
+    }
+    fired: set[str] = set()
+    for group in yaml.safe_load((RULES / "tests" / "alerts_test.yml").read_text())["tests"]:
+        fired |= {t["alertname"] for t in group["alert_rule_test"] if t["exp_alerts"]}
+    assert alerts == fired
+
+
+def test_critical_xid_alert_lists_the_health_evaluator_xids() -> None:
+    """The alert and the agent's health check must call the same XIDs critical."""
+    alerts = (RULES / "alerts.yml").read_text()
+    lists = set(re.findall(r'xid=~"([0-9|]+)"', alerts))
+    assert lists == {"|".join(str(x) for x in sorted(CRITICAL_XIDS))}
