@@ -178,3 +178,15 @@ def test_an_instance_without_gpm_keeps_its_processes_without_a_share() -> None:
     assert {p.sm_util_ratio for p in dev.processes} == {None}
     assert sim.calls["nvmlGpmMigSampleGet"] == 2  # NOT_SUPPORTED once per instance, then not asked
     assert telemetry.view().errors_total == {}
+
+
+def test_the_metric_ids_written_out_for_old_bindings_are_pynvmls() -> None:
+    from falcon_gpu.sources.nvml.field_values import PCIE_TRAFFIC
+    from falcon_gpu.sources.nvml.gpm import METRICS
+
+    names = ("SM_UTIL", "SM_OCCUPANCY", "ANY_TENSOR_UTIL", "DRAM_BW_UTIL", "GRAPHICS_UTIL", "FP64_UTIL",
+             "FP32_UTIL", "FP16_UTIL")  # fmt: skip
+    assert METRICS == tuple(getattr(pynvml, f"NVML_GPM_METRIC_{n}") for n in names)
+    assert [s.field_id for s in PCIE_TRAFFIC] == [
+        pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES
+    ]  # fmt: skip

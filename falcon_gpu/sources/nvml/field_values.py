@@ -113,10 +113,11 @@ REMAPPED: Final = (
 """Remapped rows, in :class:`RemappedRows` field order (a group, like RETIRED)."""
 
 PCIE_TRAFFIC: Final = (
-    FieldSpec("pcie_tx_bytes", pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
-    FieldSpec("pcie_rx_bytes", pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
+    FieldSpec("pcie_tx_bytes", getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197)),
+    FieldSpec("pcie_rx_bytes", getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198)),
 )
-"""PCIe bytes transmitted and received since the driver loaded (TX, RX)."""
+"""PCIe bytes transmitted and received since the driver loaded (TX, RX; nvml.h's IDs where an older
+pynvml does not name them: a driver that does not know them answers NOT_SUPPORTED, logged once)."""
 NVLINK_LINKS: Final = 18
 """Links asked per GPU (NVML_NVLINK_MAX_LINKS on Hopper); the ones a GPU lacks answer NOT_SUPPORTED once."""
 NVLINK_ERROR_LINKS: Final = 12

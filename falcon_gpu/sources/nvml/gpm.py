@@ -29,17 +29,15 @@ from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller
 
 log = logging.getLogger("falcon_gpu.nvml")
 
-METRICS: tuple[int, ...] = (
-    pynvml.NVML_GPM_METRIC_SM_UTIL,
-    pynvml.NVML_GPM_METRIC_SM_OCCUPANCY,
-    pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
-    pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
-    pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL,
-    pynvml.NVML_GPM_METRIC_FP64_UTIL,
-    pynvml.NVML_GPM_METRIC_FP32_UTIL,
-    pynvml.NVML_GPM_METRIC_FP16_UTIL,
-)
-"""NVML's metric IDs, in :class:`GpmReading` field order (every one a percent, 0-100)."""
+METRICS: tuple[int, ...] = tuple(
+    getattr(pynvml, f"NVML_GPM_METRIC_{name}", number)
+    for name, number in (
+        ("SM_UTIL", 2), ("SM_OCCUPANCY", 3), ("ANY_TENSOR_UTIL", 5), ("DRAM_BW_UTIL", 10),
+        ("GRAPHICS_UTIL", 1), ("FP64_UTIL", 11), ("FP32_UTIL", 12), ("FP16_UTIL", 13),
+    )
+)  # fmt: skip
+"""NVML's metric IDs, in :class:`GpmReading` field order (every one a percent, 0-100). The numbers are
+nvml.h's, for a pynvml too old to name them (it then has no GPM struct either: GPM is "absent")."""
 
 
 class _Scope:
@@ -113,7 +111,7 @@ class GpmSamples:
             self._nvml.call(scope, "gpm_free", "nvmlGpmSampleFree", first)
             return None
         request = pynvml.c_nvmlGpmMetricsGet_t()
-        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        request.version = getattr(pynvml, "NVML_GPM_METRICS_GET_VERSION", 1)
         request.numMetrics = len(METRICS)
         for i, metric in enumerate(METRICS):
             request.metrics[i].metricId = metric
