@@ -186,7 +186,7 @@ def test_the_metric_ids_written_out_for_old_bindings_are_pynvmls() -> None:
 
     names = ("SM_UTIL", "SM_OCCUPANCY", "ANY_TENSOR_UTIL", "DRAM_BW_UTIL", "GRAPHICS_UTIL", "FP64_UTIL",
              "FP32_UTIL", "FP16_UTIL")  # fmt: skip
-    assert METRICS == tuple(getattr(pynvml, f"NVML_GPM_METRIC_{n}") for n in names)
+    assert tuple(getattr(pynvml, f"NVML_GPM_METRIC_{n}") for n in names) == METRICS
     assert [s.field_id for s in PCIE_TRAFFIC] == [
         pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES
     ]  # fmt: skip
