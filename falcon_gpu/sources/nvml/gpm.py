@@ -139,12 +139,14 @@ class GpmSamples:
         self._parent.pop(scope, None)
         state = self._scopes.pop(scope, None)
         if state is not None:
+            errors = self._nvml.errors
+            before = len(errors)
             for sample in state.samples:
                 try:
                     self._nvml.call(scope, "gpm_free", "nvmlGpmSampleFree", sample)
                 except DeviceGone:  # NVML itself is gone: so is the memory it allocated
                     break
-            self._nvml.errors.clear()
+            del errors[before:]  # a sample that cannot be freed is no reading's error
 
     def retain(self, parent: str, instances: set[str]) -> None:
         """Free the samples of ``parent``'s instances that are not in ``instances`` any more."""
