@@ -190,3 +190,22 @@ def test_the_metric_ids_written_out_for_old_bindings_are_pynvmls() -> None:
     assert [s.field_id for s in PCIE_TRAFFIC] == [
         pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES
     ]  # fmt: skip
+
+
+def test_compute_instances_of_one_gpu_instance_share_its_activity() -> None:
+    """GPM samples a GPU instance: its compute instances' processes split its activity between them."""
+
+    def ci(n: int, pid: int) -> dict[str, object]:
+        return {
+            "gpu_instance_id": 3, "compute_instance_id": n, "profile": "1c.2g.20gb", "uuid": f"MIG-3-{n}",
+            "memory_total_bytes": 20 << 30, "memory_used_bytes": 4 << 30, "gpm": {"sm_active_percent": 80},
+            "processes": [{"pid": pid, "used_memory_bytes": 2 << 30}],
+        }  # fmt: skip
+
+    sim = SimulatedNvml(scenario_of(hopper(mig=[ci(0, 31), ci(1, 32)])))
+    source, _ = source_on(sim)
+    source.collect(1000.0)
+    dev = source.collect(1001.0).devices[0]
+    assert {p.pid: p.sm_util_ratio for m in dev.mig for p in m.processes} == {31: 0.4, 32: 0.4}
+    assert {p.pid: p.sm_util_ratio for p in dev.processes} == {31: 0.4, 32: 0.4}
+    assert sim.calls["nvmlGpmMigSampleGet"] == 2  # one GPU instance: one sample per cycle

@@ -61,6 +61,15 @@ class GpmSamples:
         self._parent: dict[str, str] = {}
         """Instance scope -> its GPU's scope (to free them with the GPU)."""
         self._supported: dict[str, bool] = {}
+        self._instance_scopes: dict[tuple[str, int], str] = {}
+
+    def instance_scope(self, parent: str, gpu_instance_id: int) -> str:
+        """The key of a GPU instance's samples and not-supported answers (built once per instance)."""
+        key = (parent, gpu_instance_id)
+        scope = self._instance_scopes.get(key)
+        if scope is None:
+            scope = self._instance_scopes[key] = f"{parent}/gi{gpu_instance_id}"
+        return scope
 
     def supported(self, scope: str, handle: Any) -> bool:
         """Whether the GPU has GPM, probed once (absent functions, NOT_SUPPORTED: no)."""

@@ -20,19 +20,19 @@ from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
 def _instance_gpm(ctx: DeviceContext, instances: tuple[MigReading, ...]) -> tuple[MigReading, ...]:
     """Each instance with its GPU instance's GPM reading (compute instances share theirs)."""
+    gpm = ctx.gpm
     by_gi: dict[int, GpmReading | None] = {}
     for mig in instances:
         gi = mig.gpu_instance_id
         if gi not in by_gi:
-            by_gi[gi] = ctx.gpm.sample(
-                f"{ctx.scope}/gi{gi}", "nvmlGpmMigSampleGet", ctx.handle, gi, parent=ctx.scope
-            )
-    ctx.gpm.retain(ctx.scope, {f"{ctx.scope}/gi{gi}" for gi in by_gi})
+            scope = gpm.instance_scope(ctx.scope, gi)
+            by_gi[gi] = gpm.sample(scope, "nvmlGpmMigSampleGet", ctx.handle, gi, parent=ctx.scope)
+    gpm.retain(ctx.scope, {gpm.instance_scope(ctx.scope, gi) for gi in by_gi})
     return tuple(m if by_gi[m.gpu_instance_id] is None else replace(m, gpm=by_gi[m.gpu_instance_id])
                  for m in instances)  # fmt: skip
 
 
-def _shared(processes: tuple[ProcessReading, ...], active: float) -> dict[int, float]:
+def _shared(processes: list[ProcessReading], active: float) -> dict[int, float]:
     """PID -> its part of an instance's SM activity, by memory (equal parts where none is known)."""
     memory = [p.used_memory_bytes or 0 for p in processes]
     total = sum(memory)
@@ -41,32 +41,35 @@ def _shared(processes: tuple[ProcessReading, ...], active: float) -> dict[int, f
     return {p.pid: active * m / total for p, m in zip(processes, memory, strict=True)}
 
 
-def _with_instance_shares(
-    instances: tuple[MigReading, ...], processes: tuple[ProcessReading, ...]
-) -> tuple[tuple[MigReading, ...], tuple[ProcessReading, ...] | None]:
-    """Instance processes without an SM share take their part of the instance's SM activity;
-    the device's process list (None: unchanged) gets the same shares."""
-    shares: dict[tuple[int, int], float] = {}
-    out: list[MigReading] = []
+def _instance_shares(instances: tuple[MigReading, ...]) -> dict[tuple[int, int], float]:
+    """(PID, GPU instance) -> SM share, for the processes of instances with GPM SM activity and no
+    share of their own; one GPU instance's activity is split over all its compute instances' processes."""
+    active: dict[int, float] = {}
+    processes: dict[int, list[ProcessReading]] = {}
     for mig in instances:
-        active = mig.gpm.sm_active if mig.gpm is not None else None
-        if active is None or not mig.processes or any(p.sm_util_ratio is not None for p in mig.processes):
-            out.append(mig)
+        sm = mig.gpm.sm_active if mig.gpm is not None else None
+        if sm is None or any(p.sm_util_ratio is not None for p in mig.processes):
             continue
-        split = _shared(mig.processes, active)
-        for pid, share in split.items():
-            shares[(pid, mig.gpu_instance_id)] = share
-        out.append(
-            replace(mig, processes=tuple(replace(p, sm_util_ratio=split[p.pid]) for p in mig.processes))
-        )
-    if not shares:
-        return tuple(out), None
-    merged = tuple(
-        p if p.sm_util_ratio is not None or p.gpu_instance_id is None
-        or (key := (p.pid, p.gpu_instance_id)) not in shares else replace(p, sm_util_ratio=shares[key])
-        for p in processes
-    )  # fmt: skip
-    return tuple(out), merged
+        active[mig.gpu_instance_id] = sm
+        processes.setdefault(mig.gpu_instance_id, []).extend(mig.processes)
+    return {
+        (pid, gi): share
+        for gi, procs in processes.items()
+        if procs
+        for pid, share in _shared(procs, active[gi]).items()
+    }
+
+
+def _with_share(
+    processes: tuple[ProcessReading, ...], shares: dict[tuple[int, int], float], gi: int | None
+) -> tuple[ProcessReading, ...]:
+    """``processes`` with the shares of those that have none (``gi``: their instance, else their own)."""
+    out = []
+    for p in processes:
+        instance = p.gpu_instance_id if gi is None else gi
+        share = shares.get((p.pid, instance)) if p.sm_util_ratio is None and instance is not None else None
+        out.append(p if share is None else replace(p, sm_util_ratio=share))
+    return tuple(out)
 
 
 def read_gpm(ctx: DeviceContext) -> Fields:
@@ -75,8 +78,11 @@ def read_gpm(ctx: DeviceContext) -> Fields:
     out: Fields = {"gpm": ctx.gpm.sample(ctx.scope, "nvmlGpmSampleGet", ctx.handle)}
     instances = ctx.fields.get("mig", ())
     if instances:
-        mig, processes = _with_instance_shares(_instance_gpm(ctx, instances), ctx.fields.get("processes", ()))
-        out["mig"] = mig
-        if processes is not None:
-            out["processes"] = processes
+        instances = _instance_gpm(ctx, instances)
+        shares = _instance_shares(instances)
+        if shares:
+            instances = tuple(replace(m, processes=_with_share(m.processes, shares, m.gpu_instance_id))
+                              for m in instances)  # fmt: skip
+            out["processes"] = _with_share(ctx.fields.get("processes", ()), shares, None)
+        out["mig"] = instances
     return out
