@@ -21,9 +21,11 @@ from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.telemetry import Telemetry
 
 
-def write_scenario(gpus: int, processes: int, pods: bool = False) -> Path:
+def write_scenario(
+    gpus: int, processes: int, pods: bool = False, profiling: bool = False, links: int = 18
+) -> Path:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fd:
-        json.dump(scenario(gpus, processes, pods), fd)
+        json.dump(scenario(gpus, processes, pods, profiling, links), fd)
     return Path(fd.name)
 
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Device check (issue 2): run falcon-gpu against a real NVIDIA GPU and compare with nvidia-smi.
+# Device check (issues 2 and 11): run falcon-gpu against a real NVIDIA GPU and compare with nvidia-smi
+# and, on Hopper, with NVML's GPM read directly (scripts/device_gpm_check.py, which also measures the
+# real NVML cost per call and per cycle for docs/BENCHMARKS.md).
 #
 # Meant for a lent GPU machine (see the device tool); prepare here first:
 #   echo /.whl/ >> .git/info/exclude
@@ -21,7 +23,7 @@ log="$OUT/device-check.txt"
   python3 - <<'PY' &
 import time, torch
 x = torch.randn(8192, 8192, device="cuda")
-end = time.time() + 40
+end = time.time() + 75
 while time.time() < end:
     x = (x @ x).clamp_(-1, 1)
 torch.cuda.synchronize()
@@ -38,5 +40,15 @@ PY
   echo "== falcon-gpu's view"
   grep -E '^falcon_gpu_(utilization_ratio|memory_used_bytes|memory_total_bytes|temperature_celsius|power_watts|sm_clock_hertz|process_memory_used_bytes|up)\{' "$OUT/cycle.prom"
   echo "== plugin"; python3 plugins/60_gpu_monitor.py | head -c 2000; echo
+  # issue 11: GPM (needs two cycles: the first has no interval yet), PCIe, NVLink, the real NVML cost
+  echo "== falcon-gpu run, 3 cycles 2 s apart (GPM from the second)"
+  timeout 7 python3 -m falcon_gpu run --interval 2 > "$OUT/cycles.prom"
+  grep -E '^falcon_gpu_(sm_active|sm_occupancy|tensor_active|dram_active|graphics_active)_ratio\{|^falcon_gpu_(pcie|nvlink)_[a-z_]*_total\{' \
+    "$OUT/cycles.prom" | tail -40
+  echo "== nvidia-smi dmon -s u (sm %, mem %) and utilization.gpu"
+  nvidia-smi dmon -s u -c 3
+  nvidia-smi --query-gpu=index,utilization.gpu,utilization.memory --format=csv,nounits
+  echo "== pynvml GPM directly, and NVML's real cost per call"
+  python3 scripts/device_gpm_check.py
   wait $job
 } 2>&1 | tee "$log"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Write a synthetic scenario (CONTRACT section 5) of N GPUs and P processes, for benchmarks.
 
-Usage: scripts/gen_scenario.py --gpus 8 --processes 64 [--pods] > node.json
-With ``--pods`` every process gets a pod cgroup, log files and a kubelet allocation.
+Usage: scripts/gen_scenario.py --gpus 8 --processes 64 [--pods] [--profiling] > node.json
+With ``--pods`` every process gets a pod cgroup, log files and a kubelet allocation; with
+``--profiling`` every GPU answers GPM and has PCIe counters and 18 NVLinks (an H100 SXM).
 """
 
 from __future__ import annotations
@@ -13,8 +14,33 @@ import sys
 import uuid as uuidlib
 from typing import Any
 
+GPM = {
+    "sm_active_percent": [60, 70], "sm_occupancy_percent": [40, 45], "tensor_active_percent": [20, 30],
+    "dram_active_percent": [35, 40], "graphics_active_percent": [70, 80], "fp64_active_percent": 0,
+    "fp32_active_percent": [30, 28], "fp16_active_percent": [12, 15],
+}  # fmt: skip
 
-def scenario(gpus: int, processes: int, pods: bool) -> dict[str, Any]:
+
+def profiling(g: int, links: int = 18) -> dict[str, Any]:
+    """GPM, PCIe and ``links`` NVLinks of one GPU (what issue 11 reads; 18: an H100 SXM)."""
+    link = {
+        "tx_bytes": [1e12 * g + i * 1e9 for i in range(5)],
+        "rx_bytes": [2e12 * g + i * 1e9 for i in range(5)],
+        "crc_flit_errors": 0, "crc_data_errors": 0, "replay_errors": 0, "recovery_errors": 0,
+    }  # fmt: skip
+    return {
+        "gpm": GPM,
+        "pcie": {
+            "tx_bytes": [1e11 * g + i * 1e8 for i in range(5)],
+            "rx_bytes": [2e11 * g + i * 1e8 for i in range(5)],
+        },
+        "nvlink": [{"link": n, **link} for n in range(links)],
+    }
+
+
+def scenario(
+    gpus: int, processes: int, pods: bool, with_profiling: bool = False, links: int = 18
+) -> dict[str, Any]:
     rnd = uuidlib.UUID(int=0x5EED)
     devices: list[dict[str, Any]] = []
     host: dict[str, Any] = {"proc": {}, "pod_resources": [], "log_containers": [], "log_pods": []}
@@ -52,6 +78,7 @@ def scenario(gpus: int, processes: int, pods: bool) -> dict[str, Any]:
                 "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failed": False},
                 "clock_event_reasons": [],
                 "processes": [],
+                **(profiling(g, links) if with_profiling else {}),
             }
         )
     for p in range(processes):
@@ -104,8 +131,9 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--processes", type=int, default=64)
     ap.add_argument("--pods", action="store_true")
+    ap.add_argument("--profiling", action="store_true")
     a = ap.parse_args()
-    json.dump(scenario(a.gpus, a.processes, a.pods), sys.stdout, indent=1)
+    json.dump(scenario(a.gpus, a.processes, a.pods, a.profiling), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 

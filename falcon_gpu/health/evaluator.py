@@ -5,7 +5,9 @@ rising) rather than level. The rules follow NVIDIA's published guidance:
 uncorrectable ECC, row-remap failure, 60+ retired pages, or an XID that means
 the GPU needs a reset or replacement is a *fail*; a pending page retirement or
 row remap (needs a GPU reset), thermal or hardware slowdown, or other XIDs are a
-*warn*. The state is bounded by the number of devices ever seen.
+*warn*. NVLink CRC or replay errors rising are a *warn*, recovery errors rising a
+*fail* (the ``nvlink`` check, on GPUs that report NVLink error counters). The state is bounded
+by the number of devices ever seen.
 
 ``last_xid`` is the most recent XID as the watcher saw events arrive (what
 dcgm-exporter's ``XID_ERRORS`` reports), not the most severe of an interval; a
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from falcon_gpu.model.cycle import FAIL, PASS, WARN, HealthReport
-from falcon_gpu.model.snapshot import DeviceReading, Snapshot
+from falcon_gpu.model.snapshot import DeviceReading, NvlinkErrors, Snapshot
 
 CRITICAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
 """XIDs that mean data corruption, a lost GPU or a reset/RMA: DBE (48), row remap
@@ -38,6 +40,25 @@ class _DeviceState:
     """When an XID of each level (WARN, FAIL) last arrived: a critical XID keeps the check
     failed for its whole hold even if a harmless one follows it."""
     last_xid: int | None = None
+    nvlink_errors: NvlinkErrors | None = None
+    """The GPU's NVLink error totals last cycle."""
+
+
+NVLINK_LEVELS: tuple[tuple[str, int], ...] = (("crc_flit", WARN), ("crc_data", WARN), ("replay", WARN),
+                                              ("recovery", FAIL))  # fmt: skip
+"""CRC and replay errors are retried by the link (warn: a cable or a connector degrading); a
+recovery means the link went down and had to be retrained, its traffic stalled (fail)."""
+
+
+def _nvlink_level(errors: NvlinkErrors, before: NvlinkErrors | None) -> int:
+    """WARN/FAIL while the GPU's error totals rise; a total that went down (driver reload) is a reset."""
+    level = PASS
+    if before is not None:
+        for kind, severity in NVLINK_LEVELS:
+            now, then = getattr(errors, kind), getattr(before, kind)
+            if now is not None and then is not None and now > then:
+                level = max(level, severity)
+    return level
 
 
 class HealthEvaluator:
@@ -96,4 +117,7 @@ class HealthEvaluator:
             )
         if dev.inforom_valid is not None:
             checks["inforom"] = PASS if dev.inforom_valid else WARN
+        if dev.nvlink_errors is not None:
+            checks["nvlink"] = _nvlink_level(dev.nvlink_errors, st.nvlink_errors)
+            st.nvlink_errors = dev.nvlink_errors
         return checks

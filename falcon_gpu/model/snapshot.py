@@ -8,7 +8,7 @@ emit no series for it. Units are the base units of the Prometheus schema
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 CLOCK_EVENT_REASONS: tuple[str, ...] = (
     "idle",
@@ -39,6 +39,48 @@ class ProcessReading:
 
 
 @dataclass(frozen=True, slots=True)
+class GpmReading:
+    """NVML GPM (Hopper and later) metrics between two consecutive cycles' samples, as ratios 0-1.
+
+    A metric the device does not report is None; the reading as a whole is absent (``None`` on
+    the device or instance) on the first cycle and where GPM is not supported."""
+
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    tensor_active: float | None = None
+    dram_active: float | None = None
+    graphics_active: float | None = None
+    fp64_active: float | None = None
+    fp32_active: float | None = None
+    fp16_active: float | None = None
+
+
+GPM_METRICS: tuple[str, ...] = tuple(f.name for f in fields(GpmReading))
+"""The GPM metric names, in :class:`GpmReading` field order."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkErrors:
+    """NVLink error counters since the driver loaded: of one link, or summed over a GPU's links."""
+
+    crc_flit: int | None = None
+    crc_data: int | None = None
+    replay: int | None = None
+    recovery: int | None = None
+
+
+NVLINK_ERROR_TYPES: tuple[str, ...] = tuple(f.name for f in fields(NvlinkErrors))
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkReading:
+    """One NVLink that has counted errors (links without any are not listed: 18 per GPU)."""
+
+    link: int
+    errors: NvlinkErrors
+
+
+@dataclass(frozen=True, slots=True)
 class MigReading:
     """One MIG instance (a populated slot of the parent's MIG device handles)."""
 
@@ -49,6 +91,8 @@ class MigReading:
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
     processes: tuple[ProcessReading, ...] = ()
+    gpm: GpmReading | None = None
+    """The GPU instance's GPM metrics (``nvmlGpmMigSampleGet``; shared by its compute instances)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +157,23 @@ class DeviceReading:
     remapped_rows: RemappedRows | None = None
     clock_event_reasons: frozenset[str] | None = None
     inforom_valid: bool | None = None
+    gpm: GpmReading | None = None
+    pcie_tx_bytes: int | None = None
+    """PCIe bytes transmitted since the driver loaded (``NVML_FI_DEV_PCIE_COUNT_TX_BYTES``)."""
+    pcie_rx_bytes: int | None = None
+    pcie_tx_bytes_per_second: float | None = None
+    """The counter's rate since the previous cycle; None on the first cycle and after a reset."""
+    pcie_rx_bytes_per_second: float | None = None
+    nvlink_tx_bytes: int | None = None
+    """NVLink data bytes sent since the driver loaded, all links (None: no NVLink)."""
+    nvlink_rx_bytes: int | None = None
+    nvlink_errors: NvlinkErrors | None = None
+    """Error counters summed over the links (None: the GPU reports none)."""
+    nvlink: tuple[NvlinkReading, ...] = ()
+    """The links with a non-zero error counter, each with its counters."""
+    nvlink_tx_bytes_per_second: float | None = None
+    """All links' data sent per second since the previous cycle (None: first cycle, reset)."""
+    nvlink_rx_bytes_per_second: float | None = None
     mig_enabled: bool = False
     mig: tuple[MigReading, ...] = ()
     processes: tuple[ProcessReading, ...] = ()

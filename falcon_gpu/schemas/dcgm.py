@@ -19,6 +19,13 @@ whole-GPU series carries one slice's pod, and sums over GPUs count each GPU once
 Compute instances of one GPU instance share its memory, so they are one series;
 a MIG-enabled GPU with no instances yet reports its own memory.
 
+GPM readings (Hopper and later) are ``DCGM_FI_PROF_*`` ratios 0-1, as dcgm-exporter's: per GPU,
+and on a MIG-enabled GPU per GPU instance (with ``GPU_I_*`` and the instance's pod, the way
+dcgm-exporter reports profiling there). ``DCGM_FI_PROF_PCIE_TX/RX_BYTES`` and
+``..._NVLINK_TX/RX_BYTES`` are bytes per second between two cycles (absent on the first and
+over a counter reset); ``DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL`` is the NVLink data counter of
+all links, TX + RX, in bytes, and the NVLink error totals are summed over the links.
+
 ``XID_ERRORS`` is the most recent XID since the agent started (0: none), with
 ``err_code`` and ``err_msg`` (NVIDIA's description, :mod:`xid_catalog`).
 """
@@ -31,7 +38,7 @@ from dataclasses import dataclass
 from falcon_gpu.model.attribution import ContainerRef
 from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import Labels, PromBatch
-from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, MigReading
+from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
 from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 from falcon_gpu.schemas.xid_catalog import xid_message
@@ -72,9 +79,46 @@ _C: tuple[tuple[str, str], ...] = (
     ("ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors."),
     ("ECC_DBE_AGG_TOTAL", "Total number of double-bit persistent ECC errors."),
 )
+_C += (
+    ("NVLINK_BANDWIDTH_TOTAL", "Total number of NVLink bandwidth counters for all lanes (bytes, TX + RX)."),
+    ("NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "Total number of NVLink flow-control CRC errors."),
+    ("NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "Total number of NVLink data CRC errors."),
+    ("NVLINK_REPLAY_ERROR_COUNT_TOTAL", "Total number of NVLink retries."),
+    ("NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "Total number of NVLink recovery errors."),
+)
+PROF = "DCGM_FI_PROF_"
+_PROF_GPM: tuple[tuple[str, str, str], ...] = (
+    ("sm_active", "SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned."),
+    ("sm_occupancy", "SM_OCCUPANCY", "The ratio of number of warps resident on an SM."),
+    ("tensor_active", "PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    (
+        "dram_active",
+        "DRAM_ACTIVE",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+    ("graphics_active", "GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
+    ("fp64_active", "PIPE_FP64_ACTIVE", "Ratio of cycles the fp64 pipes are active."),
+    ("fp32_active", "PIPE_FP32_ACTIVE", "Ratio of cycles the fp32 pipes are active."),
+    ("fp16_active", "PIPE_FP16_ACTIVE", "Ratio of cycles the fp16 pipes are active."),
+)
+"""(GpmReading field, dcgm-exporter name after ``DCGM_FI_PROF_``, its help): ratios 0-1 as dcgm-exporter's."""
+_PROF_RATES: tuple[tuple[str, str], ...] = (
+    ("PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus, in bytes per second."),
+    ("PCIE_RX_BYTES", "The rate of data received over the PCIe bus, in bytes per second."),
+    (
+        "NVLINK_TX_BYTES",
+        "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
+    ),
+    (
+        "NVLINK_RX_BYTES",
+        "The rate of data received over NVLink, not including protocol headers, in bytes per second.",
+    ),
+)
 SPECS: tuple[MetricSpec, ...] = (
     tuple(MetricSpec(F + n, "gauge", h) for n, h in _G)
     + tuple(MetricSpec(F + n, "counter", h) for n, h in _C)
+    + tuple(MetricSpec(PROF + n, "gauge", h) for _, n, h in _PROF_GPM)
+    + tuple(MetricSpec(PROF + n, "gauge", h) for n, h in _PROF_RATES)
     + falcon_gpu_policy.SPECS
     + falcon_gpu_pod.SPECS
     + agent.SPECS
@@ -106,6 +150,7 @@ class GpuInstance:
     mig_uuids: tuple[str, ...]
     memory_used_bytes: int | None
     memory_free_bytes: int | None
+    gpm: GpmReading | None = None
 
 
 def gpu_instances(dev: DeviceReading) -> tuple[GpuInstance, ...]:
@@ -121,7 +166,7 @@ def _instance(gi: int, readings: list[MigReading]) -> GpuInstance:
     used, total = first.memory_used_bytes, first.memory_total_bytes
     free = None if used is None or total is None else max(total - used, 0)
     profile = _COMPUTE_PREFIX.sub("", first.profile)
-    return GpuInstance(gi, profile, tuple(m.uuid for m in readings), used, free)
+    return GpuInstance(gi, profile, tuple(m.uuid for m in readings), used, free, first.gpm)
 
 
 class Owners:
@@ -200,6 +245,29 @@ def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
     if d.clock_event_reasons is not None:
         mask = sum(1 << i for i, r in enumerate(CLOCK_EVENT_REASONS) if r in d.clock_event_reasons)
         b.add(F + "CLOCK_THROTTLE_REASONS", lb, mask)
+    _interconnect(b, lb, d)
+
+
+def _interconnect(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
+    """PCIe and NVLink of the whole board: rates as DCGM's profiling fields, NVLink totals as counters."""
+    b.add(PROF + "PCIE_TX_BYTES", lb, d.pcie_tx_bytes_per_second)
+    b.add(PROF + "PCIE_RX_BYTES", lb, d.pcie_rx_bytes_per_second)
+    b.add(PROF + "NVLINK_TX_BYTES", lb, d.nvlink_tx_bytes_per_second)
+    b.add(PROF + "NVLINK_RX_BYTES", lb, d.nvlink_rx_bytes_per_second)
+    tx, rx = d.nvlink_tx_bytes, d.nvlink_rx_bytes
+    b.add(F + "NVLINK_BANDWIDTH_TOTAL", lb, None if tx is None and rx is None else (tx or 0) + (rx or 0))
+    errors = d.nvlink_errors
+    if errors is not None:
+        b.add(F + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", lb, errors.crc_flit)
+        b.add(F + "NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", lb, errors.crc_data)
+        b.add(F + "NVLINK_REPLAY_ERROR_COUNT_TOTAL", lb, errors.replay)
+        b.add(F + "NVLINK_RECOVERY_ERROR_COUNT_TOTAL", lb, errors.recovery)
+
+
+def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:
+    if gpm is not None:
+        for attr, name, _ in _PROF_GPM:
+            b.add(PROF + name, lb, getattr(gpm, attr))
 
 
 def render(cycle: CycleData) -> PromBatch:
@@ -215,9 +283,16 @@ def render(cycle: CycleData) -> PromBatch:
         _device(b, whole, dev)
         if not instances:
             _memory(b, whole, dev.memory_used_bytes, dev.memory_free_bytes)
+            _gpm(b, whole, dev.gpm)
         for gi in instances:
-            lb = (*base, ("GPU_I_PROFILE", gi.profile), ("GPU_I_ID", str(gi.id)))
-            _memory(b, (*lb, *owners.labels(gi.mig_uuids)), gi.memory_used_bytes, gi.memory_free_bytes)
+            lb = (
+                *base,
+                ("GPU_I_PROFILE", gi.profile),
+                ("GPU_I_ID", str(gi.id)),
+                *owners.labels(gi.mig_uuids),
+            )
+            _memory(b, lb, gi.memory_used_bytes, gi.memory_free_bytes)
+            _gpm(b, lb, gi.gpm)
     falcon_gpu_policy.add_policies(b, cycle)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
     agent.add_agent(b, cycle)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels
-from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, MigReading
+from falcon_gpu.model.snapshot import (
+    CLOCK_EVENT_REASONS,
+    GPM_METRICS,
+    NVLINK_ERROR_TYPES,
+    DeviceReading,
+    GpmReading,
+    MigReading,
+)
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 
 P = "falcon_gpu_"
@@ -39,7 +46,29 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "xid_errors_total", "counter", "XID error events seen since the agent started."),
     MetricSpec(P + "clock_event_active", "gauge", "1 while a clock event (throttle) reason is active."),
     MetricSpec(P + "health", "gauge", "Health check result: 0 pass, 1 warn, 2 fail."),
+    MetricSpec(
+        P + "sm_active_ratio", "gauge", "GPM: fraction of time the SMs had a warp resident (Hopper+)."
+    ),
+    MetricSpec(P + "sm_occupancy_ratio", "gauge", "GPM: resident warps over the SMs' maximum (Hopper+)."),
+    MetricSpec(P + "tensor_active_ratio", "gauge", "GPM: fraction of cycles any tensor pipe was active."),
+    MetricSpec(P + "dram_active_ratio", "gauge", "GPM: DRAM bandwidth used over its peak."),
+    MetricSpec(
+        P + "graphics_active_ratio", "gauge", "GPM: fraction of time the graphics/compute engine was busy."
+    ),
+    MetricSpec(P + "fp64_active_ratio", "gauge", "GPM: fraction of cycles the FP64 pipe was active."),
+    MetricSpec(P + "fp32_active_ratio", "gauge", "GPM: fraction of cycles the FP32 pipe was active."),
+    MetricSpec(P + "fp16_active_ratio", "gauge", "GPM: fraction of cycles the FP16 pipe was active."),
+    MetricSpec(P + "pcie_transmit_bytes_total", "counter", "PCIe bytes sent since the driver loaded."),
+    MetricSpec(P + "pcie_receive_bytes_total", "counter", "PCIe bytes received since the driver loaded."),
+    MetricSpec(P + "nvlink_transmit_bytes_total", "counter", "NVLink data bytes sent, all links."),
+    MetricSpec(P + "nvlink_receive_bytes_total", "counter", "NVLink data bytes received, all links."),
+    MetricSpec(P + "nvlink_errors_total", "counter", "NVLink errors per link and type."),
 )
+GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
+    P + "sm_active_ratio", P + "sm_occupancy_ratio", P + "tensor_active_ratio", P + "dram_active_ratio",
+    P + "graphics_active_ratio", P + "fp64_active_ratio", P + "fp32_active_ratio", P + "fp16_active_ratio",
+), strict=True))  # fmt: skip
+"""(GpmReading field, series name)."""
 
 
 def device_labels(base: Labels, dev: DeviceReading) -> Labels:
@@ -120,9 +149,27 @@ def _readings(b: FamilyBuilder, lb: Labels, dev: DeviceReading) -> None:
     if dev.clock_event_reasons is not None:
         for reason in CLOCK_EVENT_REASONS:
             b.add(P + "clock_event_active", (*lb, ("reason", reason)), reason in dev.clock_event_reasons)
+    _gpm(b, lb, dev.gpm)
+    b.add(P + "pcie_transmit_bytes_total", lb, dev.pcie_tx_bytes)
+    b.add(P + "pcie_receive_bytes_total", lb, dev.pcie_rx_bytes)
+    b.add(P + "nvlink_transmit_bytes_total", lb, dev.nvlink_tx_bytes)
+    b.add(P + "nvlink_receive_bytes_total", lb, dev.nvlink_rx_bytes)
+    for (
+        link
+    ) in dev.nvlink:  # only links that counted errors: 18 links x 4 types of zeros would double the output
+        ll = (*lb, ("link", str(link.link)))
+        for kind in NVLINK_ERROR_TYPES:
+            b.add(P + "nvlink_errors_total", (*ll, ("type", kind)), getattr(link.errors, kind))
     for mig in dev.mig:
         ml = mig_labels(lb, mig)
+        _gpm(b, ml, mig.gpm)
         b.add(P + "memory_used_bytes", ml, mig.memory_used_bytes)
         b.add(P + "memory_total_bytes", ml, mig.memory_total_bytes)
         if mig.memory_total_bytes is not None and mig.memory_used_bytes is not None:
             b.add(P + "memory_free_bytes", ml, mig.memory_total_bytes - mig.memory_used_bytes)
+
+
+def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:
+    if gpm is not None:
+        for attr, name in GPM_SERIES:
+            b.add(name, lb, getattr(gpm, attr))

@@ -82,6 +82,11 @@ def _mib(n: int | None) -> float | None:
     return None if n is None else n / MIB
 
 
+def _mib_s(rate: float | None) -> float | None:
+    """Bytes per second -> MB per second: gpu-mon's unit for ``Rx``/``Tx`` (DCGM's PCIe throughput in MB)."""
+    return None if rate is None else rate / MIB
+
+
 def _device(out: _Items, d: DeviceReading, tags: list[tuple[str, str]]) -> None:
     out.add("GPUUtils", _pct(d.utilization_ratio), tags)
     out.add("MemUtils", _pct(d.memory_utilization_ratio), tags)
@@ -105,6 +110,15 @@ def _device(out: _Items, d: DeviceReading, tags: list[tuple[str, str]]) -> None:
     if d.retired_pages is not None:
         out.add("RPSingleError", d.retired_pages.single_bit, tags)
         out.add("RPDoubleError", d.retired_pages.double_bit, tags)
+    if d.gpm is not None:
+        out.add("SmActive", _pct(d.gpm.sm_active), tags)
+        out.add("SmOccupancy", _pct(d.gpm.sm_occupancy), tags)
+        out.add("TensorActive", _pct(d.gpm.tensor_active), tags)
+        out.add("DramActive", _pct(d.gpm.dram_active), tags)
+    out.add("Rx", _mib_s(d.pcie_rx_bytes_per_second), tags)
+    out.add("Tx", _mib_s(d.pcie_tx_bytes_per_second), tags)
+    out.add("NvlinkRx", _mib_s(d.nvlink_rx_bytes_per_second), tags)
+    out.add("NvlinkTx", _mib_s(d.nvlink_tx_bytes_per_second), tags)
 
 
 def _rollup(out: _Items, metric: str, values: list[float]) -> None:

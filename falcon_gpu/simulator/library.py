@@ -32,6 +32,10 @@ without it raises UNINITIALIZED. Tests can make the next N inits fail with
 ``sim.fail_init_times = N`` (and ``sim.init_error = code``), a knob kept out of
 the JSON format because it is about the agent's retry behaviour, not the node.
 
+**GPM** (``gpm`` of a GPU or MIG instance) is served through pynvml's GPM structs; see
+:mod:`falcon_gpu.simulator.sim_gpm`. **PCIe and NVLink** counters (``pcie``, ``nvlink``) are
+field values of ``nvmlDeviceGetFieldValues``, NVLink throughput scoped by link (``scopeId``).
+
 **Call counts.** ``sim.calls["nvmlDeviceGetFanSpeed"]`` says how often a function
 was called, so tests can check that a NOT_SUPPORTED field is not asked again.
 """
@@ -43,6 +47,7 @@ import pynvml
 from falcon_gpu.simulator.sim_core import NvmlStruct, SimDevice, SimMigDevice, fail
 from falcon_gpu.simulator.sim_device import DeviceCalls
 from falcon_gpu.simulator.sim_events import EventCalls, SimEventSet
+from falcon_gpu.simulator.sim_gpm import GpmCalls
 from falcon_gpu.simulator.sim_processes import ProcessCalls
 
 __all__ = ["NvmlStruct", "SimDevice", "SimEventSet", "SimMigDevice", "SimulatedNvml"]
@@ -60,7 +65,7 @@ def _reexported() -> dict[str, object]:
     return out
 
 
-class SimulatedNvml(DeviceCalls, ProcessCalls, EventCalls):
+class SimulatedNvml(DeviceCalls, ProcessCalls, EventCalls, GpmCalls):
     """The simulated library; construct with a :class:`~falcon_gpu.simulator.scenario.Scenario`."""
 
     def nvmlInit(self) -> None:

@@ -18,10 +18,13 @@ from typing import Any
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
 from falcon_gpu.simulator.scenario_host import parse_host
 from falcon_gpu.simulator.scenario_model import (
+    GPM_KEYS,
     PROCESS_TYPES,
     EccScenario,
+    Gpm,
     GpuScenario,
     MigScenario,
+    NvlinkScenario,
     ProcessScenario,
     RemappedRowsScenario,
     RetiredPagesScenario,
@@ -58,7 +61,7 @@ NUMERIC_KEYS = (
 )  # fmt: skip
 NOT_SUPPORTED_NAMES = frozenset(NUMERIC_KEYS) | {
     "ecc", "retired_pages", "remapped_rows", "clock_event_reasons", "inforom", "mig", "processes",
-    "process_utilization", "xid_events",
+    "process_utilization", "xid_events", "gpm", "pcie", "nvlink",
 }  # fmt: skip
 """Names accepted in ``not_supported``: every numeric key, plus readings without a key of their own."""
 
@@ -97,6 +100,35 @@ def _process(o: Obj) -> ProcessScenario:
     return proc
 
 
+def _keyed(o: Obj | None, keys: tuple[str, ...]) -> dict[str, Series] | None:
+    """An object of the given series keys (None when absent); an unknown key fails naming its path."""
+    if o is None:
+        return None
+    found = {k: v for k in keys if (v := o.series(k)) is not None}
+    o.done()
+    return found
+
+
+def _gpm(o: Obj) -> Gpm | None:
+    return _keyed(o.obj("gpm"), GPM_KEYS)
+
+
+NVLINK_KEYS = (
+    "tx_bytes",
+    "rx_bytes",
+    "crc_flit_errors",
+    "crc_data_errors",
+    "replay_errors",
+    "recovery_errors",
+)
+
+
+def _nvlink(o: Obj) -> NvlinkScenario:
+    link = NvlinkScenario(o.integer("link"), *(o.series(k) for k in NVLINK_KEYS))
+    o.done()
+    return link
+
+
 def _mig(o: Obj) -> MigScenario:
     mig = MigScenario(
         gpu_instance_id=o.integer("gpu_instance_id"),
@@ -106,6 +138,7 @@ def _mig(o: Obj) -> MigScenario:
         memory_total_bytes=o.series("memory_total_bytes"),
         memory_used_bytes=o.series("memory_used_bytes"),
         processes=tuple(_process(p) for p in o.objects("processes")),
+        gpm=_gpm(o),
     )
     o.done()
     return mig
@@ -174,6 +207,9 @@ def _gpu(o: Obj, index: int) -> GpuScenario:
         xid_events=tuple(xids),
         processes=tuple(_process(p) for p in o.objects("processes")),
         mig=tuple(_mig(m) for m in o.objects("mig")),
+        gpm=_gpm(o),
+        pcie=_keyed(o.obj("pcie"), ("tx_bytes", "rx_bytes")),
+        nvlink=tuple(_nvlink(n) for n in o.objects("nvlink")),
     )
     o.done()
     return gpu

@@ -37,6 +37,29 @@ class ProcessScenario:
         return self.from_cycle <= cycle and (self.until_cycle is None or cycle < self.until_cycle)
 
 
+GPM_KEYS = (
+    "sm_active_percent", "sm_occupancy_percent", "tensor_active_percent", "dram_active_percent",
+    "graphics_active_percent", "fp64_active_percent", "fp32_active_percent", "fp16_active_percent",
+)  # fmt: skip
+"""The scenario's ``gpm`` keys, in :class:`~falcon_gpu.model.snapshot.GpmReading` field order."""
+
+Gpm = dict[str, Series]
+"""The ``gpm`` keys present (each a percent, averaged over a cycle)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkScenario:
+    """One NVLink: data counters in bytes (served in KiB, as NVML does) and error counters."""
+
+    link: int
+    tx_bytes: Series | None
+    rx_bytes: Series | None
+    crc_flit_errors: Series | None
+    crc_data_errors: Series | None
+    replay_errors: Series | None
+    recovery_errors: Series | None
+
+
 @dataclass(frozen=True, slots=True)
 class MigScenario:
     gpu_instance_id: int
@@ -46,6 +69,8 @@ class MigScenario:
     memory_total_bytes: Series | None
     memory_used_bytes: Series | None
     processes: tuple[ProcessScenario, ...]
+    gpm: Gpm | None = None
+    """The GPU instance's GPM activity (a device without ``gpm`` serves no instance GPM either)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +119,11 @@ class GpuScenario:
     xid_events: tuple[XidEvent, ...]
     processes: tuple[ProcessScenario, ...]
     mig: tuple[MigScenario, ...]
+    gpm: Gpm | None = None
+    """None: a pre-Hopper device (``nvmlGpmQueryDeviceSupport`` says unsupported)."""
+    pcie: dict[str, Series] | None = None
+    """``tx_bytes`` / ``rx_bytes`` counters."""
+    nvlink: tuple[NvlinkScenario, ...] = ()
 
     def supports(self, name: str) -> bool:
         return name not in self.not_supported

@@ -67,6 +67,11 @@ class SimCore:
         self._stamps: dict[int, int] = {}
         self._cond = threading.Condition()
         self._devices = [SimDevice(i, g) for i, g in enumerate(scenario.gpus)]
+        self._gpm_records: dict[int, Any] = {}
+        """GPM sample address -> what it was last taken of (None: not yet); see sim_gpm."""
+        self._gpm_next = 0x10_0000
+        self._link_index: dict[int, dict[int, Any]] = {}
+        """Per device index: its scenario NVLinks by link number (built on first use)."""
 
     # -- cycle -----------------------------------------------------------
     @property

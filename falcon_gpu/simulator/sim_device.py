@@ -127,16 +127,46 @@ class DeviceCalls(SimCore):
         for requested in fieldIds:
             field_id, scope_id = requested if isinstance(requested, tuple) else (requested, 0)
             serve = FIELD_VALUES.get(field_id)
+            scoped = SCOPED_FIELD_VALUES.get(field_id)
             value_type, ret, raw = 0, pynvml.NVML_SUCCESS, 0
             try:
-                if serve is None:
+                if scoped is not None:
+                    value_type, number = scoped(self, dev, scope_id)
+                elif serve is None:
                     fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-                value_type, number = serve(self, dev)
+                else:
+                    value_type, number = serve(self, dev)
                 raw = _ULL_OF[value_type](number)
             except pynvml.NVMLError as exc:
                 ret = exc.value
             packed += FIELD_VALUE_LAYOUT.pack(field_id, scope_id, stamp, 0, value_type, ret, raw)
         return (pynvml.c_nvmlFieldValue_t * len(fieldIds)).from_buffer_copy(packed)
+
+    def _pcie(self, dev: SimDevice, key: str) -> int:
+        pcie = dev.gpu.pcie
+        if pcie is None or key not in pcie or not dev.gpu.supports("pcie"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return round(at(pcie[key], self.cycle))
+
+    def _links(self, dev: SimDevice) -> dict[int, Any]:
+        links: dict[int, Any] | None = self._link_index.get(dev.index)
+        if links is None:
+            links = self._link_index[dev.index] = {n.link: n for n in dev.gpu.nvlink}
+        return links
+
+    def _nvlink(self, dev: SimDevice, link: int, key: str, scale: float = 1.0) -> int:
+        """A link's counter; a link the GPU lacks answers INVALID_ARGUMENT, as NVML does for its ID."""
+        if not dev.gpu.supports("nvlink"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        found = self._links(dev).get(link)
+        if found is None:
+            fail(
+                pynvml.NVML_ERROR_NOT_SUPPORTED if not dev.gpu.nvlink else pynvml.NVML_ERROR_INVALID_ARGUMENT
+            )
+        series = getattr(found, key)
+        if series is None:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return round(at(series, self.cycle) * scale)
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         return self._int(self._device(handle, "nvmlDeviceGetPowerUsage"), "power_watts", 1000)
@@ -262,8 +292,35 @@ FIELD_VALUES: dict[int, FieldServer] = {
     pynvml.NVML_FI_DEV_REMAPPED_PENDING: _row(2),
     pynvml.NVML_FI_DEV_REMAPPED_FAILURE: _row(3),
 }
-"""The field IDs the simulator serves, each from the same scenario value as its dedicated call.
-Other engineers' readings (PCIe, NVLink) add their IDs here."""
+FIELD_VALUES[pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES] = lambda sim, dev: (_ULL, sim._pcie(dev, "tx_bytes"))
+FIELD_VALUES[pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES] = lambda sim, dev: (_ULL, sim._pcie(dev, "rx_bytes"))
+_NVLINK_ERRORS = {"CRC_FLIT": "crc_flit_errors", "CRC_DATA": "crc_data_errors", "REPLAY": "replay_errors",
+                  "RECOVERY": "recovery_errors"}  # fmt: skip
+
+
+def _link_errors(link: int, key: str) -> FieldServer:
+    return lambda sim, dev: (_ULL, sim._nvlink(dev, link, key))
+
+
+for _link in range(12):
+    for _kind, _key in _NVLINK_ERRORS.items():
+        FIELD_VALUES[getattr(pynvml, f"NVML_FI_DEV_NVLINK_{_kind}_ERROR_COUNT_L{_link}")] = _link_errors(
+            _link, _key
+        )
+"""The field IDs the simulator serves, each from the same scenario value as its dedicated call."""
+
+ScopedServer = Callable[[DeviceCalls, SimDevice, int], tuple[int, int]]
+SCOPED_FIELD_VALUES: dict[int, ScopedServer] = {
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: lambda sim, dev, link: (
+        _ULL,
+        sim._nvlink(dev, link, "tx_bytes", 1 / 1024),
+    ),
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: lambda sim, dev, link: (
+        _ULL,
+        sim._nvlink(dev, link, "rx_bytes", 1 / 1024),
+    ),
+}
+"""Field IDs whose ``scopeId`` names the NVLink (throughput in KiB, as NVML counts it)."""
 
 FIELD_VALUE_LAYOUT = struct.Struct("@IIqqIIQ")
 """``c_nvmlFieldValue_t`` in C: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, value

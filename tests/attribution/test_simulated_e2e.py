@@ -19,6 +19,7 @@ from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.host import SimulatedHost
 from falcon_gpu.simulator.scenario import Scenario, at, load_scenario, resolve_scenario
 from falcon_gpu.telemetry import Telemetry
+from tests.nvml.helpers import expected_processes
 
 nvml_source = pytest.importorskip("falcon_gpu.sources.nvml.source")
 nvml_library = pytest.importorskip("falcon_gpu.sources.nvml.library")
@@ -96,17 +97,24 @@ def test_pod_numbers_equal_the_scenarios_processes(run: Run) -> None:
     for cycle, (snap, result) in enumerate(zip(run.snapshots, run.results, strict=True)):
         assert result.sources_ok == {"cgroup": True, "kubelet": True, "logs": True}
         want: dict[tuple[tuple[str, str, str], str], list[float]] = {}
+        # MIG-enabled GPUs: no per-process utilisation from NVML; with GPM each process has its part
+        # of its instance's SM activity (from the second cycle: GPM needs two samples)
         no_process_util = {
-            g.uuid for g in run.scenario.gpus if g.mig or not g.supports("process_utilization")
+            g.uuid
+            for g in run.scenario.gpus
+            if (g.mig and (g.gpm is None or cycle == 0)) or not g.supports("process_utilization")
         }
         for gpu in run.scenario.gpus:
             procs = list(gpu.processes) + [p for m in gpu.mig for p in m.processes]
+            shares = {pid: v["sm_util_ratio"] for (pid, _), v in expected_processes(gpu, cycle).items()}
             for p in procs:
                 who = expected.get(p.pid)
                 if who is None:
                     continue
                 mem = at(p.used_memory_bytes, cycle) if p.used_memory_bytes else 0
                 sm = at(p.sm_util_percent, cycle) / 100 if p.sm_util_percent else 0.0
+                if gpu.mig:
+                    sm = shares[p.pid] or 0.0
                 entry = want.setdefault((who, gpu.uuid), [0, 0.0, 0])
                 entry[0] += mem
                 entry[1] += sm
@@ -119,7 +127,7 @@ def test_pod_numbers_equal_the_scenarios_processes(run: Run) -> None:
         assert set(got) == set(want), f"cycle {cycle}"
         for k, (mem, sm, n) in want.items():
             assert got[k].memory_used_bytes == mem
-            if k[1] in no_process_util:  # MIG-enabled: NVML gives no per-process utilisation
+            if k[1] in no_process_util:  # NVML gives no per-process utilisation there
                 assert (got[k].utilization_ratio, got[k].energy_joules_total) == (None, None)
             else:
                 assert got[k].utilization_ratio == pytest.approx(min(1.0, sm))

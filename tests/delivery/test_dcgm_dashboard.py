@@ -4,8 +4,8 @@ Two agents (``schema = "dcgm"``, different nodes: the 4-GPU node and the MIG nod
 write into the real Prometheus; then every template variable is resolved as
 Grafana does (``label_values(metric{…}, label)`` through the label-values API,
 "All" selected: the values joined into a regex) and every panel query runs with
-the variables substituted. Panels on ``DCGM_FI_PROF_*`` need DCGM profiling
-(GPM, issue 11) and are the only ones allowed to be empty.
+the variables substituted. Every panel answers, the ones on ``DCGM_FI_PROF_*`` (DCGM
+profiling) too: GPM gives them on the Hopper GPUs (issue 11), per GPU instance on the MIG board.
 """
 
 from __future__ import annotations
@@ -138,16 +138,20 @@ def test_nvidias_dashboard_answers_every_panel_from_remote_write_only(fed: Manag
 
     panels = panel_targets(dashboard)
     assert len(panels) == 8
-    profiling = {title for title, t in panels.items() if PROFILING in t["expr"]}
-    assert profiling, "the fixture still has the panels that need DCGM profiling"
+    assert any(PROFILING in t["expr"] for t in panels.values()), "the fixture has the profiling panels"
     everything = selected(values)
     for title, target in panels.items():
-        if title in profiling:
-            continue
         assert run_target(fed, target, everything), f"{name}: panel {title!r} is empty"
         for node in NODES:  # one node picked, all its GPUs
             chosen = {**everything, node_var: grafana_regex([node])}
             assert run_target(fed, target, chosen), f"{name}: panel {title!r} is empty for {node}"
+
+    # Tensor Core Utilization: the Hopper GPUs only (GPM), each MIG instance on its own
+    tensor = run_target(fed, panels["Tensor Core Utilization"], everything)
+    hopper = {(node, str(i)) for node, s in NODES.items() for i, g in enumerate(gpus(s)) if "gpm" in g}
+    assert {(r["metric"]["Hostname"], r["metric"]["gpu"]) for r in tensor} == hopper
+    instances = {r["metric"].get("GPU_I_ID") for r in tensor if r["metric"]["Hostname"] == "node-b"}
+    assert instances == {str(m["gpu_instance_id"]) for m in gpus("mig-node")[0]["mig"]}
 
     temps = run_target(fed, panels["GPU Temperature"], everything)
     assert {(r["metric"]["Hostname"], r["metric"]["gpu"]) for r in temps} == every_gpu()

@@ -9,16 +9,18 @@ from typing import Any
 
 import pynvml
 
-from falcon_gpu.model.snapshot import EccCounts, RemappedRows, RetiredPages
+from falcon_gpu.model.snapshot import EccCounts, GpmReading, RemappedRows, RetiredPages
 from falcon_gpu.simulator.library import SimulatedNvml
 from falcon_gpu.simulator.scenario import (
     GpuScenario,
     Scenario,
+    Series,
     at,
     load_scenario,
     parse_scenario,
     resolve_scenario,
 )
+from falcon_gpu.simulator.scenario_model import GPM_KEYS
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.telemetry import Telemetry
 
@@ -157,7 +159,23 @@ def expected_device(gpu: GpuScenario, cycle: int) -> dict[str, Any]:
     )
     reasons = gpu.clock_event_reasons if gpu.supports("clock_event_reasons") else None
     out["clock_event_reasons"] = None if reasons is None else frozenset(reasons)
+    out["gpm"] = expected_gpm(gpu.gpm if gpu.supports("gpm") else None, cycle)
+    pcie = gpu.pcie if gpu.supports("pcie") else None
+    for key in ("tx_bytes", "rx_bytes"):
+        series = None if pcie is None else pcie.get(key)
+        out[f"pcie_{key}"] = None if series is None else int(at(series, cycle))
+    links = gpu.nvlink if gpu.supports("nvlink") else ()
+    for key in ("tx_bytes", "rx_bytes"):
+        known = [int(at(s, cycle) / 1024) * 1024 for n in links if (s := getattr(n, key)) is not None]
+        out[f"nvlink_{key}"] = sum(known) if known else None
     return out
+
+
+def expected_gpm(gpm: dict[str, Series] | None, cycle: int) -> GpmReading | None:
+    """A device's or instance's GPM reading at ``cycle``: absent on cycle 0 (one sample only)."""
+    if gpm is None or cycle == 0:
+        return None
+    return GpmReading(*(None if (s := gpm.get(k)) is None else at(s, cycle) / 100 for k in GPM_KEYS))
 
 
 def expected_processes(gpu: GpuScenario, cycle: int) -> dict[tuple[int, int | None], dict[str, Any]]:
@@ -165,16 +183,27 @@ def expected_processes(gpu: GpuScenario, cycle: int) -> dict[tuple[int, int | No
     utilisation support (one sample per cycle, so the average is that cycle's value)."""
     sampled = gpu.supports("process_utilization") and not gpu.mig  # NVML: none on MIG-enabled GPUs
     out: dict[tuple[int, int | None], dict[str, Any]] = {}
-    groups = [(None, gpu.processes)] + [(m.gpu_instance_id, m.processes) for m in gpu.mig]
-    for gi, procs in groups:
+    groups = [(None, gpu.processes, None)] + [
+        (m.gpu_instance_id, m.processes,
+         expected_gpm(m.gpm if gpu.gpm is not None and gpu.supports("gpm") else None, cycle))
+        for m in gpu.mig
+    ]  # fmt: skip
+    for gi, procs, gpm in groups:
+        memory = {
+            p.pid: 0 if p.used_memory_bytes is None else int(at(p.used_memory_bytes, cycle)) for p in procs
+        }
         for p in procs:
+            instance_share = None  # on MIG: the instance's GPM SM activity, split by memory
+            if gpm is not None and gpm.sm_active is not None:
+                total = sum(memory.values())
+                instance_share = gpm.sm_active * (memory[p.pid] / total if total else 1 / len(procs))
             out[(p.pid, gi)] = {
                 "name": p.name,
                 "types": p.types,
                 "used_memory_bytes": None
                 if p.used_memory_bytes is None
                 else int(at(p.used_memory_bytes, cycle)),
-                "sm_util_ratio": None
+                "sm_util_ratio": instance_share
                 if p.sm_util_percent is None or not sampled
                 else at(p.sm_util_percent, cycle) / 100,
             }

@@ -233,7 +233,11 @@ def test_a_field_an_old_driver_does_not_know_falls_back_to_its_own_call_alone() 
     assert energies == [1000, 1010, 1020]
     assert sim.calls["nvmlDeviceGetTotalEnergyConsumption"] == 3
     assert energy in asked[0] and all(energy not in ids for ids in asked[1:])
-    assert len(asked) == 3 and len(asked[1]) == len(asked[0]) - 1
+    # PCIe and NVLink traffic drop out too: this GPU has none
+    plain = {s.request for s in field_values.FIELDS if not s.quiet and s not in field_values.PCIE_TRAFFIC}
+    assert len(asked) == 3 and [i for i in asked[1] if i in plain] == [
+        i for i in asked[0] if i in plain and i != energy
+    ]
     assert sim.calls["nvmlDeviceGetTotalEccErrors"] == 0  # the other fields stay batched
     assert telemetry.view().errors_total == {}
 
@@ -297,6 +301,9 @@ def test_field_values_read_from_bytes_equal_the_struct_members(
         )
         for v in values
     ]
-    want = [(pynvml.NVML_SUCCESS, value_type, float(number)), (pynvml.NVML_ERROR_NOT_SUPPORTED, 99, None)]
+    exact = (
+        number if value_type == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else float(number)
+    )  # counters: ints
+    want = [(pynvml.NVML_SUCCESS, value_type, exact), (pynvml.NVML_ERROR_NOT_SUPPORTED, 99, None)]
     assert field_values._decoded(values) == want == field_values._decoded(as_objects)
     assert field_values.LITTLE_ENDIAN  # the bytes path is the one taken on this machine

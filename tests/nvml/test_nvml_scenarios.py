@@ -12,7 +12,14 @@ from falcon_gpu.simulator.scenario import at
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.sources.nvml.xid import XidWatcher
 from falcon_gpu.telemetry import Telemetry
-from tests.nvml.helpers import FakeClock, expected_device, expected_processes, scenario_named, source_on
+from tests.nvml.helpers import (
+    FakeClock,
+    expected_device,
+    expected_gpm,
+    expected_processes,
+    scenario_named,
+    source_on,
+)
 
 BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node", "job-node")
 CYCLES = 4
@@ -71,6 +78,7 @@ def test_snapshot_equals_the_scenario_every_cycle(name: str) -> None:
                 assert reading.memory_used_bytes == at(mig.memory_used_bytes or (0,), cycle)
                 assert {p.pid for p in reading.processes} == {p.pid for p in mig.processes}
                 assert all(p.gpu_instance_id == mig.gpu_instance_id for p in reading.processes)
+                assert reading.gpm == expected_gpm(mig.gpm if gpu.gpm is not None else None, cycle)
     lost = sum(1 for g in scenario.gpus if g.lost_at_cycle is not None and g.lost_at_cycle < CYCLES)
     errors = telemetry.view().errors_total
     assert errors.get("gpu", 0) == sum(

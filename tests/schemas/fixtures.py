@@ -7,7 +7,10 @@ from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.snapshot import (
     DeviceReading,
     EccCounts,
+    GpmReading,
     MigReading,
+    NvlinkErrors,
+    NvlinkReading,
     ProcessReading,
     RemappedRows,
     RetiredPages,
@@ -17,6 +20,10 @@ from falcon_gpu.telemetry import Telemetry
 
 GIB = 1 << 30
 TS = 1_700_000_000.5
+MIB_S = 1 << 20
+"""One MiB per second (Open-Falcon's Rx/Tx unit)."""
+GPM = GpmReading(0.63, 0.41, 0.22, 0.35, 0.7, 0.0, 0.3, 0.12)
+INSTANCE_GPM = GpmReading(sm_active=0.8, sm_occupancy=0.5, tensor_active=0.25, dram_active=0.1)
 
 
 def full_device(index: int = 0, uuid: str = "GPU-aaaa") -> DeviceReading:
@@ -50,6 +57,17 @@ def full_device(index: int = 0, uuid: str = "GPU-aaaa") -> DeviceReading:
         inforom_valid=True,
         processes=(ProcessReading(pid=4242, name="python", used_memory_bytes=20 * GIB, sm_util_ratio=0.55),),
         xid_counts={79: 1},
+        gpm=GPM,
+        pcie_tx_bytes=4_000_000_000,
+        pcie_rx_bytes=9_000_000_000,
+        pcie_tx_bytes_per_second=3 * MIB_S,
+        pcie_rx_bytes_per_second=5 * MIB_S,
+        nvlink_tx_bytes=20_000_000_000,
+        nvlink_rx_bytes=10_000_000_000,
+        nvlink_tx_bytes_per_second=7 * MIB_S,
+        nvlink_rx_bytes_per_second=11 * MIB_S,
+        nvlink_errors=NvlinkErrors(crc_flit=3, crc_data=0, replay=2, recovery=0),
+        nvlink=(NvlinkReading(2, NvlinkErrors(crc_flit=3, crc_data=0, replay=2, recovery=0)),),
     )
 
 
@@ -62,7 +80,17 @@ def mig_device() -> DeviceReading:
         memory_total_bytes=40 * GIB,
         memory_used_bytes=2 * GIB,
         mig_enabled=True,
-        mig=(MigReading(1, 0, "1g.5gb", "MIG-1111", memory_total_bytes=5 * GIB, memory_used_bytes=GIB),),
+        mig=(
+            MigReading(
+                1,
+                0,
+                "1g.5gb",
+                "MIG-1111",
+                memory_total_bytes=5 * GIB,
+                memory_used_bytes=GIB,
+                gpm=INSTANCE_GPM,
+            ),
+        ),
     )
 
 

@@ -129,17 +129,18 @@ def test_the_invariants_hold_with_driver_overhead() -> None:
     assert total(cycle, "falcon_gpu_pod_memory_used_bytes", uuid=uuid) == 9 * (1 << 30)
 
 
+MIG_GPU = "GPU-46c8e822-d2e4-8a32-e8a6-a73afc7b0e27"
+
+
 def test_absent_not_zero_where_nvml_has_no_process_utilisation() -> None:
     """faulty-node's GPU 2 answers NOT_SUPPORTED to process utilisation; mig-node's GPU 0 is
-    MIG-enabled (NVML gives no per-process utilisation there). Their running pods have memory
-    and process counts but no utilisation or energy series; other GPUs' pods keep theirs."""
+    MIG-enabled (NVML gives no per-process utilisation there), and in its first cycle GPM has one
+    sample only. Their running pods have memory and process counts but no utilisation or energy
+    series; other GPUs' pods keep theirs."""
     scenario = load_scenario(resolve_scenario("faulty-node"))
     unsupported = next(g.uuid for g in scenario.gpus if not g.supports("process_utilization"))
-    for name, uuid in (
-        ("faulty-node", unsupported),
-        ("mig-node", "GPU-46c8e822-d2e4-8a32-e8a6-a73afc7b0e27"),
-    ):
-        run = render_cycles(name, cycles=2)
+    for name, uuid, cycles in (("faulty-node", unsupported, 2), ("mig-node", MIG_GPU, 1)):
+        run = render_cycles(name, cycles=cycles)
         cycle = run.cycles[-1]
         running = [lb for lb, n in pick(cycle, "falcon_gpu_pod_processes", uuid=uuid) if n > 0]
         assert running, f"{name}: the scenario runs a pod on {uuid}"
@@ -156,4 +157,34 @@ def test_absent_not_zero_where_nvml_has_no_process_utilisation() -> None:
             items = {m for m, t in run.falcon if t.startswith(f"GpuId={gpu},") and f"pod={lb['pod']}," in t}
             assert "PodFBUsed" in items and "PodGPUUtils" not in items, (name, lb["pod"], items)
         others = [v for lb, v in pick(cycle, "falcon_gpu_pod_utilization_ratio") if lb["uuid"] != uuid]
-        assert any(v > 0 for v in others), f"{name}: pods on GPUs with process utilisation keep it"
+        assert cycles == 1 or any(v > 0 for v in others), (
+            f"{name}: pods on GPUs with process utilisation keep it"
+        )
+
+
+def test_mig_pods_get_their_instances_sm_activity_and_a_share_of_the_energy() -> None:
+    """mig-node's H100 answers GPM per GPU instance: from the second cycle each pod alone on its
+    instance has that instance's SM activity as its utilisation (``falcon_gpu_sm_active_ratio`` of
+    the instance), and the GPU's energy is shared out by it."""
+    run = render_cycles("mig-node", cycles=3)
+    cycle = run.cycles[-1]
+    pods = pick(cycle, "falcon_gpu_pod_utilization_ratio", uuid=MIG_GPU)
+    assert {lb["pod"] for lb, _ in pods} == {"bert-ft-0", "bert-ft-1", "llm-vllm-0", "llm-reserve-0"}
+    for lb, value in pods:  # llm-reserve-0 holds an idle instance: 0, like its SM activity
+        instance = one(cycle, "falcon_gpu_sm_active_ratio", uuid=MIG_GPU, mig_uuid=lb["mig_uuid"])
+        assert value == instance and (value > 0) == (lb["pod"] != "llm-reserve-0"), lb
+    # the board's energy rises 7400 J from cycle 0 to 1 (then stays): all of it goes to the pods,
+    # in proportion to their instances' activity (0.85 : 0.25 : 0.6 in that cycle)
+    first = {
+        lb["pod"]: v for lb, v in pick(run.cycles[0], "falcon_gpu_pod_energy_joules_total", uuid=MIG_GPU)
+    }
+    second = {
+        lb["pod"]: v for lb, v in pick(run.cycles[1], "falcon_gpu_pod_energy_joules_total", uuid=MIG_GPU)
+    }
+    assert first == {"llm-reserve-0": 0.0} and sum(second.values()) == pytest.approx(
+        7400
+    )  # idle: 0, not absent
+    assert second["bert-ft-0"] / second["bert-ft-1"] == pytest.approx(0.85 / 0.25)
+    assert second == {
+        lb["pod"]: v for lb, v in pick(cycle, "falcon_gpu_pod_energy_joules_total", uuid=MIG_GPU)
+    }

@@ -124,10 +124,13 @@ class NvmlCaller:
     def supported(self, scope: str, field: str) -> bool:
         return (scope, field) not in self._not_supported
 
-    def mark_not_supported(self, scope: str, field: str) -> None:
+    def mark_not_supported(self, scope: str, field: str, *, quiet: bool = False) -> None:
+        """Remember NOT_SUPPORTED; ``quiet``: the caller logs a summary instead of this line."""
         if (scope, field) not in self._not_supported:
             self._not_supported.add((scope, field))
             self.generation += 1
+            if quiet:
+                return
             log.info("NVML: %s is not supported on %s; not asking again", field, scope)
 
     def forget_not_supported(self, scope: str) -> None:

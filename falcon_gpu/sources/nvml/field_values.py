@@ -30,7 +30,7 @@ import logging
 import struct
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pynvml
@@ -51,6 +51,18 @@ class FieldSpec:
     for a member of a group, the group's function, which its reader calls)."""
     args: tuple[Any, ...] = ()
     """Arguments of ``call`` after the handle."""
+    scope_id: int | None = None
+    """The ``scopeId`` of a scoped field (the NVLink of a per-link counter); None: unscoped."""
+    quiet: bool = False
+    """Not supported is common (every NVLink field of a GPU without NVLink): one summary line per
+    device instead of one per field."""
+    request: int | tuple[int, int] = field(init=False)
+    """What ``nvmlDeviceGetFieldValues`` is given for it: the ID, or ``(fieldId, scopeId)``."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "request", self.field_id if self.scope_id is None else (self.field_id, self.scope_id)
+        )
 
 
 class UseCall:
@@ -100,7 +112,49 @@ REMAPPED: Final = (
 )
 """Remapped rows, in :class:`RemappedRows` field order (a group, like RETIRED)."""
 
-FIELDS: Final = (MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED)
+PCIE_TRAFFIC: Final = (
+    FieldSpec("pcie_tx_bytes", getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197)),
+    FieldSpec("pcie_rx_bytes", getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198)),
+)
+"""PCIe bytes transmitted and received since the driver loaded (TX, RX; nvml.h's IDs where an older
+pynvml does not name them: a driver that does not know them answers NOT_SUPPORTED, logged once)."""
+NVLINK_LINKS: Final = 18
+"""Links asked per GPU (NVML_NVLINK_MAX_LINKS on Hopper); the ones a GPU lacks answer NOT_SUPPORTED once."""
+NVLINK_ERROR_LINKS: Final = 12
+"""Links with per-link error field IDs (``..._L0`` to ``..._L11``)."""
+NVLINK_ERROR_KINDS: Final = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
+"""In :class:`~falcon_gpu.model.snapshot.NvlinkErrors` field order."""
+
+
+def _traffic(direction: str, field_id: int) -> tuple[FieldSpec, ...]:
+    return tuple(
+        FieldSpec(f"nvlink_l{link}_{direction}", field_id, scope_id=link, quiet=True)
+        for link in range(NVLINK_LINKS)
+    )
+
+
+NVLINK_TX: Final = _traffic("tx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
+"""Per link (index = link): data sent, KiB, the link as ``scopeId``."""
+NVLINK_RX: Final = _traffic("rx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
+NVLINK_ERRORS: Final = tuple(
+    tuple(
+        FieldSpec(
+            f"nvlink_l{link}_{kind.lower()}",
+            getattr(pynvml, f"NVML_FI_DEV_NVLINK_{kind}_ERROR_COUNT_L{link}"),
+            quiet=True,
+        )
+        for link in range(NVLINK_ERROR_LINKS)
+    )
+    for kind in NVLINK_ERROR_KINDS
+)  # fmt: skip
+"""Per error kind (NVLINK_ERROR_KINDS order), per link 0-11 (index = link): the error counter."""
+NVLINK: Final = (*NVLINK_TX, *NVLINK_RX, *(spec for kind in NVLINK_ERRORS for spec in kind))
+"""Every NVLink field, in the order the interconnect reader slices them: TX, RX, then errors by kind."""
+
+FIELDS: Final = (
+    MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED, *PCIE_TRAFFIC,
+    *NVLINK,
+)  # fmt: skip
 
 VALUE_ATTR: Final = {
     pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
@@ -130,6 +184,8 @@ _FROM_U64: Final[dict[int, Callable[[int], float]]] = {
 }
 """Each value type from the union's 8 bytes (little-endian: the narrow members are the low bytes)."""
 
+_ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+
 Decoded = tuple[int, int, float | None]
 """(nvmlReturn, valueType, the number or None for a type not known here)."""
 
@@ -139,17 +195,18 @@ def _decoded(raw: Any) -> list[Decoded]:
     array (pynvml's structs route every attribute read through Python: three per field), else by
     attribute."""
     if LITTLE_ENDIAN and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
-        return [
-            (ret, value_type, None if (decode := _FROM_U64.get(value_type)) is None else decode(u64))
+        return [  # counters (most fields) are unsigned long long: the 8 bytes are the number already
+            (ret, value_type, u64 if value_type == _ULL
+             else None if (decode := _FROM_U64.get(value_type)) is None else decode(u64))
             for _, _, _, _, value_type, ret, u64 in LAYOUT.iter_unpack(memoryview(raw).cast("B"))
-        ]
+        ]  # fmt: skip
     out: list[Decoded] = []
     for value in raw:
         value_type = int(value.valueType)
         attr = VALUE_ATTR.get(value_type)
-        out.append(
-            (int(value.nvmlReturn), value_type, None if attr is None else float(getattr(value.value, attr)))
-        )
+        raw_number = None if attr is None else getattr(value.value, attr)
+        number = None if raw_number is None else int(raw_number) if value_type == _ULL else float(raw_number)
+        out.append((int(value.nvmlReturn), value_type, number))
     return out
 
 
@@ -174,8 +231,10 @@ class FieldValues:
         self._nvml = nvml
         self._specs = specs
         self._via_call: set[tuple[str, str]] = set()
-        self._ids: dict[str, tuple[int, list[int], list[FieldSpec]]] = {}
+        self._ids: dict[str, tuple[int, list[int | tuple[int, int]], list[FieldSpec]]] = {}
         """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs)."""
+        self._quiet = 0
+        """Quiet fields found not supported in the current fetch (logged as one line)."""
 
     def report(self, failed: Failed) -> None:
         self._nvml.errors.append(failed.error)
@@ -186,7 +245,7 @@ class FieldValues:
     def uses_call(self, scope: str, spec: FieldSpec) -> bool:
         return (scope, spec.name) in self._via_call
 
-    def _ids_for(self, scope: str) -> tuple[int, list[int], list[FieldSpec]]:
+    def _ids_for(self, scope: str) -> tuple[int, list[int | tuple[int, int]], list[FieldSpec]]:
         generation = self._nvml.generation
         cached = self._ids.get(scope)
         if cached is not None and cached[0] == generation:
@@ -196,10 +255,10 @@ class FieldValues:
             for s in self._specs
             if self._nvml.supported(scope, s.name) and (scope, s.name) not in self._via_call
         ]
-        cached = self._ids[scope] = (generation, [s.field_id for s in specs], specs)
+        cached = self._ids[scope] = (generation, [s.request for s in specs], specs)
         return cached
 
-    def fetch(self, scope: str, handle: Any) -> dict[int, Answer | Failed] | None:
+    def fetch(self, scope: str, handle: Any) -> dict[int | tuple[int, int], Answer | Failed] | None:
         """This cycle's answers by field ID; None: the call is unavailable (use the dedicated ones)."""
         _, ids, specs = self._ids_for(scope)
         if not ids:
@@ -208,10 +267,18 @@ class FieldValues:
         if raw is ABSENT:
             return None
         # NVML answers in request order (the array it was given, filled in place).
-        return {
-            spec.field_id: self._answer(scope, spec, ret, value_type, number)
+        self._quiet = 0
+        answers = {
+            spec.request: number
+            if ret == pynvml.NVML_SUCCESS and number is not None
+            else self._answer(scope, spec, ret, value_type, number)
             for spec, (ret, value_type, number) in zip(specs, _decoded(raw), strict=True)
         }
+        if self._quiet:
+            log.info("NVML: %d NVLink fields are not supported on %s (links it does not have); "
+                     "not asking again",
+                     self._quiet, scope)  # fmt: skip
+        return answers
 
     def _answer(
         self, scope: str, spec: FieldSpec, ret: int, value_type: int, number: float | None
@@ -224,7 +291,8 @@ class FieldValues:
             return None
         if ret in _OLD_DRIVER:
             if spec.call is None:
-                self._nvml.mark_not_supported(scope, spec.name)
+                self._quiet += spec.quiet
+                self._nvml.mark_not_supported(scope, spec.name, quiet=spec.quiet)
                 return None
             self._via_call.add((scope, spec.name))
             self._ids.pop(scope, None)
@@ -244,7 +312,7 @@ class FieldBatch:
         self._owner = owner
         self._scope = scope
         self._handle = handle
-        self._values: dict[int, Answer | Failed] | UseCall | None = USE_CALL
+        self._values: dict[int | tuple[int, int], Answer | Failed] | UseCall | None = USE_CALL
         """USE_CALL until fetched; None when the call is unavailable."""
 
     def get(self, spec: FieldSpec) -> Answer:
@@ -255,11 +323,28 @@ class FieldBatch:
             self._values = self._owner.fetch(self._scope, self._handle)
         if self._values is None:
             return USE_CALL
-        got = self._values.get(spec.field_id)
+        got = self._values.get(spec.request)
         if isinstance(got, Failed):
             self._owner.report(got)
             return None
         return got
+
+    def numbers(self, specs: tuple[FieldSpec, ...]) -> list[float | None]:
+        """The numbers of fields that have no dedicated call (None each where absent), for readers
+        that take many (NVLink: 84 per GPU) without the per-field fallback checks of :meth:`get`."""
+        if isinstance(self._values, UseCall):
+            self._values = self._owner.fetch(self._scope, self._handle)
+        values = self._values
+        if not values:
+            return [None] * len(specs)
+        out: list[float | None] = []
+        for spec in specs:
+            got = values.get(spec.request)
+            if isinstance(got, Failed):
+                self._owner.report(got)
+                got = None
+            out.append(None if isinstance(got, UseCall) else got)
+        return out
 
     def value(self, nvml: NvmlCaller, spec: FieldSpec) -> Any:
         """The field's number, or its dedicated call's answer where the batch cannot give it; ABSENT: none."""

@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller, text
 from falcon_gpu.sources.nvml.field_values import FieldValues
+from falcon_gpu.sources.nvml.gpm import GpmSamples
 from falcon_gpu.sources.nvml.library import NvmlLibrary
 from falcon_gpu.sources.nvml.process_names import ProcessNames
+from falcon_gpu.sources.nvml.rates import CounterRates
 from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields, check_fields
 from falcon_gpu.sources.nvml.session import NvmlSession
 from falcon_gpu.sources.nvml.slow import SlowReadings
@@ -87,6 +89,8 @@ class NvmlSource:
         self._mig_mode: dict[str, bool] = {}
         self._field_values = FieldValues(self._nvml)
         self._slow = SlowReadings()
+        self._gpm = GpmSamples(self._nvml)
+        self._rates = CounterRates()
         self._reader_keys: dict[str, tuple[str, ...]] = {}
         """Per device scope: the telemetry key of each reader (built once)."""
         self._failing: set[str] = set()
@@ -165,6 +169,7 @@ class NvmlSource:
         self._handles.clear()
         self._identity.clear()
         self._slow.forget()
+        self._gpm.close()
         self._count = None
 
     # -- one device --------------------------------------------------------
@@ -207,6 +212,8 @@ class NvmlSource:
             fields = self._run_readers(index, ident, handle, timestamp, stats)
         except DeviceGone as gone:
             known = ident or Identity("", "", "")
+            self._gpm.forget(known.uuid or f"gpu{index}")  # its samples, and its instances'
+            self._rates.forget(known.uuid or f"gpu{index}")
             key = self._down[index] = f"gpu:{known.uuid or index}"
             self._telemetry.failing(
                 key, "gpu", f"GPU {index} ({known.uuid or 'uuid unknown'}) is down: {gone}"
@@ -238,7 +245,8 @@ class NvmlSource:
         ctx = DeviceContext(
             nvml=self._nvml, handle=handle, scope=scope, index=index, timestamp=timestamp,
             names=self._names, last_seen_us=self._last_seen,
-            field_values=self._field_values.batch(scope, handle), slow=self._slow,
+            field_values=self._field_values.batch(scope, handle), slow=self._slow, gpm=self._gpm,
+            rates=self._rates,
         )  # fmt: skip
         errors = self._nvml.errors
         keys = self._keys(scope)
@@ -283,5 +291,6 @@ class NvmlSource:
     # -- doctor and shutdown -------------------------------------------------
     def close(self) -> None:
         """Shut NVML down (the XID watcher, if any, is stopped by its owner)."""
+        self._gpm.close()
         self._session.close()
         self._forget_devices()

@@ -6,14 +6,17 @@ in a module here (a scalar NVML also has a field ID for goes in
 :data:`~falcon_gpu.sources.nvml.field_values.FIELDS` and is read with
 ``ctx.field_values``), and register it below; its name becomes the ``reader``
 label of ``falcon_gpu_agent_reader_success`` / ``_reader_seconds``. ``processes``
-runs before ``mig`` because MIG instances reuse its SM shares and process list.
+runs before ``mig`` because MIG instances reuse its SM shares and process list, and
+``gpm`` after ``mig`` because it samples each instance and gives its processes their SM share.
 """
 
 from __future__ import annotations
 
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, Reader, check_fields
 from falcon_gpu.sources.nvml.readers.clocks import read_clocks
+from falcon_gpu.sources.nvml.readers.gpm import read_gpm
 from falcon_gpu.sources.nvml.readers.health import read_health
+from falcon_gpu.sources.nvml.readers.interconnect import read_interconnect
 from falcon_gpu.sources.nvml.readers.memory import read_memory
 from falcon_gpu.sources.nvml.readers.mig import read_mig
 from falcon_gpu.sources.nvml.readers.processes import read_processes
@@ -28,6 +31,8 @@ READERS: tuple[tuple[str, Reader], ...] = (
     ("health", read_health),
     ("processes", read_processes),
     ("mig", read_mig),
+    ("gpm", read_gpm),
+    ("interconnect", read_interconnect),
 )
 
 __all__ = ["READERS", "DeviceContext", "Fields", "Reader", "check_fields"]

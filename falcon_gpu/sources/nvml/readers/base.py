@@ -21,14 +21,19 @@ from typing import Any, Final, TypedDict
 
 from falcon_gpu.model.snapshot import (
     EccCounts,
+    GpmReading,
     MigReading,
+    NvlinkErrors,
+    NvlinkReading,
     ProcessReading,
     RemappedRows,
     RetiredPages,
 )
 from falcon_gpu.sources.nvml.calls import NvmlCaller
 from falcon_gpu.sources.nvml.field_values import FieldBatch
+from falcon_gpu.sources.nvml.gpm import GpmSamples
 from falcon_gpu.sources.nvml.process_names import ProcessNames
+from falcon_gpu.sources.nvml.rates import CounterRates
 from falcon_gpu.sources.nvml.slow import SlowReadings
 
 
@@ -58,6 +63,17 @@ class Fields(TypedDict, total=False):
     remapped_rows: RemappedRows | None
     clock_event_reasons: frozenset[str] | None
     inforom_valid: bool | None
+    gpm: GpmReading | None
+    pcie_tx_bytes: int | None
+    pcie_rx_bytes: int | None
+    pcie_tx_bytes_per_second: float | None
+    pcie_rx_bytes_per_second: float | None
+    nvlink_tx_bytes: int | None
+    nvlink_rx_bytes: int | None
+    nvlink_errors: NvlinkErrors | None
+    nvlink: tuple[NvlinkReading, ...]
+    nvlink_tx_bytes_per_second: float | None
+    nvlink_rx_bytes_per_second: float | None
     mig_enabled: bool
     mig: tuple[MigReading, ...]
     processes: tuple[ProcessReading, ...]
@@ -109,6 +125,10 @@ class DeviceContext:
     """This device's batched ``nvmlDeviceGetFieldValues`` answers (one call per cycle)."""
     slow: SlowReadings
     """Answers that only an administrator changes (power limit, infoROM): re-read once a minute."""
+    gpm: GpmSamples
+    """Every GPU's and instance's previous GPM sample (kept across cycles by the source)."""
+    rates: CounterRates
+    """The byte counters' previous values, for their per-second rates."""
     fields: Fields = field(default_factory=lambda: Fields())
     """What earlier readers produced this cycle (the MIG reader uses the processes)."""
     sm_by_pid: dict[int, float] | None = field(default_factory=dict)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pynvml
 
 from falcon_gpu.sources.nvml.calls import ABSENT
-from falcon_gpu.sources.nvml.field_values import ENERGY, MEMORY_TEMP, POWER_AVERAGE, POWER_INSTANT
+from falcon_gpu.sources.nvml.field_values import ENERGY, MEMORY_TEMP, POWER_AVERAGE, POWER_INSTANT, UseCall
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ratio
 
 PSTATE_UNKNOWN = 32
@@ -31,7 +31,7 @@ def read_thermal_power(ctx: DeviceContext) -> Fields:
     memory_temp = ctx.field_values.value(nvml, MEMORY_TEMP)
     out["memory_temperature_celsius"] = None if memory_temp is ABSENT else float(memory_temp)
     power = ctx.field_values.get(POWER_AVERAGE)
-    if not isinstance(power, float):
+    if power is None or isinstance(power, UseCall):
         power = ctx.field_values.value(nvml, POWER_INSTANT)
     if power is not ABSENT:
         out["power_watts"] = power / 1000.0

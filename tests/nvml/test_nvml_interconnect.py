@@ -1,0 +1,103 @@
+"""PCIe and NVLink counters through the NVML source: values in = values out, in the device's one
+field-values call; rates absent on the first cycle and over a counter reset, never negative; a GPU
+without NVLink logged once and not asked again; the nvlink health check."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from falcon_gpu.health import HealthEvaluator
+from falcon_gpu.model.cycle import FAIL, PASS, WARN
+from falcon_gpu.model.snapshot import DeviceReading, NvlinkErrors, NvlinkReading, Snapshot
+from falcon_gpu.simulator.library import SimulatedNvml
+from tests.nvml.helpers import gpu, scenario_of, source_on
+
+TX = [1.0e12, 1.004e12, 1.012e12, 3.0e9, 7.0e9]
+"""A driver reload between cycles 2 and 3: the counter starts again."""
+RX = [2.0e12, 2.001e12, 2.002e12, 2.003e12, 2.004e12]
+
+
+def link(n: int, **errors: object) -> dict[str, object]:
+    return {"link": n, "tx_bytes": [n * 1024 * 1000, (n + 1) * 1024 * 2000], "rx_bytes": 1024 * 7, **errors}
+
+
+def test_pcie_and_nvlink_counters_come_out_as_they_went_in_in_one_field_values_call() -> None:
+    sim = SimulatedNvml(
+        scenario_of(
+            gpu(pcie={"tx_bytes": TX, "rx_bytes": RX}, nvlink=[link(0, replay_errors=[0, 2]), link(3)])
+        )
+    )
+    source, telemetry = source_on(sim)
+    devs = [source.collect(1000.0 + 10 * t).devices[0] for t in range(2)]
+    assert [(d.pcie_tx_bytes, d.pcie_rx_bytes) for d in devs] == [(TX[0], RX[0]), (TX[1], RX[1])]
+    assert [(d.nvlink_tx_bytes, d.nvlink_rx_bytes) for d in devs] == [
+        (3 * 1024 * 1000, 2 * 1024 * 7), (5 * 1024 * 2000, 2 * 1024 * 7)  # links 0 and 3 summed
+    ]  # fmt: skip
+    assert [d.nvlink_errors for d in devs] == [NvlinkErrors(replay=0), NvlinkErrors(replay=2)]
+    assert [d.nvlink for d in devs] == [
+        (),
+        (NvlinkReading(0, NvlinkErrors(replay=2)),),
+    ]  # only links with errors
+    assert devs[1].pcie_tx_bytes_per_second == pytest.approx((TX[1] - TX[0]) / 10)
+    assert devs[1].nvlink_tx_bytes_per_second == pytest.approx((5 * 1024 * 2000 - 3 * 1024 * 1000) / 10)
+    assert sim.calls["nvmlDeviceGetFieldValues"] == 2  # PCIe and NVLink ride the one batched call
+    assert telemetry.view().errors_total == {}
+
+
+def test_a_counter_reset_gives_no_rate_for_that_interval_and_never_a_negative_one() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(pcie={"tx_bytes": TX, "rx_bytes": RX})))
+    source, _ = source_on(sim)
+    rates = [source.collect(1000.0 + 10 * t).devices[0].pcie_tx_bytes_per_second for t in range(5)]
+    assert rates[0] is None and rates[3] is None  # first cycle; the reset
+    assert (
+        rates[1] == pytest.approx(4e8) and rates[2] == pytest.approx(8e8) and rates[4] == pytest.approx(4e8)
+    )
+
+
+def test_a_gpu_without_nvlink_is_logged_once_and_its_links_not_asked_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "falcon_gpu.nvml")
+    asked: list[int] = []
+    sim = SimulatedNvml(scenario_of(gpu(pcie={"tx_bytes": 1, "rx_bytes": 2})))
+    real = sim.nvmlDeviceGetFieldValues
+
+    def counting(handle: object, ids: list[object]) -> object:
+        asked.append(len(ids))
+        return real(handle, ids)
+
+    sim.nvmlDeviceGetFieldValues = counting  # type: ignore[method-assign]
+    source, _ = source_on(sim)
+    devs = [source.collect(1000.0 + t).devices[0] for t in range(3)]
+    assert [(d.nvlink, d.nvlink_tx_bytes, d.nvlink_errors) for d in devs] == [((), None, None)] * 3
+    assert asked[0] >= 2 + 84  # 18 links x (TX, RX) + 12 links x 4 error counters, then only the PCIe pair:
+    assert asked[1:] == [2, 2]  # this GPU answers nothing else
+    lines = [r.getMessage() for r in caplog.records if "NVLink" in r.getMessage()]
+    assert lines == [
+        "NVML: 84 NVLink fields are not supported on GPU-a (links it does not have); not asking again"
+    ]
+
+
+def nvlink_snapshot(t: float, errors: NvlinkErrors | None) -> Snapshot:
+    dev = DeviceReading(index=0, uuid="GPU-a", name="x", pci_bus_id="", nvlink_errors=errors)
+    return Snapshot(timestamp=t, nvml_ok=True, devices=(dev,))
+
+
+@pytest.mark.parametrize(
+    ("kind", "level"), [("crc_flit", WARN), ("crc_data", WARN), ("replay", WARN), ("recovery", FAIL)]
+)
+def test_nvlink_errors_rising_warn_and_recovery_errors_fail(kind: str, level: int) -> None:
+    health = HealthEvaluator()
+    zero = {"crc_flit": 0, "crc_data": 0, "replay": 0, "recovery": 0}
+    checks = [
+        health.evaluate(nvlink_snapshot(t, NvlinkErrors(**{**zero, kind: n})))["GPU-a"].checks["nvlink"]
+        for t, n in enumerate([5, 5, 7, 7, 1])  # 5 at start is history, not a rise; 1 is a reset
+    ]
+    assert checks == [PASS, PASS, level, PASS, PASS]
+
+
+def test_a_gpu_without_nvlink_error_counters_has_no_nvlink_check() -> None:
+    health = HealthEvaluator()
+    assert "nvlink" not in health.evaluate(nvlink_snapshot(0.0, None))["GPU-a"].checks
