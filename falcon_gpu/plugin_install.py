@@ -62,7 +62,7 @@ def install_plugin(directory: Path, config: Path | None) -> int:
     if config is not None:
         from falcon_gpu.settings import ConfigError, load_settings
 
-        config = config.absolute()
+        config = Path(os.path.abspath(config))  # absolute and normalised (no "..")
         try:
             load_settings(config)  # the plugin would print [] forever with a broken file: say so now
         except ConfigError as exc:
