@@ -2,7 +2,9 @@
 
 Reading ``/proc/<pid>/cgroup`` is cheap (procfs, no disk), but a node with
 hundreds of GPU processes would still read hundreds of files every cycle; the
-identity of a process never changes in practice, so it is read once. Entries
+identity of a process never changes in practice, so it is read once, and with it, for
+a process in no pod, its plain container and its Slurm job step (on cgroup v2 plus
+``/proc/<pid>/status`` for the uid). Entries
 leave the cache when NVML no longer reports the PID (:meth:`PidCache.retain`),
 when they are older than ``ttl`` (a reused PID gets re-read) and, as a last
 bound, when the cache is full (oldest first).
