@@ -69,6 +69,7 @@ class Settings(BaseSettings):
     log_root: Path = Path("/var/log")
     docker_root: Path = Path("/var/lib/docker")
     containers_root: Path = Path("/var/lib/containers")
+    passwd_file: Path = Path("/etc/passwd")
     gpu_resources: list[str] = Field(
         default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"]
     )

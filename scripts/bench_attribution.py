@@ -9,10 +9,12 @@ Everything is real except NVML: a proc tree and kubelet log dirs in a temporary
 directory, a PodResources gRPC server on a unix socket, the real Attributor.
 Snapshots are built directly (the NVML source is benchmarked elsewhere).
 
-    python scripts/bench_attribution.py [--cycles 300] [--churn-pods 10000] [--docker 32] [--json out.json]
+    python scripts/bench_attribution.py [--cycles 300] [--churn-pods 10000] [--docker 32] [--slurm 32]
+        [--json out.json]
 
 The second cycle measure runs every source: kubelet (device plugins), log dirs and, for
-``--docker`` of the processes, plain Docker containers (cgroup + config.v2.json).
+``--docker`` of the processes, plain Docker containers (cgroup + config.v2.json); for
+``--slurm`` more, Slurm job steps (half cgroup v1, half v2 with ``status``) named by passwd.
 """
 
 from __future__ import annotations
@@ -76,6 +78,20 @@ class Node:
         (self.proc / str(pid) / "cgroup").write_text(f"0::/system.slice/docker-{cid}.scope\n")
         (self.docker / "containers" / cid).mkdir(parents=True)
         (self.docker / "containers" / cid / "config.v2.json").write_text(json.dumps({"Name": f"/box-{n}"}))
+        self.plain[n] = (pid, gpu)
+
+    def add_slurm(self, n: int, gpu: int) -> None:
+        """A Slurm job step (issue 13): v1 path with the uid for even ``n``, v2 with ``status``."""
+        pid = 300000 + n
+        d = self.proc / str(pid)
+        d.mkdir()
+        if n % 2:
+            (d / "cgroup").write_text(f"0::/system.slice/slurmstepd.scope/job_{n}/step_0/user/task_0\n")
+            (d / "status").write_text(
+                f"Name:\tpython\nUid:\t{1000 + n}\t{1000 + n}\t{1000 + n}\t{1000 + n}\n"
+            )
+        else:
+            (d / "cgroup").write_text(f"4:memory:/slurm/uid_{1000 + n}/job_{n}/step_0/task_0\n0::/\n")
         self.plain[n] = (pid, gpu)
 
     def add(self, n: int, gpu: int) -> None:
@@ -147,13 +163,18 @@ class Node:
         self.server.stop()
 
 
-def bench_cycles(cycles: int, docker: int = 0) -> dict[str, Any]:
+def bench_cycles(cycles: int, docker: int = 0, slurm: int = 0) -> dict[str, Any]:
     """``docker``: that many of the processes run in plain Docker containers instead of pods, so
-    the ``containers`` source and the plain-container breakdown are measured too."""
+    the ``containers`` source and the plain-container breakdown are measured too; ``slurm``: that
+    many more in Slurm job steps, with the ``passwd`` source on."""
     with tempfile.TemporaryDirectory(prefix="fgpu-bench-") as tmp:
         node = Node(Path(tmp), Path(tmp) / "k.sock")
         for n in range(GPUS * PER_GPU):
-            (node.add_docker if n < docker else node.add)(n, n % GPUS)
+            add = node.add_docker if n < docker else node.add_slurm if n < docker + slurm else node.add
+            add(n, n % GPUS)
+        passwd = Path(tmp) / "passwd"
+        if slurm:
+            passwd.write_text("".join(f"u{n}:x:{1000 + n}:100::/:/bin/sh\n" for n in range(GPUS * PER_GPU)))
         node.publish()
         now = [0.0]
         settings = Settings(
@@ -162,6 +183,7 @@ def bench_cycles(cycles: int, docker: int = 0) -> dict[str, Any]:
             kubelet_socket=Path(tmp) / "k.sock",
             docker_root=node.docker,
             containers_root=Path(tmp) / "no-podman",
+            passwd_file=passwd,
             node="bench",
         )
         attributor = Attributor(AttributionSettings.of(settings), Telemetry(), clock=lambda: now[0])
@@ -172,10 +194,13 @@ def bench_cycles(cycles: int, docker: int = 0) -> dict[str, Any]:
         t0 = time.perf_counter()
         first = attributor.attribute(snap)
         cold_ms = (time.perf_counter() - t0) * 1e3
-        assert sum(p.processes for p in first.pods) == GPUS * PER_GPU - docker, "every pod process attributed"
+        assert sum(p.processes for p in first.pods) == GPUS * PER_GPU - docker - slurm, (
+            "every pod process attributed"
+        )
         assert [c.name for c in first.containers if c.name.startswith("box-")] == [
             c.name for c in first.containers
         ] and len(first.containers) == docker, "every Docker container named"
+        assert len([j for j in first.slurm_jobs if j.user]) == slurm, "every Slurm job and its user found"
         warm: list[float] = []
         for cycle in range(1, cycles + 1):
             now[0] = cycle * 30.0
@@ -189,6 +214,7 @@ def bench_cycles(cycles: int, docker: int = 0) -> dict[str, Any]:
     return {
         "processes": GPUS * PER_GPU,
         "docker_containers": docker,
+        "slurm_jobs": slurm,
         "gpus": GPUS,
         "refresh_now_ms": round(refresh_ms, 2),
         "cold_cycle_ms": round(cold_ms, 2),
@@ -245,10 +271,11 @@ def main() -> None:
     parser.add_argument("--churn-pods", type=int, default=10000)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--docker", type=int, default=32, help="processes in plain Docker containers")
+    parser.add_argument("--slurm", type=int, default=32, help="processes in Slurm job steps")
     args = parser.parse_args()
     cycles = bench_cycles(args.cycles)
     print("cycle cost:", json.dumps(cycles))
-    every = bench_cycles(args.cycles, docker=args.docker)
+    every = bench_cycles(args.cycles, docker=args.docker, slurm=args.slurm)
     print("cycle cost, every source on:", json.dumps(every))
     churn = bench_churn(args.churn_pods)
     print(f"churn: {churn['pods_started']} pods started, {churn['alive']} alive at a time")

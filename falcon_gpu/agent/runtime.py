@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HOST_PATHS = ("proc_root", "kubelet_socket", "log_root", "docker_root", "containers_root")
+HOST_PATHS = ("proc_root", "kubelet_socket", "log_root", "docker_root", "containers_root", "passwd_file")
 
 
 @dataclass
@@ -144,6 +144,7 @@ def build(
                     "kubelet_socket": paths.kubelet_socket,
                     "docker_root": paths.docker_root,
                     "containers_root": paths.containers_root,
+                    "passwd_file": paths.passwd_file,
                 }
             )
     sinks: list[Sink] = []

@@ -163,7 +163,8 @@ class Attributor:
             chain = self._chain
         with self._join_lock:
             plain = {pid: self._pids.plain_container(pid) for pid in pids if identities[pid] is None}
-            result = self._joiner.join(snapshot, identities, chain, now, sources_ok, plain)
+            slurm = {pid: self._pids.slurm_step(pid) for pid in pids if identities[pid] is None}
+            result = self._joiner.join(snapshot, identities, chain, now, sources_ok, plain, slurm)
         if result.misses:
             self._telemetry.error("attribution_unresolved", len(result.misses))
             for tracked in self._tracked:

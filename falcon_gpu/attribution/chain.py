@@ -38,6 +38,7 @@ class Chain:
         self._sole = _answering(self.views, SourceView.sole_container)
         self._labels = _answering(self.views, SourceView.labels)
         self._plain = _answering(self.views, SourceView.plain_container_name)
+        self._users = _answering(self.views, SourceView.user_name)
         allocations: list[Allocation] = []
         known = False
         for view in _answering(self.views, SourceView.allocations):
@@ -93,6 +94,13 @@ class Chain:
             if found is not None:
                 return found
         return container.container_id[:12]
+
+    def user_name(self, uid: int) -> str | None:
+        for view in self._users:
+            found = view.user_name(uid)
+            if found is not None:
+                return found
+        return None
 
     def labels(self, pod_uid: str | None, pod: PodKey) -> Labels:
         for view in self._labels:

@@ -17,7 +17,9 @@ instance) that is allocated by the kubelet or has processes on it:
 A process whose cgroup names no pod is unattributed; if it runs in a plain container
 (Docker, Podman, containerd: ``plain``), it is also tallied per container
 (:class:`~falcon_gpu.model.attribution.ContainerUsage`), a breakdown inside the
-unattributed totals, never taken out of them. One whose cgroup names a
+unattributed totals, never taken out of them; a process of a Slurm job step (``slurm``) is
+tallied per job step the same way (:class:`~falcon_gpu.model.attribution.SlurmJobUsage`).
+One whose cgroup names a
 pod the name maps do not know yet (a pod that just started) is unattributed
 this cycle and reported as a *miss*, so the caller can trigger a rescan.
 
@@ -37,6 +39,7 @@ from falcon_gpu.attribution.chain import Chain
 from falcon_gpu.attribution.device_index import DeviceIndex, DeviceKey, place_processes
 from falcon_gpu.attribution.ledger import ContainerKey, EnergyLedger, IdleTracker, UsageKey
 from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
+from falcon_gpu.attribution.slurm_cgroup import SlurmStep
 from falcon_gpu.attribution.source import Allocation
 from falcon_gpu.model.attribution import (
     Attribution,
@@ -44,6 +47,7 @@ from falcon_gpu.model.attribution import (
     ContainerUsage,
     PodUsage,
     ProcessUsage,
+    SlurmJobUsage,
     UnattributedUsage,
 )
 from falcon_gpu.model.snapshot import ProcessReading, Snapshot
@@ -84,6 +88,8 @@ class Joiner:
         self.energy = EnergyLedger(retention)
         self.plain_energy = EnergyLedger(retention)
         """Plain containers' shares; they are part of the unattributed energy too, kept apart."""
+        self.slurm_energy = EnergyLedger(retention)
+        """Slurm job steps' shares, likewise."""
         self.idle = IdleTracker()
 
     def join(
@@ -94,10 +100,13 @@ class Joiner:
         now: float,
         sources_ok: dict[str, bool] | None = None,
         plain: Mapping[int, RuntimeContainer | None] | None = None,
+        slurm: Mapping[int, SlurmStep | None] | None = None,
     ) -> JoinResult:
-        """``plain``: per PID in no pod, the Docker/Podman/containerd container it runs in."""
+        """``plain``/``slurm``: per PID in no pod, the Docker/Podman/containerd container or the
+        Slurm job step it runs in."""
         refs: dict[ContainerKey, ContainerRef] = {}
         plain_usage: dict[UsageKey, _Acc] = {}
+        slurm_usage: dict[UsageKey, _Acc] = {}
         misses: set[str] = set()
         usage: dict[UsageKey, _Acc] = {}
         unattributed: dict[DeviceKey, _Acc] = {}
@@ -123,7 +132,9 @@ class Joiner:
                     if ckey is None:
                         misses.add(ident.container_id or ident.pod_uid)
                 box = None if ckey is not None or plain is None else plain.get(proc.pid)
+                job = None if ckey is not None or slurm is None else slurm.get(proc.pid)
                 pkey: UsageKey | None = None
+                jkey: UsageKey | None = None
                 if ckey is not None:
                     acc = usage.setdefault((ckey, dev.uuid, mig_uuid), _Acc())
                 else:
@@ -131,6 +142,13 @@ class Joiner:
                     if box is not None:
                         pkey = ((box.runtime, box.container_id, box.namespace or ""), dev.uuid, mig_uuid)
                         plain_usage.setdefault(pkey, _Acc()).add(proc)
+                    if job is not None:
+                        jkey = (
+                            (job.job, job.step, "" if job.uid is None else str(job.uid)),
+                            dev.uuid,
+                            mig_uuid,
+                        )
+                        slurm_usage.setdefault(jkey, _Acc()).add(proc)
                 acc.add(proc)
                 if delta is not None and total_sm > 0 and sm > 0:
                     joules = delta * sm / total_sm
@@ -141,6 +159,8 @@ class Joiner:
                         self.energy.add_unattributed((dev.uuid, mig_uuid), joules, now)
                         if pkey is not None:
                             self.plain_energy.add_pod(pkey, joules, now)
+                        if jkey is not None:
+                            self.slurm_energy.add_pod(jkey, joules, now)
                 if self.process_metrics:
                     processes.append(
                         ProcessUsage(
@@ -174,6 +194,9 @@ class Joiner:
         containers = self._plain_rows(plain_usage, chain)
         self.plain_energy.touch(plain_usage.keys(), (), now)
         self.plain_energy.expire(now, ())
+        slurm_jobs = self._slurm_rows(slurm_usage, chain)
+        self.slurm_energy.touch(slurm_usage.keys(), (), now)
+        self.slurm_energy.expire(now, ())
         if chain.allocations is not None:
             self.idle.retain(allocated.keys())
         attribution = Attribution(
@@ -181,6 +204,7 @@ class Joiner:
             unattributed=unattr,
             processes=tuple(processes),
             containers=containers,
+            slurm_jobs=slurm_jobs,
             allocatable=chain.allocatable_devices,
             sources_ok=dict(sources_ok or {}),
         )
@@ -239,6 +263,29 @@ class Joiner:
                     utilization_ratio=utilization,
                     processes=acc.processes,
                     energy_joules_total=None if utilization is None else self.plain_energy.pod_total(key),
+                )
+            )
+        return tuple(rows)
+
+    def _slurm_rows(self, slurm_usage: Mapping[UsageKey, _Acc], chain: Chain) -> tuple[SlurmJobUsage, ...]:
+        rows: list[SlurmJobUsage] = []
+        for key in sorted(slurm_usage, key=_sort_key):
+            (job, step, uid_text), gpu, mig = key
+            acc = slurm_usage[key]
+            uid = int(uid_text) if uid_text else None
+            utilization = acc.utilization()
+            rows.append(
+                SlurmJobUsage(
+                    job=job,
+                    step=step,
+                    uid=uid,
+                    user=None if uid is None else chain.user_name(uid),
+                    gpu_uuid=gpu,
+                    mig_uuid=mig,
+                    memory_used_bytes=acc.memory,
+                    utilization_ratio=utilization,
+                    processes=acc.processes,
+                    energy_joules_total=None if utilization is None else self.slurm_energy.pod_total(key),
                 )
             )
         return tuple(rows)

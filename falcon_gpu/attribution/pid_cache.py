@@ -2,7 +2,9 @@
 
 Reading ``/proc/<pid>/cgroup`` is cheap (procfs, no disk), but a node with
 hundreds of GPU processes would still read hundreds of files every cycle; the
-identity of a process never changes in practice, so it is read once. Entries
+identity of a process never changes in practice, so it is read once, and with it, for
+a process in no pod, its plain container and its Slurm job step (on cgroup v2 plus
+``/proc/<pid>/status`` for the uid). Entries
 leave the cache when NVML no longer reports the PID (:meth:`PidCache.retain`),
 when they are older than ``ttl`` (a reused PID gets re-read) and, as a last
 bound, when the cache is full (oldest first).
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity, parse_cgroup, read_cgroup_text
 from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer, parse_runtime_cgroup
+from falcon_gpu.attribution.slurm_cgroup import SlurmStep, parse_slurm_cgroup
 
 
 class PidCache:
@@ -33,7 +36,7 @@ class PidCache:
         self._max = max_entries
         self._clock = clock
         self._entries: OrderedDict[
-            int, tuple[float, bool, CgroupIdentity | None, RuntimeContainer | None]
+            int, tuple[float, bool, CgroupIdentity | None, RuntimeContainer | None, SlurmStep | None]
         ] = OrderedDict()
         self.reads = 0
         """procfs reads so far (for tests and the benchmark)."""
@@ -47,8 +50,9 @@ class PidCache:
         text = read_cgroup_text(self._proc_root, pid)
         identity = None if text is None else parse_cgroup(text)
         plain = None if text is None or identity is not None else parse_runtime_cgroup(text)
+        slurm = None if text is None or identity is not None else self._slurm(pid, text)
         self.reads += 1
-        self._entries[pid] = (now, text is not None, identity, plain)
+        self._entries[pid] = (now, text is not None, identity, plain, slurm)
         self._entries.move_to_end(pid)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
@@ -64,6 +68,28 @@ class PidCache:
         """The Docker/Podman/containerd container of a process in no pod (from the cache, no I/O)."""
         entry = self._entries.get(pid)
         return None if entry is None else entry[3]
+
+    def slurm_step(self, pid: int) -> SlurmStep | None:
+        """The Slurm job step of a process in no pod (from the cache, no I/O)."""
+        entry = self._entries.get(pid)
+        return None if entry is None else entry[4]
+
+    def _slurm(self, pid: int, text: str) -> SlurmStep | None:
+        """The step from the cgroup text; on cgroup v2 (no ``uid_`` in the path) the uid is the real
+        uid on the ``Uid:`` line of ``/proc/<pid>/status`` (read once, with the cgroup of a new PID)."""
+        step = parse_slurm_cgroup(text)
+        if step is None or step.uid is not None:
+            return step
+        try:
+            status = (self._proc_root / str(pid) / "status").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return step
+        for line in status.splitlines():
+            if line.startswith("Uid:"):
+                fields = line.split()
+                if len(fields) > 1 and fields[1].isdigit():
+                    return SlurmStep(step.job, step.step, int(fields[1]))
+        return step
 
     def was_readable(self, pid: int) -> bool:
         """Whether the last read of ``pid``'s cgroup file succeeded (from the cache, no I/O)."""

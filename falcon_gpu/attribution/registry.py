@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from falcon_gpu.attribution.source import AttributionSource, SourceContext
-from falcon_gpu.attribution.sources import containers, kubelet, logs, pod_labels
+from falcon_gpu.attribution.sources import containers, kubelet, logs, passwd, pod_labels
 
 SourceFactory = Callable[[SourceContext], AttributionSource | None]
 
@@ -23,6 +23,7 @@ SOURCES: tuple[SourceFactory, ...] = (
     logs.build,
     pod_labels.build,
     containers.build,
+    passwd.build,  # Slurm job owners' names
 )
 
 

@@ -32,6 +32,8 @@ class AttributionSettings:
     """Docker's data root: ``containers/<id>/config.v2.json`` names plain Docker containers."""
     containers_root: Path = Path("/var/lib/containers")
     """Podman's: ``storage/overlay-containers/containers.json`` names its containers."""
+    passwd_file: Path = Path("/etc/passwd")
+    """The host's passwd: names the uids of Slurm jobs (``user`` label)."""
     kubernetes: Kubernetes = "auto"
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
     """kubelet resource names (globs) that count as GPUs."""
@@ -51,6 +53,7 @@ class AttributionSettings:
             log_root=settings.log_root,
             docker_root=settings.docker_root,
             containers_root=settings.containers_root,
+            passwd_file=settings.passwd_file,
             kubernetes=settings.kubernetes,
             gpu_resources=tuple(settings.gpu_resources),
             pod_labels=tuple(settings.pod_labels),

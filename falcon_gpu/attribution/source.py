@@ -120,6 +120,10 @@ class SourceView:
         """The runtime's name of a container outside Kubernetes (Docker, Podman)."""
         return None
 
+    def user_name(self, uid: int) -> str | None:
+        """The host's name for a uid (Slurm job owners)."""
+        return None
+
 
 EMPTY = SourceView()
 

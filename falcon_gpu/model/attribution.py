@@ -104,12 +104,32 @@ class ContainerUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmJobUsage:
+    """One Slurm job step's use of one GPU or MIG instance. Like a plain container, its
+    processes are in no pod: a breakdown of the unattributed share, not an addition to it."""
+
+    job: str
+    step: str
+    uid: int | None
+    user: str | None
+    """The uid's name in the host's passwd (``passwd_file``); None where it is not readable."""
+    gpu_uuid: str
+    mig_uuid: str | None = None
+    memory_used_bytes: int = 0
+    utilization_ratio: float | None = 0.0
+    processes: int = 0
+    energy_joules_total: float | None = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Attribution:
     pods: tuple[PodUsage, ...] = ()
     unattributed: tuple[UnattributedUsage, ...] = ()
     processes: tuple[ProcessUsage, ...] = ()
     containers: tuple[ContainerUsage, ...] = ()
     """Plain containers outside Kubernetes, per GPU (or MIG instance) they use."""
+    slurm_jobs: tuple[SlurmJobUsage, ...] = ()
+    """Slurm job steps, per GPU (or MIG instance) they use."""
     allocatable: tuple[tuple[str, int], ...] | None = None
     """(resource, distinct devices) the kubelet can hand out (GetAllocatableResources), for
     the resources matching ``gpu_resources``; None when the kubelet did not answer it."""

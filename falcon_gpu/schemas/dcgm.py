@@ -5,7 +5,9 @@ follow dcgm-exporter (percent, MiB, MHz, millijoules), not base units. Like
 dcgm-exporter's Kubernetes mode, a device series carries ``pod``, ``namespace``
 and ``container`` of the one container the kubelet allocated it to; a GPU shared
 by several containers (or none) carries no pod labels, and the per-pod numbers
-live in the ``falcon_gpu_pod_*`` series, which this schema keeps.
+live in the ``falcon_gpu_pod_*`` series, which this schema keeps. Like its HPC mode, a
+device series of a GPU (or GPU instance) used by exactly one Slurm job carries ``hpc_job``
+(the job ID; several jobs on one device: none).
 
 A MIG-enabled GPU is reported per GPU instance where the reading is the
 instance's own, as dcgm-exporter does: ``FB_USED`` and ``FB_FREE`` carry
@@ -170,21 +172,28 @@ def _instance(gi: int, readings: list[MigReading]) -> GpuInstance:
 
 
 class Owners:
-    """Device key (GPU uuid, or MIG uuid) -> the containers the kubelet allocated it to."""
+    """Device key (GPU uuid, or MIG uuid) -> the containers the kubelet allocated it to, and
+    the Slurm jobs whose processes run on it."""
 
     def __init__(self, cycle: CycleData) -> None:
         self._by_key: dict[str, set[ContainerRef]] = {}
         for use in cycle.attribution.pods:
             if use.allocated:
                 self._by_key.setdefault(use.mig_uuid or use.gpu_uuid, set()).add(use.container)
+        self._jobs: dict[str, set[str]] = {}
+        for job in cycle.attribution.slurm_jobs:
+            self._jobs.setdefault(job.mig_uuid or job.gpu_uuid, set()).add(job.job)
 
     def labels(self, keys: tuple[str, ...]) -> Labels:
-        """``container``, ``namespace``, ``pod`` of the one container holding ``keys``; none if shared."""
+        """``container``, ``namespace``, ``pod`` of the one container holding ``keys`` (none if
+        shared), and ``hpc_job`` of the one Slurm job on them (none if several)."""
         found = set().union(*(self._by_key.get(k, set()) for k in keys))
+        jobs = set().union(*(self._jobs.get(k, set()) for k in keys)) if self._jobs else set()
+        hpc: Labels = (("hpc_job", next(iter(jobs))),) if len(jobs) == 1 else ()
         if len(found) != 1:
-            return ()
+            return hpc
         (c,) = found
-        return (("container", c.container), ("namespace", c.namespace), ("pod", c.pod))
+        return (("container", c.container), ("namespace", c.namespace), ("pod", c.pod), *hpc)
 
 
 def _base_labels(cycle: CycleData, dev: DeviceReading) -> Labels:

@@ -55,6 +55,15 @@ SPECS: tuple[MetricSpec, ...] = (
         "counter",
         "The GPU's energy shared out to the plain container by SM share (part of the unattributed energy).",
     ),
+    MetricSpec(P + "slurm_job_info", "gauge", "A Slurm job step using the GPU."),
+    MetricSpec(P + "slurm_job_memory_used_bytes", "gauge", "GPU memory of the job step's processes."),
+    MetricSpec(P + "slurm_job_utilization_ratio", "gauge", "The job step's processes' SM share."),
+    MetricSpec(P + "slurm_job_processes", "gauge", "Processes of the job step on the GPU."),
+    MetricSpec(
+        P + "slurm_job_energy_joules_total",
+        "counter",
+        "The GPU's energy shared out to the job step by SM share (part of the unattributed energy).",
+    ),
     MetricSpec(
         P + "allocatable_devices",
         "gauge",
@@ -137,6 +146,20 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         b.add(P + "container_utilization_ratio", lb, _capped(box.utilization_ratio))
         b.add(P + "container_processes", lb, box.processes)
         b.add(P + "container_energy_joules_total", lb, box.energy_joules_total)
+    for job in att.slurm_jobs:
+        dl = index.labels(node, job.gpu_uuid, job.mig_uuid)
+        if dl is None:
+            continue
+        lb = (*dl, ("slurm_job", job.job), ("slurm_step", job.step))
+        if job.uid is not None:
+            lb = (*lb, ("uid", str(job.uid)))
+        if job.user is not None:
+            lb = (*lb, ("user", job.user))
+        b.add(P + "slurm_job_info", lb, 1)
+        b.add(P + "slurm_job_memory_used_bytes", lb, job.memory_used_bytes)
+        b.add(P + "slurm_job_utilization_ratio", lb, _capped(job.utilization_ratio))
+        b.add(P + "slurm_job_processes", lb, job.processes)
+        b.add(P + "slurm_job_energy_joules_total", lb, job.energy_joules_total)
     if not cycle.process_metrics:
         return
     for proc in att.processes:

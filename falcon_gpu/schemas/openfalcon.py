@@ -170,6 +170,18 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
         util = box.utilization_ratio
         out.add("ContainerGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
         out.add("ContainerFBUsed", box.memory_used_bytes / MIB, tags)
+    jobs: dict[tuple[int, str], tuple[float | None, int]] = {}  # one item per GPU and job: steps summed
+    for job in cycle.attribution.slurm_jobs:
+        if job.gpu_uuid not in index:
+            continue
+        key = (index[job.gpu_uuid], job.job)
+        util, memory = jobs.get(key, (0.0, 0))
+        u = None if util is None or job.utilization_ratio is None else util + job.utilization_ratio
+        jobs[key] = (u, memory + job.memory_used_bytes)
+    for (gpu_id, job_id), (util, memory) in sorted(jobs.items()):
+        tags = [("GpuId", str(gpu_id)), ("slurm_job", job_id)]
+        out.add("SlurmJobGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
+        out.add("SlurmJobFBUsed", memory / MIB, tags)
     for metric, value, tags in openfalcon_jobs.items(cycle.jobs_finished):
         out.add(metric, value, tags)
     return tuple(out.items)

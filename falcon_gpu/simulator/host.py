@@ -10,7 +10,9 @@ directory:
 * a real PodResources v1 gRPC server on ``kubelet.sock`` answering ``List``
   and ``GetAllocatableResources`` (``kubelet_socket``);
 * ``docker/containers/<id>/config.v2.json`` for every plain Docker container
-  (``docker_root``), as Docker's data root holds them.
+  (``docker_root``), as Docker's data root holds them;
+* ``/proc/<pid>/status`` (its ``Uid:`` line) where a process has a ``uid``, and
+  ``passwd`` for the scenario's ``users`` (``passwd_file``): Slurm job owners.
 
 Unix socket paths are limited to about 100 bytes, so when ``base_dir`` is deep
 the socket goes to a short temporary directory of its own.
@@ -41,6 +43,8 @@ class HostPaths:
     docker_root: Path
     containers_root: Path
     """Podman's storage: left empty (the host's own must not leak into a simulation)."""
+    passwd_file: Path
+    """The scenario's users (absent where it has none: the host's own never leaks in)."""
 
 
 class SimulatedHost:
@@ -79,7 +83,12 @@ class SimulatedHost:
             socket = short / "kubelet.sock"
         self._server = PodResourcesServer(socket, self.host.pod_resources, self.host.allocatable)
         self._server.start()
-        self.paths = HostPaths(proc_root, log_root, socket, docker_root, base / "containers")
+        passwd = base / "passwd"
+        if self.host.users:
+            passwd.write_text(
+                "".join(f"{n}:x:{uid}:{uid}::/home/{n}:/bin/sh\n" for n, uid in self.host.users)
+            )
+        self.paths = HostPaths(proc_root, log_root, socket, docker_root, base / "containers", passwd)
         return self.paths
 
     def _write_proc(self, proc_root: Path) -> None:
@@ -87,6 +96,8 @@ class SimulatedHost:
             d = proc_root / str(pid)
             d.mkdir(parents=True, exist_ok=True)
             (d / "cgroup").write_text(text if text.endswith("\n") else text + "\n")
+        for pid, uid in self.host.proc_uids:
+            (proc_root / str(pid) / "status").write_text(f"Name:\tpython\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
 
     def _write_logs(self, log_root: Path) -> None:
         pods_dir = log_root / "pods"

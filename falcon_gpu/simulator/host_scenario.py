@@ -59,4 +59,8 @@ class HostScenario:
     allocatable: tuple[PodResourcesDevice, ...] = ()
     """What GetAllocatableResources answers: derived from the scenario's GPU and MIG UUIDs."""
     docker_containers: tuple[tuple[str, str], ...] = ()
+    proc_uids: tuple[tuple[int, int], ...] = ()
+    """(host PID, uid) written as ``/proc/<pid>/status``'s ``Uid:`` line (Slurm on cgroup v2)."""
+    users: tuple[tuple[str, int], ...] = ()
+    """(name, uid) laid out as the host's passwd file."""
     """(container ID, name) of plain Docker containers, laid out as a Docker data root."""

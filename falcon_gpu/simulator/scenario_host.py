@@ -76,15 +76,26 @@ def _pods(o: Obj) -> tuple[PodResourcesPod, ...]:
     return tuple(pods)
 
 
-def _proc(o: Obj) -> dict[int, str]:
+def _proc(o: Obj) -> tuple[dict[int, str], tuple[tuple[int, int], ...]]:
     cgroups: dict[int, str] = {}
+    uids: list[tuple[int, int]] = []
     for pid_text, value, path in o.mapping("proc"):
         if not pid_text.isdigit():
             raise ScenarioError(f"{path}: expected a process id (digits) as the key, got {pid_text!r}")
         entry = Obj(value, path)
         cgroups[int(pid_text)] = entry.string("cgroup")
+        if entry.has("uid"):
+            uids.append((int(pid_text), entry.integer("uid")))
         entry.done()
-    return cgroups
+    return cgroups, tuple(uids)
+
+
+def _users(o: Obj) -> tuple[tuple[str, int], ...]:
+    out = []
+    for u in o.objects("users"):
+        out.append((u.string("name"), u.integer("uid")))
+        u.done()
+    return tuple(out)
 
 
 def allocatable_for(gpus: Sequence[GpuScenario]) -> tuple[PodResourcesDevice, ...]:
@@ -109,13 +120,16 @@ def _docker(o: Obj) -> tuple[tuple[str, str], ...]:
 
 def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
     """Raises ScenarioError naming the path of a wrong or unknown key."""
+    cgroups, uids = _proc(o)
     host = HostScenario(
-        proc_cgroups=_proc(o),
+        proc_cgroups=cgroups,
         pod_resources=_pods(o),
         log_containers=o.strings("log_containers"),
         log_pods=o.strings("log_pods"),
         allocatable=_devices(o, "allocatable") if o.raw("allocatable") is not None else allocatable_for(gpus),
         docker_containers=_docker(o),
+        proc_uids=uids,
+        users=_users(o),
     )
     o.done()
     return host

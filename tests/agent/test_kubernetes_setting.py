@@ -25,6 +25,7 @@ def settings(tmp_path: Path, kubernetes: str) -> Settings:
         log_root=tmp_path / "log",
         docker_root=tmp_path / "docker",  # not the test machine's own Docker
         containers_root=tmp_path / "containers",
+        passwd_file=tmp_path / "passwd",
         node="n1",
     )
 

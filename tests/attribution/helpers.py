@@ -44,9 +44,13 @@ class HostTree:
         (self.log / "containers").mkdir(parents=True, exist_ok=True)
 
     def no_runtimes(self) -> dict[str, Path]:
-        """``docker_root`` and ``containers_root`` that do not exist: the test machine's own
-        Docker or Podman (a CI runner has Docker) stays out of a test that counts sources."""
-        return {"docker_root": self.root / "no-docker", "containers_root": self.root / "no-containers"}
+        """``docker_root``, ``containers_root`` and ``passwd_file`` that do not exist: the test
+        machine's own Docker, Podman or users stay out of a test that counts sources."""
+        return {
+            "docker_root": self.root / "no-docker",
+            "containers_root": self.root / "no-containers",
+            "passwd_file": self.root / "no-passwd",
+        }
 
     def process(self, pid: int, cgroup: str) -> None:
         d = self.proc / str(pid)

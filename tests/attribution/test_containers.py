@@ -75,6 +75,7 @@ def settings(tmp_path: Path, tree: HostTree) -> Settings:
         kubelet_socket=tmp_path / "none.sock",
         docker_root=tmp_path / "docker",
         containers_root=tmp_path / "containers",
+        passwd_file=tmp_path / "passwd",
         kubernetes="off",
         node="n1",
     )

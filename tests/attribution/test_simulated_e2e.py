@@ -64,6 +64,7 @@ def run_scenario(name: str) -> Iterator[Run]:
         kubelet_socket=paths.kubelet_socket,
         docker_root=paths.docker_root,
         containers_root=paths.containers_root,
+        passwd_file=paths.passwd_file,
         node="sim-node",
         interval=INTERVAL,
         process_metrics=True,

@@ -152,6 +152,7 @@ def test_doctor_asks_every_registered_source(tmp_path: Path) -> None:
         "kubelet socket",
         "log dirs",
         "container names (Docker, Podman)",
+        "user names (passwd)",
         "pid file",
         "GPU processes attributed",
     ]

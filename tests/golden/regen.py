@@ -95,6 +95,7 @@ def _cycles(name: str) -> list[CycleData]:
                 "kubelet_socket": paths.kubelet_socket,
                 "docker_root": paths.docker_root,
                 "containers_root": paths.containers_root,
+                "passwd_file": paths.passwd_file,
             }
         ),
     )
