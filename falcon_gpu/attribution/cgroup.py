@@ -28,8 +28,12 @@ that is "unattributed", never an error.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _HEX = "0-9a-fA-F"
 _UUID = rf"[{_HEX}]{{8}}[-_][{_HEX}]{{4}}[-_][{_HEX}]{{4}}[-_][{_HEX}]{{4}}[-_][{_HEX}]{{12}}"
@@ -93,6 +97,17 @@ def parse_cgroup(text: str) -> CgroupIdentity | None:
                 return found
             best = best or found
     return best
+
+
+def first_in_cgroup(text: str, parse: Callable[[str], T | None]) -> T | None:
+    """``parse`` over the paths of a ``/proc/<pid>/cgroup`` file: the cgroup v2 ``0::`` line first,
+    then the v1 controller lines in file order; the first answer wins. Malformed lines are skipped."""
+    lines = [parts for line in text.splitlines() if len(parts := line.split(":", 2)) == 3]
+    for path in [p[2] for p in lines if p[0] == "0"] + [p[2] for p in lines if p[0] != "0"]:
+        found = parse(path)
+        if found is not None:
+            return found
+    return None
 
 
 def read_cgroup_text(proc_root: Path, pid: int) -> str | None:

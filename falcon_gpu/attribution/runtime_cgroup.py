@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from falcon_gpu.attribution.cgroup import first_in_cgroup
+
 _ID = "[0-9a-f]{64}"
 _SCOPE = re.compile(rf"^(?P<prefix>docker|libpod|nerdctl)-(?P<id>{_ID})(?:\.scope)?$")
 _BARE = re.compile(rf"^{_ID}$")
@@ -57,19 +59,4 @@ def parse_runtime_path(path: str) -> RuntimeContainer | None:
 
 def parse_runtime_cgroup(text: str) -> RuntimeContainer | None:
     """The plain container a ``/proc/<pid>/cgroup`` file names, or None."""
-    v1: list[str] = []
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0":
-            found = parse_runtime_path(parts[2])
-            if found is not None:
-                return found
-        else:
-            v1.append(parts[2])
-    for path in v1:
-        found = parse_runtime_path(path)
-        if found is not None:
-            return found
-    return None
+    return first_in_cgroup(text, parse_runtime_path)

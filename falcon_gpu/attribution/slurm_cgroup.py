@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from falcon_gpu.attribution.cgroup import first_in_cgroup
+
 _JOB = re.compile(r"^job_(?P<id>[0-9]+)$")
 _STEP = re.compile(r"^step_(?P<step>[0-9]+|batch|extern|interactive)$")
 _UID = re.compile(r"^uid_(?P<uid>[0-9]+)$")
@@ -57,19 +59,4 @@ def parse_slurm_path(path: str) -> SlurmStep | None:
 
 def parse_slurm_cgroup(text: str) -> SlurmStep | None:
     """The Slurm job step a ``/proc/<pid>/cgroup`` file names, or None."""
-    v1: list[str] = []
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0":
-            found = parse_slurm_path(parts[2])
-            if found is not None:
-                return found
-        else:
-            v1.append(parts[2])
-    for path in v1:
-        found = parse_slurm_path(path)
-        if found is not None:
-            return found
-    return None
+    return first_in_cgroup(text, parse_slurm_path)
