@@ -189,3 +189,91 @@ def test_pod_uid_label_only_when_asked(tmp_path: Path, api: FakeApiServer, token
             }
         else:
             assert set(uids.values()) == {None}
+
+
+ALICE = ("team-a", "jupyter-alice", "313a5d97-3ee5-d4d6-5870-143f1939d837")
+BOB = ("team-a", "jupyter-bob", "a434e10d-f83b-a956-924c-6825e1fdaa03")
+SHARED_GPU_PODS = [
+    [
+        pod_item(
+            *ALICE,
+            {},
+            [
+                {
+                    "name": "notebook",
+                    "resources": {"limits": {"nvidia.com/gpumem": "8192", "nvidia.com/gpucores": "50"}},
+                }
+            ],
+        ),
+        pod_item(
+            *BOB,
+            {},
+            [
+                {
+                    "name": "notebook",
+                    "resources": {"limits": {"nvidia.com/gpu.shared": "1", "nvidia.com/gpu": "1"}},
+                }
+            ],
+        ),
+    ]
+]
+
+
+def _run_once(
+    tmp_path: Path,
+    api: FakeApiServer,
+    token: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    from falcon_gpu import cli
+    from tests.agent.test_cli_e2e import parse_prom
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'node = "node-7"\nspool_dir = "{tmp_path / "spool"}"\npod_requests = true\npod_uid = true\n'
+    )
+    monkeypatch.setattr(
+        KubeApiConfig, "in_cluster", classmethod(lambda cls: KubeApiConfig(api.url, token, None))
+    )
+    capsys.readouterr()
+    assert cli.main(["run", "--simulate", "shared-gpu", "--once", "--config", str(cfg)]) == 0
+    return parse_prom(capsys.readouterr().out)
+
+
+def test_run_once_on_the_shared_gpu_scenario(
+    tmp_path: Path, token: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI end to end: the simulator's GPUs and host tree, the fake API server's quotas."""
+    api = FakeApiServer(SHARED_GPU_PODS)
+    try:
+        out = _run_once(tmp_path, api, token, monkeypatch, capsys)
+        api.status = 500
+        (tmp_path / "again").mkdir()
+        failing = _run_once(tmp_path / "again", api, token, monkeypatch, capsys)
+    finally:
+        api.close()
+
+    def by_pod(series: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str) -> dict[str, float]:
+        return {dict(lb)["pod"]: v for (n, lb), v in series.items() if n == name}
+
+    assert by_pod(out, "falcon_gpu_pod_requested_memory_bytes") == {"jupyter-alice": 8192 * MIB}
+    assert by_pod(out, "falcon_gpu_pod_requested_compute_ratio") == {"jupyter-alice": 0.5, "jupyter-bob": 1.0}
+    used = by_pod(out, "falcon_gpu_pod_memory_used_bytes")
+    sm = by_pod(out, "falcon_gpu_pod_utilization_ratio")
+    assert used["jupyter-alice"] / (8192 * MIB) == 0.5  # the scenario's 4 GiB of the 8 GiB given
+    assert sm["jupyter-alice"] / 0.5 == pytest.approx(0.6)  # 30 % SM of the 50 % given
+    assert "dashboard-render-6f7c9" in used  # uses the GPU, requested nothing: no requested series
+    labels = {
+        dict(lb)["pod"]: dict(lb)
+        for (n, lb), _ in out.items()
+        if n == "falcon_gpu_pod_requested_compute_ratio"
+    }
+    assert labels["jupyter-alice"]["pod_uid"] == ALICE[2]
+    assert labels["jupyter-alice"]["uuid"] == "GPU-fe49fb4c-3d29-111a-1278-513e4ab0ce96"
+
+    # the API server fails: the run still succeeds, the failure is counted, the quotas are unknown
+    errors = {dict(lb)["kind"]: v for (n, lb), v in failing.items() if n == "falcon_gpu_agent_errors_total"}
+    assert errors["kube_api"] == 1
+    assert by_pod(failing, "falcon_gpu_pod_requested_compute_ratio") == {}
+    assert "jupyter-alice" in by_pod(failing, "falcon_gpu_pod_memory_used_bytes")
