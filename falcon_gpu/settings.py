@@ -74,6 +74,8 @@ class Settings(BaseSettings):
         default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"]
     )
     pod_labels: list[str] = Field(default_factory=list)
+    pod_requests: bool = Field(False, description="read pods' GPU requests from the API server")
+    pod_uid: bool = Field(False, description="add pod_uid to pod series")
     process_metrics: bool = False
     schema_: Literal["falcon_gpu", "dcgm"] = Field("falcon_gpu", alias="schema")
     spool_dir: Path = Path("/var/lib/falcon-gpu/spool")

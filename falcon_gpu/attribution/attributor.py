@@ -70,7 +70,9 @@ class Attributor:
         self._chain = Chain()
         self._swap = threading.Lock()
         self._join_lock = threading.Lock()
-        self._joiner = Joiner(process_metrics=settings.process_metrics, retention=settings.retention)
+        self._joiner = Joiner(
+            process_metrics=settings.process_metrics, retention=settings.retention, pod_uid=settings.pod_uid
+        )
         self._refresher = Refresher()
         for tracked in self._tracked:
             source = tracked.source

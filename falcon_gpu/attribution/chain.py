@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.ledger import ContainerKey
+from falcon_gpu.attribution.pod_requests import Requested
 from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.source import Allocation, Labels, PodKey, SourceView
 
@@ -37,6 +38,7 @@ class Chain:
         self._pod_uid = _answering(self.views, SourceView.pod_uid)
         self._sole = _answering(self.views, SourceView.sole_container)
         self._labels = _answering(self.views, SourceView.labels)
+        self._requested = _answering(self.views, SourceView.requested)
         self._plain = _answering(self.views, SourceView.plain_container_name)
         self._users = _answering(self.views, SourceView.user_name)
         allocations: list[Allocation] = []
@@ -108,6 +110,9 @@ class Chain:
             if found is not None:
                 return found
         return ()
+
+    def requested(self, container: ContainerKey) -> Requested | None:
+        return _first(view.requested(container) for view in self._requested)
 
 
 def _first(answers: Iterable[T | None]) -> T | None:

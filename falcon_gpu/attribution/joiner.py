@@ -83,8 +83,12 @@ class JoinResult:
 
 
 class Joiner:
-    def __init__(self, *, process_metrics: bool = False, retention: float = 600.0) -> None:
+    def __init__(
+        self, *, process_metrics: bool = False, retention: float = 600.0, pod_uid: bool = False
+    ) -> None:
         self.process_metrics = process_metrics
+        self.pod_uid = pod_uid
+        """Put ``pod_uid`` in the pod labels (the ``pod_uid`` setting)."""
         self.energy = EnergyLedger(retention)
         self.plain_energy = EnergyLedger(retention)
         """Plain containers' shares; they are part of the unattributed energy too, kept apart."""
@@ -290,14 +294,24 @@ class Joiner:
             )
         return tuple(rows)
 
-    @staticmethod
-    def _ref(ckey: ContainerKey, chain: Chain, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:
+    def _ref(self, ckey: ContainerKey, chain: Chain, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:
         ref = cache.get(ckey)
         if ref is None:
             namespace, pod, container = ckey
             uid = chain.pod_uid((namespace, pod))
             labels = chain.labels(uid, (namespace, pod))
-            ref = ContainerRef(namespace, pod, container, pod_uid=uid, labels=labels)
+            if self.pod_uid and uid:
+                labels = (("pod_uid", uid), *labels)
+            quota = chain.requested(ckey)
+            ref = ContainerRef(
+                namespace,
+                pod,
+                container,
+                pod_uid=uid,
+                labels=labels,
+                requested_memory_bytes=None if quota is None else quota.memory_bytes,
+                requested_compute_ratio=None if quota is None else quota.compute_ratio,
+            )
             cache[ckey] = ref
         return ref
 

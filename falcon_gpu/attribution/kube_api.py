@@ -20,9 +20,11 @@ import logging
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from falcon_gpu.attribution.pod_requests import Requested, pod_requested
 
 if TYPE_CHECKING:
     import requests
@@ -67,6 +69,10 @@ class PodLabels:
     by_uid: dict[str, Labels]
     by_name: dict[tuple[str, str], Labels]
     """(namespace, pod) -> labels, for allocations (which carry no UID)."""
+    requested: dict[tuple[str, str, str], Requested] = field(default_factory=dict)
+    """(namespace, pod, container) -> its GPU quota; filled only with ``pod_requests``."""
+    uids: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, pod) -> UID, for the ``pod_uid`` label."""
 
 
 def _unique_by_label(allow: Sequence[str]) -> tuple[str, ...]:
@@ -81,12 +87,20 @@ def _unique_by_label(allow: Sequence[str]) -> tuple[str, ...]:
 
 
 class PodLabelSource:
-    """Lists this node's pods and keeps the allow-listed labels. Not for the hot path."""
+    """Lists this node's pods and keeps the allow-listed labels (and, with ``quotas``, the
+    containers' GPU quotas from the same list). Not for the hot path."""
 
     def __init__(
-        self, config: KubeApiConfig, node: str, allow: Sequence[str], *, timeout: float = 10.0
+        self,
+        config: KubeApiConfig,
+        node: str,
+        allow: Sequence[str],
+        *,
+        quotas: bool = False,
+        timeout: float = 10.0,
     ) -> None:
         self._config = config
+        self._quotas = quotas
         self._node = node
         self._allow = _unique_by_label(allow)
         self._timeout = timeout
@@ -99,6 +113,8 @@ class PodLabelSource:
         """One full (paginated) list. Raises KubeApiError on any failure."""
         by_uid: dict[str, Labels] = {}
         by_name: dict[tuple[str, str], Labels] = {}
+        requested: dict[tuple[str, str, str], Requested] = {}
+        uids: dict[tuple[str, str], str] = {}
         params: dict[str, str] = {"fieldSelector": f"spec.nodeName={self._node}", "limit": "500"}
         while True:
             body = self._get("/api/v1/pods", params)
@@ -109,12 +125,17 @@ class PodLabelSource:
                     (sanitise_label(name), str(labels[name])) for name in self._allow if name in labels
                 )
                 uid = str(meta.get("uid", "")).lower()
+                key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
                 if uid:
                     by_uid[uid] = picked
-                by_name[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = picked
+                    uids[key] = uid
+                by_name[key] = picked
+                if self._quotas:
+                    for container, quota in pod_requested(item).items():
+                        requested[(*key, container)] = quota
             cont = (body.get("metadata") or {}).get("continue")
             if not cont:
-                return PodLabels(by_uid, by_name)
+                return PodLabels(by_uid, by_name, requested, uids)
             params = {**params, "continue": str(cont)}
 
     def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
@@ -126,7 +147,7 @@ class PodLabelSource:
             except OSError as exc:
                 raise KubeApiError(
                     f"cannot read the service account token {token_file}: {exc.strerror}; "
-                    "set automountServiceAccountToken or clear pod_labels"
+                    "set automountServiceAccountToken or clear pod_labels and pod_requests"
                 ) from None
         import requests
 

@@ -38,9 +38,13 @@ class AttributionSettings:
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
     """kubelet resource names (globs) that count as GPUs."""
     pod_labels: tuple[str, ...] = ()
+    pod_requests: bool = False
+    """Read the containers' GPU quotas from the API server's pod list (requested vs used)."""
+    pod_uid: bool = False
+    """Add ``pod_uid`` to pod series (cardinality: one more series per pod restart)."""
     process_metrics: bool = False
     kube_api: KubeApiConfig | None = None
-    """The API server for ``pod_labels``; None: the in-cluster one (service account), if any."""
+    """The API server for ``pod_labels``, ``pod_requests``; None: the in-cluster one, if any."""
 
     @classmethod
     def of(cls, settings: Settings, *, kube_api: KubeApiConfig | None = None) -> AttributionSettings:
@@ -57,6 +61,8 @@ class AttributionSettings:
             kubernetes=settings.kubernetes,
             gpu_resources=tuple(settings.gpu_resources),
             pod_labels=tuple(settings.pod_labels),
+            pod_requests=settings.pod_requests,
+            pod_uid=settings.pod_uid,
             process_metrics=settings.process_metrics,
             kube_api=kube_api,
         )

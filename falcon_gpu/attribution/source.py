@@ -33,6 +33,7 @@ from typing import Protocol
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef
 from falcon_gpu.attribution.ledger import ContainerKey
+from falcon_gpu.attribution.pod_requests import Requested
 from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.checks import Row
@@ -114,6 +115,10 @@ class SourceView:
 
     def labels(self, pod_uid: str | None, pod: PodKey) -> Labels | None:
         """Copied pod labels (already sanitised names)."""
+        return None
+
+    def requested(self, container: ContainerKey) -> Requested | None:
+        """The container's GPU quota per GPU (``pod_requests``); None: none known."""
         return None
 
     def plain_container_name(self, container: RuntimeContainer) -> str | None:

@@ -24,6 +24,10 @@ class ContainerRef:
     container: str
     pod_uid: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
+    requested_memory_bytes: int | None = None
+    """Its memory quota on each GPU it is on (``pod_requests``); None: it asked for none."""
+    requested_compute_ratio: float | None = None
+    """Its compute quota per GPU, 1 = a whole GPU; None: it asked for none."""
 
 
 @dataclass(frozen=True, slots=True)

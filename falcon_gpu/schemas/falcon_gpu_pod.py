@@ -26,6 +26,16 @@ SPECS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(P + "pod_processes", "gauge", "Processes of the container on the GPU."),
     MetricSpec(
+        P + "pod_requested_memory_bytes",
+        "gauge",
+        "GPU memory the container was given on this GPU (HAMi gpumem, gpu-manager vcuda-memory).",
+    ),
+    MetricSpec(
+        P + "pod_requested_compute_ratio",
+        "gauge",
+        "Share of this GPU's compute the container was given (gpucores, vcuda-core; a whole GPU = 1).",
+    ),
+    MetricSpec(
         P + "pod_energy_joules_total", "counter", "The GPU's energy shared out to the container by SM share."
     ),
     MetricSpec(
@@ -126,6 +136,8 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         b.add(P + "pod_memory_used_bytes", lb, use.memory_used_bytes)
         b.add(P + "pod_utilization_ratio", lb, _capped(use.utilization_ratio))
         b.add(P + "pod_processes", lb, use.processes)
+        b.add(P + "pod_requested_memory_bytes", lb, use.container.requested_memory_bytes)
+        b.add(P + "pod_requested_compute_ratio", lb, use.container.requested_compute_ratio)
         b.add(P + "pod_energy_joules_total", lb, use.energy_joules_total)
         if use.allocated:
             b.add(P + "pod_allocation_idle_seconds", lb, use.allocation_idle_seconds)

@@ -22,17 +22,22 @@ from .helpers import HostTree, container_id, gpu, pod_uid, proc, snapshot, syste
 TOKEN = "s3cr3t-token"
 
 
-def pod_item(ns: str, name: str, uid: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"metadata": {"namespace": ns, "name": name, "uid": uid, "labels": labels}}
+def pod_item(
+    ns: str, name: str, uid: str, labels: dict[str, str], containers: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    item: dict[str, Any] = {"metadata": {"namespace": ns, "name": name, "uid": uid, "labels": labels}}
+    if containers is not None:
+        item["spec"] = {"containers": containers}
+    return item
 
 
 class FakeApiServer:
     """Answers GET /api/v1/pods in two pages, only with the right token and field selector."""
 
-    def __init__(self) -> None:
+    def __init__(self, pages: list[list[dict[str, Any]]] | None = None) -> None:
         self.requests: list[dict[str, list[str]]] = []
         self.status = 200
-        pages = [
+        pages = pages or [
             [pod_item("ml", "train-0", pod_uid(1), {"app.kubernetes.io/name": "trainer", "team": "a"})],
             [pod_item("ml", "idle-0", pod_uid(2), {"team": "b", "secret-ish": "x"})],
         ]
@@ -55,7 +60,7 @@ class FakeApiServer:
                     self._send(200, {"kind": "PodList", "metadata": {}, "items": []})
                 else:
                     page = 1 if query.get("continue") == ["page2"] else 0
-                    meta = {"continue": "page2"} if page == 0 else {}
+                    meta = {"continue": "page2"} if page + 1 < len(pages) else {}
                     self._send(200, {"kind": "PodList", "metadata": meta, "items": pages[page]})
 
             def _send(self, code: int, body: dict[str, Any]) -> None:

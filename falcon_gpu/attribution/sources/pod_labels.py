@@ -1,20 +1,25 @@
-"""Source ``kube_api``: allow-listed pod labels from the API server (only with ``pod_labels``).
+"""Source ``kube_api``: pod labels and GPU quotas from the API server (``pod_labels``,
+``pod_requests``).
 
-Answers labels by pod UID, else by namespace and name (allocations carry no UID).
-While the API server fails, the last labels are kept. Not in the registry's
-answer at all when ``pod_labels`` is empty: the API server is never contacted.
+Answers labels by pod UID, else by namespace and name (allocations carry no UID),
+containers' GPU quotas (requested vs used) and pod UIDs (for ``pod_uid``) from the
+same pod list: with both settings on, still one list per period. While the API
+server fails, the last answers are kept. Not in the registry's answer at all when
+``pod_labels`` is empty and ``pod_requests`` off: the API server is never contacted.
 """
 
 from __future__ import annotations
 
 from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabels, PodLabelSource
+from falcon_gpu.attribution.ledger import ContainerKey
+from falcon_gpu.attribution.pod_requests import Requested
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.attribution.source import EMPTY, Labels, PodKey, SourceContext, SourceError, SourceView
 from falcon_gpu.checks import FAIL, Row, verdict
 
 KUBE_API_PERIOD = 60.0
 """Relist of this node's pods for labels; labels rarely change, and a list per minute is cheap."""
-NOT_IN_CLUSTER = "pod_labels is set but KUBERNETES_SERVICE_HOST is not"
+NOT_IN_CLUSTER = "pod_labels/pod_requests is set but KUBERNETES_SERVICE_HOST is not"
 ROW = "pod labels (Kubernetes API)"
 
 
@@ -26,6 +31,12 @@ class LabelView(SourceView):
         found = self._labels.by_uid.get(pod_uid) if pod_uid else None
         return found if found is not None else self._labels.by_name.get(pod, ())
 
+    def requested(self, container: ContainerKey) -> Requested | None:
+        return self._labels.requested.get(container)
+
+    def pod_uid(self, pod: PodKey) -> str | None:
+        return self._labels.uids.get(pod)
+
 
 class PodLabelsSource:
     name = "kube_api"
@@ -35,7 +46,11 @@ class PodLabelsSource:
     def __init__(self, settings: AttributionSettings) -> None:
         self._node = settings.node
         config = settings.kube_api or KubeApiConfig.in_cluster()
-        self._client = None if config is None else PodLabelSource(config, settings.node, settings.pod_labels)
+        self._client = (
+            None
+            if config is None
+            else PodLabelSource(config, settings.node, settings.pod_labels, quotas=settings.pod_requests)
+        )
         self._view: SourceView = EMPTY
 
     def expected(self) -> bool:
@@ -57,7 +72,7 @@ class PodLabelsSource:
 
     def diagnose(self) -> tuple[list[Row], SourceView]:
         if self._client is None:
-            return [(ROW, FAIL, "pod_labels is set but not running in a cluster")], EMPTY
+            return [(ROW, FAIL, "pod_labels/pod_requests is set but not running in a cluster")], EMPTY
         try:
             labels = self._client.fetch()
         except KubeApiError as exc:
@@ -74,4 +89,5 @@ class PodLabelsSource:
 
 
 def build(context: SourceContext) -> PodLabelsSource | None:
-    return PodLabelsSource(context.settings) if context.settings.pod_labels else None
+    wanted = context.settings.pod_labels or context.settings.pod_requests
+    return PodLabelsSource(context.settings) if wanted else None
