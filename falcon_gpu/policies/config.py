@@ -8,6 +8,7 @@ watches every GPU unless ``gpus`` lists NVML indexes, UUIDs or model globs.
 from __future__ import annotations
 
 import fnmatch
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -95,8 +96,9 @@ class PolicyConfig(BaseModel):
             )
         return self
 
-    @property
+    @cached_property
     def condition(self) -> str:
+        """The one condition key this policy sets (asked every cycle per GPU: computed once)."""
         return next(c for c in CONDITIONS if getattr(self, c) not in (None, False))
 
     def watches(self, index: int, uuid: str, model: str) -> bool:

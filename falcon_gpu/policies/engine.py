@@ -79,6 +79,7 @@ class PolicyEngine:
         self._notifiers = tuple(notifiers)
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._gpus: dict[str, _Gpu] = {}
+        self._watching: dict[tuple[str, str], bool] = {}
 
     def evaluate(
         self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution
@@ -91,13 +92,21 @@ class PolicyEngine:
             gpu = self._gpus.setdefault(dev.uuid, _Gpu())
             gpu.replays.update(dev.pcie_replays if dev.up else None, now)
             for policy in self._policies:
-                if not policy.watches(dev.index, dev.uuid, dev.name):
+                if not self._watches(policy, dev):
                     continue
                 verdict = check(policy, dev, health.get(dev.uuid), gpu.replays)
                 track = self._tracks.setdefault((policy.name, dev.uuid), _Track())
                 self._step(policy, track, verdict, dev, attribution, now)
                 out.append(PolicyStatus(policy.name, dev.uuid, track.alert is not None, track.violations))
         return tuple(out)
+
+    def _watches(self, policy: PolicyConfig, dev: DeviceReading) -> bool:
+        """``policy.watches`` once per policy and GPU (model globs are not matched every cycle)."""
+        key = (policy.name, dev.uuid)
+        known = self._watching.get(key)
+        if known is None:
+            known = self._watching[key] = policy.watches(dev.index, dev.uuid, dev.name)
+        return known
 
     def _step(
         self,
