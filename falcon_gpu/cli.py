@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from falcon_gpu.settings import ConfigError, load_settings
 
     try:
-        from falcon_gpu.simulator.scenario import ScenarioError
+        from falcon_gpu.simulator.scenario.parse import ScenarioError
     except ImportError:  # pragma: no cover - the simulator ships with the package
         ScenarioError = ValueError  # type: ignore[misc,assignment]
     overrides: dict[str, Any] = {

@@ -34,8 +34,12 @@ from typing import Any
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.model.snapshot import DeviceReading, ProcessReading, Snapshot
 from falcon_gpu.settings import Settings
-from falcon_gpu.simulator.host_scenario import PodResourcesContainer, PodResourcesDevice, PodResourcesPod
-from falcon_gpu.simulator.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.scenario.host_model import (
+    PodResourcesContainer,
+    PodResourcesDevice,
+    PodResourcesPod,
+)
 from falcon_gpu.telemetry import Telemetry
 
 GPUS = 16

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_scenario import scenario
 
 from falcon_gpu.agent.cycle import CycleRunner
-from falcon_gpu.simulator.scenario import load_scenario
+from falcon_gpu.simulator.scenario.parse import load_scenario
 from falcon_gpu.sinks.config import StdoutSinkConfig
 from falcon_gpu.sinks.stdout import StdoutSink
 from falcon_gpu.sources.nvml.library import load_nvml

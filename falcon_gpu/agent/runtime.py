@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from falcon_gpu.attribution import Attributor
     from falcon_gpu.jobs.tracker import JobTracker
     from falcon_gpu.listen.server import ListenServer
-    from falcon_gpu.simulator.host import SimulatedHost
+    from falcon_gpu.simulator.node.layout import SimulatedHost
     from falcon_gpu.sources.nvml.source import NvmlSource
     from falcon_gpu.sources.nvml.xid import XidWatcher
 
@@ -129,11 +129,11 @@ def build(
     scenario = None
     host = None
     if simulate is not None:
-        from falcon_gpu.simulator.scenario import load_scenario, resolve_scenario
+        from falcon_gpu.simulator.scenario.parse import load_scenario, resolve_scenario
 
         scenario = load_scenario(resolve_scenario(simulate))
         if scenario.host is not None and not (settings.explicit & set(HOST_PATHS)):
-            from falcon_gpu.simulator.host import SimulatedHost
+            from falcon_gpu.simulator.node.layout import SimulatedHost
 
             host = SimulatedHost(scenario.host)
             paths = host.start()

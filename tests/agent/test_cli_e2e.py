@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from falcon_gpu.simulator.scenario import resolve_scenario
+from falcon_gpu.simulator.scenario.parse import resolve_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "plugins" / "60_gpu_monitor.py"

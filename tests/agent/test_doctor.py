@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.simulator.scenario import resolve_scenario
+from falcon_gpu.simulator.scenario.parse import resolve_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from falcon_gpu.simulator.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
 
 ROOT = Path(__file__).resolve().parents[2]
 GOAWAY_WAIT = {"info": 3.0, "debug": 15.0}

@@ -10,7 +10,7 @@ import pytest
 
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.settings import Settings
-from falcon_gpu.simulator.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
 from falcon_gpu.telemetry import Telemetry
 from tests.attribution.helpers import gpu, proc, snapshot
 

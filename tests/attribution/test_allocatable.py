@@ -19,9 +19,9 @@ import pytest
 
 from falcon_gpu.attribution.podresources import PodResourcesClient
 from falcon_gpu.attribution.podresources.stubs import api_pb2, api_pb2_grpc
-from falcon_gpu.simulator.host_scenario import PodResourcesDevice
-from falcon_gpu.simulator.podresources_server import PodResourcesServer
-from falcon_gpu.simulator.scenario import ScenarioError, load_scenario, resolve_scenario
+from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.scenario.host_model import PodResourcesDevice
+from falcon_gpu.simulator.scenario.parse import ScenarioError, load_scenario, resolve_scenario
 from tests.agent.test_cli_e2e import cli, parse_prom
 
 RESOURCES = ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"]

@@ -17,15 +17,15 @@ import pytest
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.device_ids import DeviceRef, dra_profile, parse_dra_device
 from falcon_gpu.settings import Settings
-from falcon_gpu.simulator.host import SimulatedHost
-from falcon_gpu.simulator.host_scenario import (
+from falcon_gpu.simulator.node.layout import SimulatedHost
+from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.scenario.host_model import (
     PodResourcesClaim,
     PodResourcesClaimDevice,
     PodResourcesContainer,
     PodResourcesPod,
 )
-from falcon_gpu.simulator.podresources_server import PodResourcesServer
-from falcon_gpu.simulator.scenario import load_scenario
+from falcon_gpu.simulator.scenario.parse import load_scenario
 from falcon_gpu.telemetry import Telemetry
 from tests.attribution.conftest import run_once_into
 from tests.delivery.conftest import ManagedServer, prom_query

@@ -17,8 +17,12 @@ from falcon_gpu.attribution.device_ids import DeviceRef, is_gpu_resource, parse_
 from falcon_gpu.attribution.podresources import PodResourcesClient, PodResourcesError
 from falcon_gpu.attribution.sources.kubelet import KUBELET_STALE_GRACE
 from falcon_gpu.settings import Settings
-from falcon_gpu.simulator.host_scenario import PodResourcesContainer, PodResourcesDevice, PodResourcesPod
-from falcon_gpu.simulator.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.scenario.host_model import (
+    PodResourcesContainer,
+    PodResourcesDevice,
+    PodResourcesPod,
+)
 from falcon_gpu.telemetry import Telemetry
 
 from .helpers import GIB, HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup

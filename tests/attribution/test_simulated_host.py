@@ -10,8 +10,8 @@ from falcon_gpu.attribution.device_ids import DeviceRef
 from falcon_gpu.attribution.logdirs import ContainerName, LogDirScanner, PodName
 from falcon_gpu.attribution.pid_cache import PidCache
 from falcon_gpu.attribution.podresources import PodResourcesClient
-from falcon_gpu.simulator.host import SimulatedHost
-from falcon_gpu.simulator.host_scenario import (
+from falcon_gpu.simulator.node.layout import SimulatedHost
+from falcon_gpu.simulator.scenario.host_model import (
     HostScenario,
     PodResourcesContainer,
     PodResourcesDevice,

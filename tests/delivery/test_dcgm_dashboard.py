@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from falcon_gpu.simulator.scenario import resolve_scenario
+from falcon_gpu.simulator.scenario.parse import resolve_scenario
 from tests.delivery.conftest import ManagedServer, http_get, prom_query, wait_until
 from tests.delivery.test_agent_e2e import start_agent, stop_agent
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from falcon_gpu.agent.cycle import CycleRunner
-from falcon_gpu.simulator.scenario import parse_scenario
+from falcon_gpu.simulator.scenario.parse import parse_scenario
 from falcon_gpu.sources.nvml.library import load_nvml
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.telemetry import Telemetry

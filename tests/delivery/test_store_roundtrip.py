@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.simulator.scenario import resolve_scenario
+from falcon_gpu.simulator.scenario.parse import resolve_scenario
 from tests.delivery.conftest import (
     ManagedServer,
     http_get,

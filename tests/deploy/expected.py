@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from falcon_gpu.simulator.scenario import resolve_scenario
+from falcon_gpu.simulator.scenario.parse import resolve_scenario
 
 
 def last(value: Any) -> Any:

@@ -38,8 +38,8 @@ from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.policies import PolicyConfig, PolicyEngine
 from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
 from falcon_gpu.settings import Settings
-from falcon_gpu.simulator.host import SimulatedHost
-from falcon_gpu.simulator.scenario import load_scenario
+from falcon_gpu.simulator.node.layout import SimulatedHost
+from falcon_gpu.simulator.scenario.parse import load_scenario
 from falcon_gpu.sinks.encoding import prom_text
 from falcon_gpu.sources.nvml.library import load_nvml
 from falcon_gpu.sources.nvml.source import NvmlSource

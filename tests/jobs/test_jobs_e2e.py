@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from falcon_gpu.simulator.scenario import resolve_scenario
+from falcon_gpu.simulator.scenario.parse import resolve_scenario
 from tests.delivery.conftest import ManagedServer, http_get, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,9 @@ from typing import Any
 import pynvml
 
 from falcon_gpu.model.snapshot import EccCounts, GpmReading, RemappedRows, RetiredPages
-from falcon_gpu.simulator.library import SimulatedNvml
-from falcon_gpu.simulator.scenario import (
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
+from falcon_gpu.simulator.scenario.model import GPM_KEYS
+from falcon_gpu.simulator.scenario.parse import (
     GpuScenario,
     Scenario,
     Series,
@@ -20,7 +21,6 @@ from falcon_gpu.simulator.scenario import (
     parse_scenario,
     resolve_scenario,
 )
-from falcon_gpu.simulator.scenario_model import GPM_KEYS
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.telemetry import Telemetry
 

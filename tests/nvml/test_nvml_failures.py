@@ -11,7 +11,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from falcon_gpu.simulator.library import SimulatedNvml
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml.library import load_nvml
 from falcon_gpu.sources.nvml.session import MAX_DELAY_S
 from falcon_gpu.sources.nvml.xid import XidWatcher

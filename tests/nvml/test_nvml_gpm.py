@@ -11,8 +11,8 @@ import pynvml
 import pytest
 
 from falcon_gpu.model.snapshot import GPM_METRICS, GpmReading
-from falcon_gpu.simulator.library import SimulatedNvml
-from falcon_gpu.simulator.scenario_model import GPM_KEYS
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
+from falcon_gpu.simulator.scenario.model import GPM_KEYS
 from tests.nvml.helpers import Quirky, gpu, scenario_of, source_on
 
 GPM = {

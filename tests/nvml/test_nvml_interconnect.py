@@ -11,7 +11,7 @@ import pytest
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.cycle import FAIL, PASS, WARN
 from falcon_gpu.model.snapshot import DeviceReading, NvlinkErrors, NvlinkReading, Snapshot
-from falcon_gpu.simulator.library import SimulatedNvml
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from tests.nvml.helpers import gpu, scenario_of, source_on
 
 TX = [1.0e12, 1.004e12, 1.012e12, 3.0e9, 7.0e9]

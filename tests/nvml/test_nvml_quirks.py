@@ -10,7 +10,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from falcon_gpu.simulator.library import SimulatedNvml
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from tests.nvml.helpers import GIB, Quirky, gpu, raising, scenario_of, source_on
 
 PROCS = [

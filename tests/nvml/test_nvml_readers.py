@@ -16,7 +16,7 @@ from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.snapshot import DeviceReading
 from falcon_gpu.schemas import falcon_gpu
-from falcon_gpu.simulator.library import SimulatedNvml
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sinks.encoding import prom_text
 from falcon_gpu.sources.nvml import field_values
 from falcon_gpu.sources.nvml import source as source_module

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from falcon_gpu.simulator.library import SimulatedNvml
-from falcon_gpu.simulator.scenario import at
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
+from falcon_gpu.simulator.scenario.parse import at
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.sources.nvml.xid import XidWatcher
 from falcon_gpu.telemetry import Telemetry

@@ -11,7 +11,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from falcon_gpu.simulator.library import SimulatedNvml
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml.readers.clocks import reasons_from_mask
 from falcon_gpu.sources.nvml.readers.mig import profile_from_name
 from falcon_gpu.sources.nvml.session import cuda_version_text

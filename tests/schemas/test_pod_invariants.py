@@ -20,7 +20,7 @@ from falcon_gpu.agent.cycle import CycleRunner
 from falcon_gpu.agent.runtime import Runtime, build
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.settings import Settings
-from falcon_gpu.simulator.scenario import load_scenario, resolve_scenario
+from falcon_gpu.simulator.scenario.parse import load_scenario, resolve_scenario
 
 BUNDLED = ("default", "shared-gpu", "mig-node", "faulty-node")
 CYCLES = 4

@@ -11,9 +11,9 @@ import time
 import pynvml
 import pytest
 
-from falcon_gpu.simulator.library import SimulatedNvml
-from falcon_gpu.simulator.scenario import load_scenario, parse_scenario, resolve_scenario
-from falcon_gpu.simulator.sim_device import FIELD_VALUE_LAYOUT
+from falcon_gpu.simulator.nvml.device import FIELD_VALUE_LAYOUT
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
+from falcon_gpu.simulator.scenario.parse import load_scenario, parse_scenario, resolve_scenario
 from falcon_gpu.sources.nvml.library import load_nvml
 
 GIB = 1 << 30

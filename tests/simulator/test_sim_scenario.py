@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.simulator.host_scenario import PodResourcesDevice
-from falcon_gpu.simulator.scenario import (
+from falcon_gpu.simulator.scenario.host_model import PodResourcesDevice
+from falcon_gpu.simulator.scenario.parse import (
     Scenario,
     ScenarioError,
     at,

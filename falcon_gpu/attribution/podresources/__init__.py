@@ -3,7 +3,7 @@
 ``api.proto`` is written from the v1 API's messages and field numbers;
 ``api_pb2*.py`` are generated from it by ``scripts/gen_podresources.sh`` and
 committed. The server that plays the kubelet's side of the wire (simulator,
-tests) lives in :mod:`falcon_gpu.simulator.podresources_server`, outside the
+tests) lives in :mod:`falcon_gpu.simulator.node.podresources_server`, outside the
 agent's import graph.
 """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
-    from falcon_gpu.simulator.scenario import Scenario
+    from falcon_gpu.simulator.scenario.parse import Scenario
 
 NvmlLibrary: TypeAlias = Any
 """The ``pynvml`` module or a ``SimulatedNvml``: used only through ``getattr`` by name,
@@ -24,6 +24,6 @@ def load_nvml(scenario: Scenario | None) -> NvmlLibrary:
         import pynvml
 
         return pynvml
-    from falcon_gpu.simulator.library import SimulatedNvml
+    from falcon_gpu.simulator.nvml.library import SimulatedNvml
 
     return SimulatedNvml(scenario)

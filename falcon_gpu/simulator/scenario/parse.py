@@ -1,7 +1,7 @@
 """Simulator scenarios (CONTRACT section 5): typed, strictly parsed, resolvable by name.
 
 A scenario describes what a fake NVML library answers, cycle by cycle, and
-optionally the host around it (:class:`~falcon_gpu.simulator.host_scenario.HostScenario`).
+optionally the host around it (:class:`~falcon_gpu.simulator.scenario.host_model.HostScenario`).
 A number may be a list: one value per cycle from cycle 0, the last repeating
 (:func:`at`). Parsing is strict so that a typo in a test fixture fails loudly:
 :class:`ScenarioError` messages start with the JSON path, e.g.
@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
-from falcon_gpu.simulator.scenario_host import parse_host
-from falcon_gpu.simulator.scenario_model import (
+from falcon_gpu.simulator.scenario.model import (
     GPM_KEYS,
     PROCESS_TYPES,
     EccScenario,
@@ -33,7 +32,8 @@ from falcon_gpu.simulator.scenario_model import (
     XidEvent,
     at,
 )
-from falcon_gpu.simulator.strict_json import Obj, ScenarioError
+from falcon_gpu.simulator.scenario.parse_host import parse_host
+from falcon_gpu.simulator.scenario.strict_json import Obj, ScenarioError
 
 __all__ = [
     "EccScenario",

@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 
 from falcon_gpu.attribution.podresources.stubs import api_pb2, api_pb2_grpc
-from falcon_gpu.simulator.host_scenario import PodResourcesClaim, PodResourcesDevice, PodResourcesPod
+from falcon_gpu.simulator.scenario.host_model import PodResourcesClaim, PodResourcesDevice, PodResourcesPod
 
 
 class _Servicer(api_pb2_grpc.PodResourcesListerServicer):  # type: ignore[misc]

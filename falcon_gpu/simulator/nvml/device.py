@@ -15,8 +15,8 @@ from typing import Any
 import pynvml
 
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
-from falcon_gpu.simulator.scenario import at
-from falcon_gpu.simulator.sim_core import NvmlStruct, SimCore, SimDevice, fail
+from falcon_gpu.simulator.nvml.core import NvmlStruct, SimCore, SimDevice, fail
+from falcon_gpu.simulator.scenario.parse import at
 
 
 class DeviceCalls(SimCore):

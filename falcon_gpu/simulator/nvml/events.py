@@ -20,7 +20,7 @@ from typing import Any
 
 import pynvml
 
-from falcon_gpu.simulator.sim_core import NOT_AVAILABLE_UINT, NvmlStruct, SimCore, SimDevice, fail
+from falcon_gpu.simulator.nvml.core import NOT_AVAILABLE_UINT, NvmlStruct, SimCore, SimDevice, fail
 
 
 @dataclass(eq=False)

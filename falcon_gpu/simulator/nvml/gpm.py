@@ -23,9 +23,9 @@ from typing import Any
 
 import pynvml
 
-from falcon_gpu.simulator.scenario import at
-from falcon_gpu.simulator.scenario_model import GPM_KEYS, Gpm
-from falcon_gpu.simulator.sim_core import SimCore, SimDevice, fail
+from falcon_gpu.simulator.nvml.core import SimCore, SimDevice, fail
+from falcon_gpu.simulator.scenario.model import GPM_KEYS, Gpm
+from falcon_gpu.simulator.scenario.parse import at
 
 _KEY_OF_METRIC: dict[int, str] = {
     pynvml.NVML_GPM_METRIC_SM_UTIL: "sm_active_percent",

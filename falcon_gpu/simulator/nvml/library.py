@@ -33,7 +33,7 @@ without it raises UNINITIALIZED. Tests can make the next N inits fail with
 the JSON format because it is about the agent's retry behaviour, not the node.
 
 **GPM** (``gpm`` of a GPU or MIG instance) is served through pynvml's GPM structs; see
-:mod:`falcon_gpu.simulator.sim_gpm`. **PCIe and NVLink** counters (``pcie``, ``nvlink``) are
+:mod:`falcon_gpu.simulator.nvml.gpm`. **PCIe and NVLink** counters (``pcie``, ``nvlink``) are
 field values of ``nvmlDeviceGetFieldValues``, NVLink throughput scoped by link (``scopeId``).
 
 **Call counts.** ``sim.calls["nvmlDeviceGetFanSpeed"]`` says how often a function
@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import pynvml
 
-from falcon_gpu.simulator.sim_core import NvmlStruct, SimDevice, SimMigDevice, fail
-from falcon_gpu.simulator.sim_device import DeviceCalls
-from falcon_gpu.simulator.sim_events import EventCalls, SimEventSet
-from falcon_gpu.simulator.sim_gpm import GpmCalls
-from falcon_gpu.simulator.sim_processes import ProcessCalls
+from falcon_gpu.simulator.nvml.core import NvmlStruct, SimDevice, SimMigDevice, fail
+from falcon_gpu.simulator.nvml.device import DeviceCalls
+from falcon_gpu.simulator.nvml.events import EventCalls, SimEventSet
+from falcon_gpu.simulator.nvml.gpm import GpmCalls
+from falcon_gpu.simulator.nvml.processes import ProcessCalls
 
 __all__ = ["NvmlStruct", "SimDevice", "SimEventSet", "SimMigDevice", "SimulatedNvml"]
 
@@ -66,7 +66,7 @@ def _reexported() -> dict[str, object]:
 
 
 class SimulatedNvml(DeviceCalls, ProcessCalls, EventCalls, GpmCalls):
-    """The simulated library; construct with a :class:`~falcon_gpu.simulator.scenario.Scenario`."""
+    """The simulated library; construct with a :class:`~falcon_gpu.simulator.scenario.parse.Scenario`."""
 
     def nvmlInit(self) -> None:
         self.nvmlInitWithFlags(0)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from falcon_gpu.attribution.logdirs import parse_container_log, parse_pod_dir
-from falcon_gpu.simulator.host_scenario import HostScenario
-from falcon_gpu.simulator.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
+from falcon_gpu.simulator.scenario.host_model import HostScenario
 
 _MAX_SOCKET_PATH = 100
 

@@ -1,7 +1,7 @@
 """The typed ``host`` part of a scenario: what a node around the GPUs looks like.
 
-Parsed by :mod:`falcon_gpu.simulator.scenario`, laid out on disk (proc tree, log
-dirs, a real PodResources gRPC server) by :mod:`falcon_gpu.simulator.host`.
+Parsed by :mod:`falcon_gpu.simulator.scenario.parse`, laid out on disk (proc tree, log
+dirs, a real PodResources gRPC server) by :mod:`falcon_gpu.simulator.node.layout`.
 """
 
 from __future__ import annotations

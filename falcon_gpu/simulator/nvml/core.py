@@ -1,4 +1,4 @@
-"""The state shared by every part of :class:`~falcon_gpu.simulator.library.SimulatedNvml`.
+"""The state shared by every part of :class:`~falcon_gpu.simulator.nvml.library.SimulatedNvml`.
 
 Holds the scenario, the init reference count, the cycle counter, the device
 handles and a per-function call counter (so tests can assert that a field
@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import pynvml
 
-from falcon_gpu.simulator.scenario import GpuScenario, MigScenario, Scenario, at
+from falcon_gpu.simulator.scenario.parse import GpuScenario, MigScenario, Scenario, at
 
 NOT_AVAILABLE_UINT = 0xFFFFFFFF
 """What NVML puts in gpuInstanceId/computeInstanceId of a process outside MIG."""
@@ -68,7 +68,7 @@ class SimCore:
         self._cond = threading.Condition()
         self._devices = [SimDevice(i, g) for i, g in enumerate(scenario.gpus)]
         self._gpm_records: dict[int, Any] = {}
-        """GPM sample address -> what it was last taken of (None: not yet); see sim_gpm."""
+        """GPM sample address -> what it was last taken of (None: not yet); see simulator.nvml.gpm."""
         self._gpm_next = 0x10_0000
         self._link_index: dict[int, dict[int, Any]] = {}
         """Per device index: its scenario NVLinks by link number (built on first use)."""

@@ -1,4 +1,4 @@
-"""The typed scenario that :mod:`falcon_gpu.simulator.scenario` parses and the simulator serves.
+"""The typed scenario that :mod:`falcon_gpu.simulator.scenario.parse` parses and the simulator serves.
 
 Plain frozen dataclasses, with no behaviour beyond :func:`at` (a per-cycle list,
 the last value repeating) and :meth:`GpuScenario.supports`; kept apart from the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from falcon_gpu.simulator.host_scenario import HostScenario
+from falcon_gpu.simulator.scenario.host_model import HostScenario
 
 Series = tuple[float, ...]
 """One value per cycle from cycle 0; the last value repeats."""

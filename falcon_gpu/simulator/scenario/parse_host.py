@@ -1,6 +1,6 @@
 """Parsing of a scenario's ``host`` section into :class:`HostScenario`.
 
-Separate from :mod:`falcon_gpu.simulator.scenario` because the host is the
+Separate from :mod:`falcon_gpu.simulator.scenario.parse` because the host is the
 attribution side of the simulator: proc cgroup files, kubelet PodResources
 allocations and the log directory names that name pods and containers.
 ``allocatable`` (what GetAllocatableResources answers) is the scenario's
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from falcon_gpu.simulator.host_scenario import (
+from falcon_gpu.simulator.scenario.host_model import (
     HostScenario,
     PodResourcesClaim,
     PodResourcesClaimDevice,
@@ -23,10 +23,10 @@ from falcon_gpu.simulator.host_scenario import (
     PodResourcesDevice,
     PodResourcesPod,
 )
-from falcon_gpu.simulator.strict_json import Obj, ScenarioError
+from falcon_gpu.simulator.scenario.strict_json import Obj, ScenarioError
 
 if TYPE_CHECKING:
-    from falcon_gpu.simulator.scenario_model import GpuScenario
+    from falcon_gpu.simulator.scenario.model import GpuScenario
 
 
 def _devices(o: Obj, key: str = "devices") -> tuple[PodResourcesDevice, ...]:

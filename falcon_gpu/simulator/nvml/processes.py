@@ -15,8 +15,7 @@ from typing import Any
 
 import pynvml
 
-from falcon_gpu.simulator.scenario import ProcessScenario, at
-from falcon_gpu.simulator.sim_core import (
+from falcon_gpu.simulator.nvml.core import (
     NOT_AVAILABLE_UINT,
     STAMPS_KEPT,
     NvmlStruct,
@@ -25,6 +24,7 @@ from falcon_gpu.simulator.sim_core import (
     SimMigDevice,
     fail,
 )
+from falcon_gpu.simulator.scenario.parse import ProcessScenario, at
 
 MAX_MIG_DEVICES = 7
 
