@@ -1,0 +1,129 @@
+"""What one reading is, everywhere it appears: the :class:`Reading` record.
+
+A reading is declared once (in :mod:`falcon_gpu.readings.device`) with its snapshot field and
+type, its base unit, where NVML has it, the scenario key the simulator serves it from, and how
+each schema publishes it. The NVML source, the simulator, the three schemas and the tests take
+what they need from that one record; the conversions between its units are built here, once
+(:mod:`falcon_gpu.readings.units`), not in each of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+import pynvml
+
+from falcon_gpu.model.samples import MetricKind
+from falcon_gpu.readings.units import Convert, Unit, converter, same
+
+SchemaName = Literal["falcon_gpu", "dcgm", "openfalcon"]
+SCHEMAS: Final[tuple[SchemaName, ...]] = ("falcon_gpu", "dcgm", "openfalcon")
+
+UINT: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+SINT: Final = pynvml.NVML_VALUE_TYPE_SIGNED_INT
+
+
+@dataclass(frozen=True, slots=True)
+class Nvml:
+    """Where NVML has the reading, and in which unit it answers."""
+
+    unit: Unit
+    field_ids: tuple[int, ...] = ()
+    """``NVML_FI_DEV_*`` IDs that carry it, preferred first (it rides in the one field-values call)."""
+    call: str | None = None
+    """The dedicated ``nvml*`` function (the fallback where the driver lacks the field ID)."""
+    args: tuple[int, ...] = ()
+    """Arguments of ``call`` after the handle (a sensor, a clock type)."""
+    member: str | int | None = None
+    """Where in ``call``'s answer: a struct attribute (``"gpu"``) or a list index; None: the answer."""
+    value_type: int = ULL
+    """The ``nvmlValueType_t`` a driver answers the field ID with (the simulator answers the same)."""
+    by_table: bool = False
+    """Read by the table-driven path (:func:`falcon_gpu.sources.nvml.readers.base.read_declared`):
+    one field ID, no fallback, no logic of its own; its reader has no line for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Simulated:
+    """Where a scenario holds it (CONTRACT section 6; public: keys never change)."""
+
+    key: str
+    unit: Unit
+    """The scenario's unit (the key's suffix says it: ``_percent``, ``_mhz``, ``_watts``)."""
+    group: str | None = None
+    """The scenario object under the GPU that holds ``key`` (``"pcie"``), which is also the name
+    ``not_supported`` takes; None: a number of the GPU itself, named by its key."""
+
+    @property
+    def support_name(self) -> str:
+        return self.group or self.key
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """How one schema publishes the reading."""
+
+    name: str
+    unit: Unit
+    help: str = ""
+    """Prometheus ``# HELP`` (Open-Falcon has none)."""
+    kind: MetricKind = "gauge"
+    digits: int | None = None
+    """Round to this many decimals after converting (dcgm-exporter's percentages)."""
+    own: bool = False
+    """The schema renders the series itself (per GPU instance, a roll-up): it takes the name and the
+    conversion from here, but the table-driven device loop leaves it out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One scalar per-device reading, declared once."""
+
+    field: str
+    """The :class:`~falcon_gpu.model.snapshot.DeviceReading` field (and ``Fields`` key)."""
+    type: type[int] | type[float]
+    unit: Unit
+    """Its base unit in the snapshot."""
+    reader: str
+    """The reader (``readers.READERS`` name, the ``reader`` label) that produces it."""
+    doc: str
+    nvml: Nvml | None = None
+    """None: derived by its reader from other answers (``derived`` says how)."""
+    derived: str | None = None
+    sim: Simulated | None = None
+    """None: the simulator has no key of its own for it (NVML computes it, or ``derived``)."""
+    falcon_gpu: Publish | None = None
+    dcgm: Publish | None = None
+    openfalcon: Publish | None = None
+    """None in a schema: not published in that schema."""
+    from_nvml: Convert = field(init=False, repr=False, compare=False)
+    """NVML's unit -> the base unit (for its reader)."""
+    sim_to_nvml: Convert = field(init=False, repr=False, compare=False)
+    """The scenario's unit -> NVML's (for the simulator's answer)."""
+    sim_to_base: Convert = field(init=False, repr=False, compare=False)
+    """The scenario's unit -> the base unit (for the tests' expected values)."""
+
+    def __post_init__(self) -> None:
+        nvml_unit = self.nvml.unit if self.nvml else self.unit
+        sim_unit = self.sim.unit if self.sim else self.unit
+        object.__setattr__(self, "from_nvml", converter(nvml_unit, self.unit))
+        object.__setattr__(self, "sim_to_nvml", converter(sim_unit, nvml_unit))
+        object.__setattr__(self, "sim_to_base", converter(sim_unit, self.unit))
+
+    def published(self, schema: SchemaName) -> Publish | None:
+        out: Publish | None = getattr(self, schema)
+        return out
+
+    def to_schema(self, schema: SchemaName) -> Convert:
+        """The base unit -> ``schema``'s unit (``same`` where they are one)."""
+        publish = self.published(schema)
+        if publish is None:
+            raise ValueError(f"{self.field} is not published in the {schema} schema")
+        return converter(self.unit, publish.unit, publish.digits)
+
+
+def is_same(convert: Convert) -> bool:
+    """Whether ``convert`` changes nothing (a schema skips calling it)."""
+    return convert is same

@@ -1,0 +1,100 @@
+"""Units: the one place a number changes unit (NVML's, the scenario's, the snapshot's, a schema's).
+
+The snapshot holds base units (bytes, watts, joules, hertz, ratios 0-1, degrees Celsius),
+NVML answers in its own (mW, mJ, MHz, percent, KiB), dcgm-exporter and gpu-mon publish
+theirs (MiB, MHz, mJ, percent). Every conversion between two of them is built here, once,
+as a plain function, so a reader, the simulator, a schema and a test that convert the same
+pair of units compute the same float.
+
+A conversion multiplies or divides by an exact constant, never by its inverse
+(``mW / 1000``, not ``mW * 0.001``): the inverse of 1000 is not exact in binary, and
+``350500 * 0.001`` is ``350.50000000000006``, which would reach a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+Convert = Callable[[float], float]
+"""A number in one unit -> the same quantity in another."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A unit, as a whole number of its base unit or of which one base unit holds a whole number."""
+
+    symbol: str
+    base: str
+    """The base unit's symbol (a base unit names itself)."""
+    size: float = 1
+    """How many base units one of this is (MHz: 1e6 Hz); 1 for the base unit itself."""
+    parts: float = 1
+    """How many of this make one base unit (mW: 1000 per W); 1 unless smaller than the base."""
+
+    @property
+    def is_base(self) -> bool:
+        return self.size == 1 and self.parts == 1
+
+
+BYTES: Final = Unit("bytes", "bytes")
+BYTES_PER_SECOND: Final = Unit("bytes/s", "bytes/s")
+WATTS: Final = Unit("W", "W")
+JOULES: Final = Unit("J", "J")
+HERTZ: Final = Unit("Hz", "Hz")
+RATIO: Final = Unit("ratio", "ratio")
+CELSIUS: Final = Unit("C", "C")
+NUMBER: Final = Unit("1", "1")
+"""A count or an index (a performance state, a replay counter): no unit to convert."""
+
+KIB: Final = Unit("KiB", "bytes", size=1 << 10)
+MIB: Final = Unit("MiB", "bytes", size=1 << 20)
+MIB_PER_SECOND: Final = Unit("MiB/s", "bytes/s", size=1 << 20)
+MILLIWATTS: Final = Unit("mW", "W", parts=1000)
+MILLIJOULES: Final = Unit("mJ", "J", parts=1000)
+MEGAHERTZ: Final = Unit("MHz", "Hz", size=1_000_000)
+PERCENT: Final = Unit("percent", "ratio", parts=100)
+
+
+def same(value: float) -> float:
+    """No conversion (a unit to itself)."""
+    return value
+
+
+def _to_base(unit: Unit) -> Convert:
+    size, parts = unit.size, unit.parts
+    if size != 1:
+        return lambda v: v * size
+    if parts != 1:
+        return lambda v: v / parts
+    return same
+
+
+def _from_base(unit: Unit) -> Convert:
+    size, parts = unit.size, unit.parts
+    if size != 1:
+        return lambda v: v / size
+    if parts != 1:
+        return lambda v: v * parts
+    return same
+
+
+def converter(source: Unit, target: Unit, digits: int | None = None) -> Convert:
+    """The function from ``source`` to ``target`` (same base), rounded to ``digits`` decimals if given.
+
+    Built once (at import, in a table), called per value: no branching left for the hot path."""
+    if source.base != target.base:
+        raise ValueError(f"cannot convert {source.symbol} to {target.symbol}")
+    if source == target:
+        plain = same
+    elif source.is_base:
+        plain = _from_base(target)
+    elif target.is_base:
+        plain = _to_base(source)
+    else:
+        up, down = _to_base(source), _from_base(target)
+        plain = lambda v: down(up(v))  # noqa: E731
+    if digits is None:
+        return plain
+    return lambda v: round(plain(v), digits)
