@@ -142,6 +142,9 @@ class DeviceReading:
     memory_utilization_ratio: float | None = None
     temperature_celsius: float | None = None
     memory_temperature_celsius: float | None = None
+    slowdown_tlimit_celsius: float | None = None
+    """T.Limit temperature at which hardware slowdown may begin (NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT)."""
+    shutdown_tlimit_celsius: float | None = None
     power_watts: float | None = None
     power_limit_watts: float | None = None
     energy_joules: float | None = None

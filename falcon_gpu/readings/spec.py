@@ -9,7 +9,8 @@ what they need from that one record; the conversions between its units are built
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Final, Literal
 
 import pynvml
@@ -98,11 +99,11 @@ class Reading:
     dcgm: Publish | None = None
     openfalcon: Publish | None = None
     """None in a schema: not published in that schema."""
-    from_nvml: Convert = field(init=False, repr=False, compare=False)
+    from_nvml: Convert = dataclasses.field(init=False, repr=False, compare=False)
     """NVML's unit -> the base unit (for its reader)."""
-    sim_to_nvml: Convert = field(init=False, repr=False, compare=False)
+    sim_to_nvml: Convert = dataclasses.field(init=False, repr=False, compare=False)
     """The scenario's unit -> NVML's (for the simulator's answer)."""
-    sim_to_base: Convert = field(init=False, repr=False, compare=False)
+    sim_to_base: Convert = dataclasses.field(init=False, repr=False, compare=False)
     """The scenario's unit -> the base unit (for the tests' expected values)."""
 
     def __post_init__(self) -> None:

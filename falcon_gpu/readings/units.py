@@ -86,6 +86,7 @@ def converter(source: Unit, target: Unit, digits: int | None = None) -> Convert:
     Built once (at import, in a table), called per value: no branching left for the hot path."""
     if source.base != target.base:
         raise ValueError(f"cannot convert {source.symbol} to {target.symbol}")
+    plain: Convert
     if source == target:
         plain = same
     elif source.is_base:

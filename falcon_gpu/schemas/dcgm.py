@@ -41,29 +41,22 @@ from falcon_gpu.model.attribution import ContainerRef
 from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
+from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT
 from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+from falcon_gpu.schemas.scalars import ScalarSeries
 from falcon_gpu.schemas.xid_catalog import xid_message
 
-MIB = 1 << 20
 F = "DCGM_FI_DEV_"
+BOARD_SERIES = ScalarSeries(BOARD, "dcgm")
+"""The scalar board readings under dcgm-exporter's names and units (from the reading table)."""
+INTERCONNECT_SERIES = ScalarSeries(INTERCONNECT, "dcgm")
+"""PCIe and NVLink rates as DCGM's profiling fields (``DCGM_FI_PROF_*_BYTES``, bytes per second)."""
+_FB_USED, _FB_FREE = BOARD_SERIES.names["memory_used_bytes"], BOARD_SERIES.names["memory_free_bytes"]
+_TO_MIB = BY_FIELD["memory_used_bytes"].to_schema("dcgm")
+"""Per GPU or per GPU instance (``_memory``): the table declares FB_USED/FB_FREE as the schema's own."""
 
 _G: tuple[tuple[str, str], ...] = (
-    ("GPU_UTIL", "GPU utilization (in %)."),
-    ("MEM_COPY_UTIL", "Memory utilization (in %)."),
-    ("FB_USED", "Framebuffer memory used (in MiB)."),
-    ("FB_FREE", "Framebuffer memory free (in MiB)."),
-    ("FB_RESERVED", "Framebuffer memory reserved (in MiB)."),
-    ("GPU_TEMP", "GPU temperature (in C)."),
-    ("MEMORY_TEMP", "Memory temperature (in C)."),
-    ("POWER_USAGE", "Power draw (in W)."),
-    ("POWER_MGMT_LIMIT", "Power management limit (in W)."),
-    ("PSTATE", "Performance state."),
-    ("SM_CLOCK", "SM clock frequency (in MHz)."),
-    ("MEM_CLOCK", "Memory clock frequency (in MHz)."),
-    ("FAN_SPEED", "Fan speed (in %)."),
-    ("ENC_UTIL", "Encoder utilization (in %)."),
-    ("DEC_UTIL", "Decoder utilization (in %)."),
     ("XID_ERRORS", "Value of the last XID error encountered."),
     ("RETIRED_SBE", "Total number of retired pages due to single-bit errors."),
     ("RETIRED_DBE", "Total number of retired pages due to double-bit errors."),
@@ -74,8 +67,6 @@ _G: tuple[tuple[str, str], ...] = (
     ("CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bitmask)."),
 )
 _C: tuple[tuple[str, str], ...] = (
-    ("TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ)."),
-    ("PCIE_REPLAY_COUNTER", "Total number of PCIe retries."),
     ("ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors."),
     ("ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors."),
     ("ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors."),
@@ -104,39 +95,17 @@ _PROF_GPM: tuple[tuple[str, str, str], ...] = (
     ("fp16_active", "PIPE_FP16_ACTIVE", "Ratio of cycles the fp16 pipes are active."),
 )
 """(GpmReading field, dcgm-exporter name after ``DCGM_FI_PROF_``, its help): ratios 0-1 as dcgm-exporter's."""
-_PROF_RATES: tuple[tuple[str, str], ...] = (
-    ("PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus, in bytes per second."),
-    ("PCIE_RX_BYTES", "The rate of data received over the PCIe bus, in bytes per second."),
-    (
-        "NVLINK_TX_BYTES",
-        "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
-    ),
-    (
-        "NVLINK_RX_BYTES",
-        "The rate of data received over NVLink, not including protocol headers, in bytes per second.",
-    ),
-)
 SPECS: tuple[MetricSpec, ...] = (
-    tuple(MetricSpec(F + n, "gauge", h) for n, h in _G)
+    BOARD_SERIES.specs_of("gauge")
+    + tuple(MetricSpec(F + n, "gauge", h) for n, h in _G)
+    + BOARD_SERIES.specs_of("counter")
     + tuple(MetricSpec(F + n, "counter", h) for n, h in _C)
     + tuple(MetricSpec(PROF + n, "gauge", h) for _, n, h in _PROF_GPM)
-    + tuple(MetricSpec(PROF + n, "gauge", h) for n, h in _PROF_RATES)
+    + INTERCONNECT_SERIES.specs
     + falcon_gpu_policy.SPECS
     + falcon_gpu_pod.SPECS
     + agent.SPECS
 )
-
-
-def _pct(ratio: float | None) -> float | None:
-    return None if ratio is None else round(ratio * 100, 3)
-
-
-def _mib(n: int | None) -> float | None:
-    return None if n is None else n / MIB
-
-
-def _mhz(hz: float | None) -> float | None:
-    return None if hz is None else hz / 1e6
 
 
 _COMPUTE_PREFIX = re.compile(r"^\d+c\.")
@@ -210,8 +179,10 @@ def _base_labels(cycle: CycleData, dev: DeviceReading) -> Labels:
 
 
 def _memory(b: FamilyBuilder, lb: Labels, used: int | None, free: int | None) -> None:
-    b.add(F + "FB_USED", lb, _mib(used))
-    b.add(F + "FB_FREE", lb, _mib(free))
+    if used is not None:
+        b.add(_FB_USED, lb, _TO_MIB(used))
+    if free is not None:
+        b.add(_FB_FREE, lb, _TO_MIB(free))
 
 
 def _xid(b: FamilyBuilder, lb: Labels, dev: DeviceReading, health: HealthReport | None) -> None:
@@ -223,21 +194,8 @@ def _xid(b: FamilyBuilder, lb: Labels, dev: DeviceReading, health: HealthReport 
 
 def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
     """Readings of the whole board (memory is added by the caller: per GPU or per GPU instance)."""
-    b.add(F + "GPU_UTIL", lb, _pct(d.utilization_ratio))
-    b.add(F + "MEM_COPY_UTIL", lb, _pct(d.memory_utilization_ratio))
-    b.add(F + "FB_RESERVED", lb, _mib(d.memory_reserved_bytes))
-    b.add(F + "GPU_TEMP", lb, d.temperature_celsius)
-    b.add(F + "MEMORY_TEMP", lb, d.memory_temperature_celsius)
-    b.add(F + "POWER_USAGE", lb, d.power_watts)
-    b.add(F + "POWER_MGMT_LIMIT", lb, d.power_limit_watts)
-    b.add(F + "PSTATE", lb, d.performance_state)
-    b.add(F + "SM_CLOCK", lb, _mhz(d.sm_clock_hertz))
-    b.add(F + "MEM_CLOCK", lb, _mhz(d.memory_clock_hertz))
-    b.add(F + "FAN_SPEED", lb, _pct(d.fan_speed_ratio))
-    b.add(F + "ENC_UTIL", lb, _pct(d.encoder_utilization_ratio))
-    b.add(F + "DEC_UTIL", lb, _pct(d.decoder_utilization_ratio))
-    b.add(F + "TOTAL_ENERGY_CONSUMPTION", lb, None if d.energy_joules is None else d.energy_joules * 1000)
-    b.add(F + "PCIE_REPLAY_COUNTER", lb, d.pcie_replays)
+    for name, value in BOARD_SERIES.values(d):
+        b.add(name, lb, value)
     if d.ecc is not None:
         b.add(F + "ECC_SBE_VOL_TOTAL", lb, d.ecc.corrected_volatile)
         b.add(F + "ECC_DBE_VOL_TOTAL", lb, d.ecc.uncorrected_volatile)
@@ -259,10 +217,8 @@ def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
 
 def _interconnect(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
     """PCIe and NVLink of the whole board: rates as DCGM's profiling fields, NVLink totals as counters."""
-    b.add(PROF + "PCIE_TX_BYTES", lb, d.pcie_tx_bytes_per_second)
-    b.add(PROF + "PCIE_RX_BYTES", lb, d.pcie_rx_bytes_per_second)
-    b.add(PROF + "NVLINK_TX_BYTES", lb, d.nvlink_tx_bytes_per_second)
-    b.add(PROF + "NVLINK_RX_BYTES", lb, d.nvlink_rx_bytes_per_second)
+    for name, value in INTERCONNECT_SERIES.values(d):
+        b.add(name, lb, value)
     tx, rx = d.nvlink_tx_bytes, d.nvlink_rx_bytes
     b.add(F + "NVLINK_BANDWIDTH_TOTAL", lb, None if tx is None and rx is None else (tx or 0) + (rx or 0))
     errors = d.nvlink_errors

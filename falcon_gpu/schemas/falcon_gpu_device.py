@@ -1,4 +1,9 @@
-"""Device-level series of the ``falcon_gpu`` Prometheus schema (CONTRACT section 3)."""
+"""Device-level series of the ``falcon_gpu`` Prometheus schema (CONTRACT section 3).
+
+The scalar readings' series come from the reading table (:mod:`falcon_gpu.readings.device`);
+what is written here is the structured ones (ECC, pages, rows, clock events, GPM, NVLink errors,
+MIG instances) and the order of the families.
+"""
 
 from __future__ import annotations
 
@@ -12,31 +17,20 @@ from falcon_gpu.model.snapshot import (
     GpmReading,
     MigReading,
 )
+from falcon_gpu.readings.device import BOARD, INTERCONNECT
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+from falcon_gpu.schemas.scalars import ScalarSeries
 
 P = "falcon_gpu_"
+BOARD_SERIES = ScalarSeries(BOARD, "falcon_gpu")
+"""The board's scalar readings (utilisation, memory, temperatures, power, clocks, ...): from the table."""
+INTERCONNECT_SERIES = ScalarSeries(INTERCONNECT, "falcon_gpu")
+_USED, _FREE, _TOTAL = (BOARD_SERIES.names[f"memory_{k}_bytes"] for k in ("used", "free", "total"))
 
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "info", "gauge", "GPU identity; value is always 1."),
     MetricSpec(P + "up", "gauge", "1 when the GPU answered this cycle, 0 when lost or failing."),
-    MetricSpec(P + "utilization_ratio", "gauge", "Fraction of the sample period a kernel was running."),
-    MetricSpec(P + "memory_utilization_ratio", "gauge", "Fraction of time the memory controller was busy."),
-    MetricSpec(P + "memory_used_bytes", "gauge", "Framebuffer memory used."),
-    MetricSpec(P + "memory_free_bytes", "gauge", "Framebuffer memory free."),
-    MetricSpec(P + "memory_total_bytes", "gauge", "Framebuffer memory installed."),
-    MetricSpec(P + "memory_reserved_bytes", "gauge", "Framebuffer memory reserved by the driver."),
-    MetricSpec(P + "temperature_celsius", "gauge", "GPU core temperature."),
-    MetricSpec(P + "memory_temperature_celsius", "gauge", "HBM/memory temperature."),
-    MetricSpec(P + "power_watts", "gauge", "Power draw."),
-    MetricSpec(P + "power_limit_watts", "gauge", "Enforced power limit."),
-    MetricSpec(P + "energy_joules_total", "counter", "Energy consumed since the driver loaded."),
-    MetricSpec(P + "performance_state", "gauge", "Performance state, 0 (max) to 15 (min)."),
-    MetricSpec(P + "sm_clock_hertz", "gauge", "SM clock."),
-    MetricSpec(P + "memory_clock_hertz", "gauge", "Memory clock."),
-    MetricSpec(P + "fan_speed_ratio", "gauge", "Fan speed as a fraction of its maximum."),
-    MetricSpec(P + "encoder_utilization_ratio", "gauge", "Video encoder utilisation."),
-    MetricSpec(P + "decoder_utilization_ratio", "gauge", "Video decoder utilisation."),
-    MetricSpec(P + "pcie_replays_total", "counter", "PCIe replay counter."),
+    *BOARD_SERIES.specs,
     MetricSpec(P + "ecc_errors_total", "counter", "ECC errors by type and scope."),
     MetricSpec(P + "retired_pages", "gauge", "Retired framebuffer pages by cause."),
     MetricSpec(P + "retired_pages_pending", "gauge", "1 when a page retirement waits for a GPU reset."),
@@ -58,10 +52,7 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "fp64_active_ratio", "gauge", "GPM: fraction of cycles the FP64 pipe was active."),
     MetricSpec(P + "fp32_active_ratio", "gauge", "GPM: fraction of cycles the FP32 pipe was active."),
     MetricSpec(P + "fp16_active_ratio", "gauge", "GPM: fraction of cycles the FP16 pipe was active."),
-    MetricSpec(P + "pcie_transmit_bytes_total", "counter", "PCIe bytes sent since the driver loaded."),
-    MetricSpec(P + "pcie_receive_bytes_total", "counter", "PCIe bytes received since the driver loaded."),
-    MetricSpec(P + "nvlink_transmit_bytes_total", "counter", "NVLink data bytes sent, all links."),
-    MetricSpec(P + "nvlink_receive_bytes_total", "counter", "NVLink data bytes received, all links."),
+    *INTERCONNECT_SERIES.specs,
     MetricSpec(P + "nvlink_errors_total", "counter", "NVLink errors per link and type."),
 )
 GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
@@ -113,24 +104,8 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
 
 
 def _readings(b: FamilyBuilder, lb: Labels, dev: DeviceReading) -> None:
-    b.add(P + "utilization_ratio", lb, dev.utilization_ratio)
-    b.add(P + "memory_utilization_ratio", lb, dev.memory_utilization_ratio)
-    b.add(P + "memory_used_bytes", lb, dev.memory_used_bytes)
-    b.add(P + "memory_free_bytes", lb, dev.memory_free_bytes)
-    b.add(P + "memory_total_bytes", lb, dev.memory_total_bytes)
-    b.add(P + "memory_reserved_bytes", lb, dev.memory_reserved_bytes)
-    b.add(P + "temperature_celsius", lb, dev.temperature_celsius)
-    b.add(P + "memory_temperature_celsius", lb, dev.memory_temperature_celsius)
-    b.add(P + "power_watts", lb, dev.power_watts)
-    b.add(P + "power_limit_watts", lb, dev.power_limit_watts)
-    b.add(P + "energy_joules_total", lb, dev.energy_joules)
-    b.add(P + "performance_state", lb, dev.performance_state)
-    b.add(P + "sm_clock_hertz", lb, dev.sm_clock_hertz)
-    b.add(P + "memory_clock_hertz", lb, dev.memory_clock_hertz)
-    b.add(P + "fan_speed_ratio", lb, dev.fan_speed_ratio)
-    b.add(P + "encoder_utilization_ratio", lb, dev.encoder_utilization_ratio)
-    b.add(P + "decoder_utilization_ratio", lb, dev.decoder_utilization_ratio)
-    b.add(P + "pcie_replays_total", lb, dev.pcie_replays)
+    for name, value in BOARD_SERIES.values(dev):
+        b.add(name, lb, value)
     if dev.ecc is not None:
         for kind in ("corrected", "uncorrected"):
             for scope in ("volatile", "aggregate"):
@@ -150,23 +125,20 @@ def _readings(b: FamilyBuilder, lb: Labels, dev: DeviceReading) -> None:
         for reason in CLOCK_EVENT_REASONS:
             b.add(P + "clock_event_active", (*lb, ("reason", reason)), reason in dev.clock_event_reasons)
     _gpm(b, lb, dev.gpm)
-    b.add(P + "pcie_transmit_bytes_total", lb, dev.pcie_tx_bytes)
-    b.add(P + "pcie_receive_bytes_total", lb, dev.pcie_rx_bytes)
-    b.add(P + "nvlink_transmit_bytes_total", lb, dev.nvlink_tx_bytes)
-    b.add(P + "nvlink_receive_bytes_total", lb, dev.nvlink_rx_bytes)
-    for (
-        link
-    ) in dev.nvlink:  # only links that counted errors: 18 links x 4 types of zeros would double the output
+    for name, value in INTERCONNECT_SERIES.values(dev):
+        b.add(name, lb, value)
+    # only links that counted errors: 18 links x 4 types of zeros would double the output
+    for link in dev.nvlink:
         ll = (*lb, ("link", str(link.link)))
         for kind in NVLINK_ERROR_TYPES:
             b.add(P + "nvlink_errors_total", (*ll, ("type", kind)), getattr(link.errors, kind))
     for mig in dev.mig:
         ml = mig_labels(lb, mig)
         _gpm(b, ml, mig.gpm)
-        b.add(P + "memory_used_bytes", ml, mig.memory_used_bytes)
-        b.add(P + "memory_total_bytes", ml, mig.memory_total_bytes)
+        b.add(_USED, ml, mig.memory_used_bytes)
+        b.add(_TOTAL, ml, mig.memory_total_bytes)
         if mig.memory_total_bytes is not None and mig.memory_used_bytes is not None:
-            b.add(P + "memory_free_bytes", ml, mig.memory_total_bytes - mig.memory_used_bytes)
+            b.add(_FREE, ml, mig.memory_total_bytes - mig.memory_used_bytes)
 
 
 def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:

@@ -17,9 +17,21 @@ from collections import Counter
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.model.snapshot import DeviceReading
+from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT
+from falcon_gpu.readings.units import BYTES, MIB, PERCENT, RATIO, converter
 from falcon_gpu.schemas import openfalcon_jobs
+from falcon_gpu.schemas.scalars import ScalarSeries
 
-MIB = 1 << 20
+BOARD_SERIES = ScalarSeries(BOARD, "openfalcon")
+"""gpu-mon's per-GPU items of the scalar readings, in its units (from the reading table)."""
+INTERCONNECT_SERIES = ScalarSeries(INTERCONNECT, "openfalcon")
+ROLLUPS = ("utilization_ratio", "memory_utilization_ratio", "memory_used_bytes")
+"""Readings also summed and averaged over the node's GPUs (``type=sum`` / ``type=ave``)."""
+_PERCENT = converter(RATIO, PERCENT)
+_TO_MIB = converter(BYTES, MIB)
+_GPM = (("SmActive", "sm_active"), ("SmOccupancy", "sm_occupancy"), ("TensorActive", "tensor_active"),
+        ("DramActive", "dram_active"))  # fmt: skip
+"""(gpu-mon's metric, GpmReading field): percentages."""
 MAX_COUNTER = 254
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -74,36 +86,9 @@ class _Items:
         )
 
 
-def _pct(r: float | None) -> float | None:
-    return None if r is None else r * 100
-
-
-def _mib(n: int | None) -> float | None:
-    return None if n is None else n / MIB
-
-
-def _mib_s(rate: float | None) -> float | None:
-    """Bytes per second -> MB per second: gpu-mon's unit for ``Rx``/``Tx`` (DCGM's PCIe throughput in MB)."""
-    return None if rate is None else rate / MIB
-
-
 def _device(out: _Items, d: DeviceReading, tags: list[tuple[str, str]]) -> None:
-    out.add("GPUUtils", _pct(d.utilization_ratio), tags)
-    out.add("MemUtils", _pct(d.memory_utilization_ratio), tags)
-    out.add("FBUsed", _mib(d.memory_used_bytes), tags)
-    out.add("FBfree", _mib(d.memory_free_bytes), tags)
-    out.add("FBtotal", _mib(d.memory_total_bytes), tags)
-    out.add("Performance", d.performance_state, tags)
-    out.add("DeviceTemperature", d.temperature_celsius, tags)
-    out.add("MemTemperature", d.memory_temperature_celsius, tags)
-    out.add("PowerUsed", d.power_watts, tags)
-    out.add("PowerCurrentLimit", d.power_limit_watts, tags)
-    out.add("SmClock", None if d.sm_clock_hertz is None else d.sm_clock_hertz / 1e6, tags)
-    out.add("MemClock", None if d.memory_clock_hertz is None else d.memory_clock_hertz / 1e6, tags)
-    out.add("FanSpeed", _pct(d.fan_speed_ratio), tags)
-    out.add("Encoder", _pct(d.encoder_utilization_ratio), tags)
-    out.add("Decoder", _pct(d.decoder_utilization_ratio), tags)
-    out.add("Replays", d.pcie_replays, tags)
+    for metric, value in BOARD_SERIES.values(d):
+        out.add(metric, value, tags)
     if d.ecc is not None:
         out.add("SingleBitError", d.ecc.corrected_aggregate, tags)
         out.add("DoubleBitError", d.ecc.uncorrected_aggregate, tags)
@@ -111,14 +96,11 @@ def _device(out: _Items, d: DeviceReading, tags: list[tuple[str, str]]) -> None:
         out.add("RPSingleError", d.retired_pages.single_bit, tags)
         out.add("RPDoubleError", d.retired_pages.double_bit, tags)
     if d.gpm is not None:
-        out.add("SmActive", _pct(d.gpm.sm_active), tags)
-        out.add("SmOccupancy", _pct(d.gpm.sm_occupancy), tags)
-        out.add("TensorActive", _pct(d.gpm.tensor_active), tags)
-        out.add("DramActive", _pct(d.gpm.dram_active), tags)
-    out.add("Rx", _mib_s(d.pcie_rx_bytes_per_second), tags)
-    out.add("Tx", _mib_s(d.pcie_tx_bytes_per_second), tags)
-    out.add("NvlinkRx", _mib_s(d.nvlink_rx_bytes_per_second), tags)
-    out.add("NvlinkTx", _mib_s(d.nvlink_tx_bytes_per_second), tags)
+        for metric, attr in _GPM:
+            value = getattr(d.gpm, attr)
+            out.add(metric, None if value is None else _PERCENT(value), tags)
+    for metric, value in INTERCONNECT_SERIES.values(d):
+        out.add(metric, value, tags)
 
 
 def _rollup(out: _Items, metric: str, values: list[float]) -> None:
@@ -140,9 +122,9 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
         if d.up:
             _device(out, d, tags)
     up = [d for d in devices if d.up]
-    _rollup(out, "GPUUtils", [v * 100 for d in up if (v := d.utilization_ratio) is not None])
-    _rollup(out, "MemUtils", [v * 100 for d in up if (v := d.memory_utilization_ratio) is not None])
-    _rollup(out, "FBUsed", [v / MIB for d in up if (v := d.memory_used_bytes) is not None])
+    for field in ROLLUPS:
+        metric, convert = BOARD_SERIES.names[field], BY_FIELD[field].to_schema("openfalcon")
+        _rollup(out, metric, [convert(v) for d in up if (v := getattr(d, field)) is not None])
     if cycle.snapshot.nvml_ok:
         out.add("GPUCount", len(devices), [])
         for model, n in sorted(Counter(d.name for d in devices).items()):  # "which models, how many"
@@ -160,16 +142,16 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
         c = use.container
         tags += [("namespace", c.namespace), ("pod", c.pod), ("container", c.container)]
         util = use.utilization_ratio
-        out.add("PodGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
-        out.add("PodFBUsed", use.memory_used_bytes / MIB, tags)
+        out.add("PodGPUUtils", None if util is None else _PERCENT(min(util, 1.0)), tags)
+        out.add("PodFBUsed", _TO_MIB(use.memory_used_bytes), tags)
         out.add("PodProcesses", use.processes, tags)
     for box in cycle.attribution.containers:  # plain containers: CONTRACT section 5, issue 13
         if box.gpu_uuid not in index:
             continue
         tags = [("GpuId", str(index[box.gpu_uuid])), ("container", box.name)]
         util = box.utilization_ratio
-        out.add("ContainerGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
-        out.add("ContainerFBUsed", box.memory_used_bytes / MIB, tags)
+        out.add("ContainerGPUUtils", None if util is None else _PERCENT(min(util, 1.0)), tags)
+        out.add("ContainerFBUsed", _TO_MIB(box.memory_used_bytes), tags)
     jobs: dict[tuple[int, str], tuple[float | None, int]] = {}  # one item per GPU and job: steps summed
     for job in cycle.attribution.slurm_jobs:
         if job.gpu_uuid not in index:
@@ -180,8 +162,8 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
         jobs[key] = (u, memory + job.memory_used_bytes)
     for (gpu_id, job_id), (util, memory) in sorted(jobs.items()):
         tags = [("GpuId", str(gpu_id)), ("slurm_job", job_id)]
-        out.add("SlurmJobGPUUtils", None if util is None else min(util, 1.0) * 100, tags)
-        out.add("SlurmJobFBUsed", memory / MIB, tags)
+        out.add("SlurmJobGPUUtils", None if util is None else _PERCENT(min(util, 1.0)), tags)
+        out.add("SlurmJobFBUsed", _TO_MIB(memory), tags)
     for metric, value, tags in openfalcon_jobs.items(cycle.jobs_finished):
         out.add(metric, value, tags)
     return tuple(out.items)

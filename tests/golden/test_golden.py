@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from falcon_gpu.readings.device import READINGS
 from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
 from tests.golden import regen
 
@@ -77,9 +78,19 @@ def test_every_declared_metric_has_a_series_in_some_golden_file(file: str, specs
 
 
 def _openfalcon_metrics() -> set[str]:
-    """Every metric name the Open-Falcon schema can emit: the literals it passes to add/_rollup."""
+    """Every metric name the Open-Falcon schema can emit: the reading table's, and the literals it
+    passes to add (or as a (metric, ...) pair in a table of its own, such as the GPM items)."""
     tree = ast.parse(Path(openfalcon.__file__).read_text())
-    names: set[str] = set()
+    names = {p.name for r in READINGS if (p := r.openfalcon) is not None}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant):
+            first, second = node.elts
+            if (
+                isinstance(first.value, str)
+                and first.value[:1].isupper()
+                and isinstance(second, ast.Constant)
+            ):
+                names.add(first.value)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
@@ -90,7 +101,7 @@ def _openfalcon_metrics() -> set[str]:
 
 def test_every_open_falcon_metric_appears_in_some_golden_file() -> None:
     declared = _openfalcon_metrics()
-    assert {"GPUUtils", "FBUsed", "XidErrors", "PodGPUUtils", "GPUCount"} <= declared  # the parse works
+    assert {"GPUUtils", "FBUsed", "XidErrors", "PodGPUUtils", "SmActive"} <= declared  # the parse works
     seen = {
         item["metric"]
         for name in SCENARIOS

@@ -48,6 +48,8 @@ class Fields(TypedDict, total=False):
     memory_utilization_ratio: float | None
     temperature_celsius: float | None
     memory_temperature_celsius: float | None
+    slowdown_tlimit_celsius: float | None
+    shutdown_tlimit_celsius: float | None
     power_watts: float | None
     power_limit_watts: float | None
     energy_joules: float | None
