@@ -2,7 +2,10 @@
 
 Each method has the name and signature of the pynvml function it replaces and
 answers in NVML's units (mW, mJ, MHz, percent), converting from the scenario's
-base units, so the source's unit conversions are exercised for real.
+base units, so the source's unit conversions are exercised for real. The scalar
+readings' answers (which function or field ID, which scenario key, which unit) come
+from the reading table (:mod:`falcon_gpu.readings.device`): :data:`SERVED_CALLS`,
+:data:`SERVED_STRUCTS` and the table's entries of :data:`FIELD_VALUES`.
 """
 
 from __future__ import annotations
@@ -10,13 +13,35 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pynvml
 
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
+from falcon_gpu.readings.device import READINGS
+from falcon_gpu.readings.spec import SINT, Reading
+from falcon_gpu.readings.units import Convert
 from falcon_gpu.simulator.nvml.core import NvmlStruct, SimCore, SimDevice, fail
 from falcon_gpu.simulator.scenario.parse import at
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the simulator needs to answer one table reading: where the scenario holds it, and how."""
+
+    key: str
+    group: str | None
+    support: str
+    """The ``not_supported`` name that switches it off."""
+    encode: Convert
+    """The scenario's unit -> NVML's."""
+
+    @classmethod
+    def of(cls, reading: Reading) -> Served:
+        assert reading.sim is not None
+        sim = reading.sim
+        return cls(sim.key, sim.group, sim.support_name, reading.sim_to_nvml)
 
 
 class DeviceCalls(SimCore):
@@ -94,24 +119,41 @@ class DeviceCalls(SimCore):
         dev = self._device(handle, "nvmlDeviceGetUtilizationRates")
         if dev.gpu.mig:  # NVML: "utilization is not supported on MIG-enabled GPUs"
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return NvmlStruct(
-            gpu=self._int(dev, "utilization_gpu_percent"), memory=self._int(dev, "utilization_memory_percent")
-        )
+        members = SERVED_STRUCTS["nvmlDeviceGetUtilizationRates"]
+        return NvmlStruct(**{member: self._answer(dev, served) for member, served in members})
 
     def nvmlDeviceGetEncoderUtilization(self, handle: Any) -> list[int]:
-        dev = self._device(handle, "nvmlDeviceGetEncoderUtilization")
-        return [self._int(dev, "encoder_percent"), 167_000]
+        # [utilisation percent, sampling period µs]
+        return [self._scalar(handle, "nvmlDeviceGetEncoderUtilization"), 167_000]
 
     def nvmlDeviceGetDecoderUtilization(self, handle: Any) -> list[int]:
-        dev = self._device(handle, "nvmlDeviceGetDecoderUtilization")
-        return [self._int(dev, "decoder_percent"), 167_000]
+        return [self._scalar(handle, "nvmlDeviceGetDecoderUtilization"), 167_000]
+
+    # -- the table's plain answers -------------------------------------------
+    def _answer(self, dev: SimDevice, served: Served) -> int:
+        """The scenario's value this cycle in NVML's unit; NOT_SUPPORTED when missing or listed so."""
+        values = dev.gpu.values if served.group is None else getattr(dev.gpu, served.group)
+        series = None if values is None else values.get(served.key)
+        if series is None or not dev.gpu.supports(served.support):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return round(served.encode(at(series, self.cycle)))
+
+    def _scalar(
+        self, handle: Any, fn: str, *args: int, unknown: int = pynvml.NVML_ERROR_NOT_SUPPORTED
+    ) -> int:
+        """``fn(handle, *args)`` for a reading of the table; ``unknown``: the code for arguments
+        that name no reading (a sensor, a clock type the simulator does not serve)."""
+        dev = self._device(handle, fn)
+        served = SERVED_CALLS.get((fn, args))
+        if served is None:
+            fail(unknown)
+        return self._answer(dev, served)
 
     # -- thermal and power -------------------------------------------------
     def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
-        dev = self._device(handle, "nvmlDeviceGetTemperature")
-        if sensor != pynvml.NVML_TEMPERATURE_GPU:
-            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return self._int(dev, "temperature_celsius")
+        return self._scalar(
+            handle, "nvmlDeviceGetTemperature", sensor, unknown=pynvml.NVML_ERROR_INVALID_ARGUMENT
+        )
 
     def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[Any]) -> Any:
         """As pynvml's: a ctypes array of ``c_nvmlFieldValue_t``, one per requested ID (an int, or a
@@ -142,12 +184,6 @@ class DeviceCalls(SimCore):
             packed += FIELD_VALUE_LAYOUT.pack(field_id, scope_id, stamp, 0, value_type, ret, raw)
         return (pynvml.c_nvmlFieldValue_t * len(fieldIds)).from_buffer_copy(packed)
 
-    def _pcie(self, dev: SimDevice, key: str) -> int:
-        pcie = dev.gpu.pcie
-        if pcie is None or key not in pcie or not dev.gpu.supports("pcie"):
-            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return round(at(pcie[key], self.cycle))
-
     def _links(self, dev: SimDevice) -> dict[int, Any]:
         links: dict[int, Any] | None = self._link_index.get(dev.index)
         if links is None:
@@ -169,27 +205,23 @@ class DeviceCalls(SimCore):
         return round(at(series, self.cycle) * scale)
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
-        return self._int(self._device(handle, "nvmlDeviceGetPowerUsage"), "power_watts", 1000)
+        return self._scalar(handle, "nvmlDeviceGetPowerUsage")
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
-        return self._int(self._device(handle, "nvmlDeviceGetEnforcedPowerLimit"), "power_limit_watts", 1000)
+        return self._scalar(handle, "nvmlDeviceGetEnforcedPowerLimit")
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
-        return self._int(self._device(handle, "nvmlDeviceGetTotalEnergyConsumption"), "energy_joules", 1000)
+        return self._scalar(handle, "nvmlDeviceGetTotalEnergyConsumption")
 
     def nvmlDeviceGetPerformanceState(self, handle: Any) -> int:
-        return self._int(self._device(handle, "nvmlDeviceGetPerformanceState"), "performance_state")
+        return self._scalar(handle, "nvmlDeviceGetPerformanceState")
 
     def nvmlDeviceGetFanSpeed(self, handle: Any) -> int:
-        return self._int(self._device(handle, "nvmlDeviceGetFanSpeed"), "fan_speed_percent")
+        return self._scalar(handle, "nvmlDeviceGetFanSpeed")
 
     # -- clocks ------------------------------------------------------------
     def nvmlDeviceGetClockInfo(self, handle: Any, type: int) -> int:
-        dev = self._device(handle, "nvmlDeviceGetClockInfo")
-        keys = {pynvml.NVML_CLOCK_SM: "sm_clock_mhz", pynvml.NVML_CLOCK_MEM: "memory_clock_mhz"}
-        if type not in keys:
-            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return self._int(dev, keys[type])
+        return self._scalar(handle, "nvmlDeviceGetClockInfo", type)
 
     def _reasons(self, handle: Any, fn: str) -> int:
         dev = self._device(handle, fn)
@@ -206,7 +238,7 @@ class DeviceCalls(SimCore):
 
     # -- health ------------------------------------------------------------
     def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
-        return self._int(self._device(handle, "nvmlDeviceGetPcieReplayCounter"), "pcie_replays")
+        return self._scalar(handle, "nvmlDeviceGetPcieReplayCounter")
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int:
         return self._ecc(self._device(handle, "nvmlDeviceGetTotalEccErrors"), errorType, counterType)
@@ -274,12 +306,43 @@ def _row(i: int) -> FieldServer:
     return lambda sim, dev: (_UINT, sim._remapped(dev)[i])
 
 
+SERVED_CALLS: dict[tuple[str, tuple[int, ...]], Served] = {
+    (r.nvml.call, r.nvml.args): Served.of(r)
+    for r in READINGS
+    if r.nvml is not None
+    and r.nvml.call is not None
+    and r.sim is not None
+    and not isinstance(r.nvml.member, str)
+}
+"""(function, arguments after the handle) -> the table reading it answers (a plain number, or the first
+element of a list such as the encoder's [percent, period])."""
+SERVED_STRUCTS: dict[str, tuple[tuple[str, Served], ...]] = {}
+for _r in READINGS:
+    if (
+        _r.nvml is not None
+        and _r.nvml.call is not None
+        and _r.sim is not None
+        and isinstance(_r.nvml.member, str)
+    ):
+        SERVED_STRUCTS[_r.nvml.call] = (
+            *SERVED_STRUCTS.get(_r.nvml.call, ()),
+            (_r.nvml.member, Served.of(_r)),
+        )
+"""Function -> (struct member, reading) of the table readings it answers as a struct (utilisation rates;
+the memory info's v1/v2 rules are written out in ``nvmlDeviceGetMemoryInfo``)."""
+
+
+def _served(value_type: int, served: Served) -> FieldServer:
+    return lambda sim, dev: (value_type, sim._answer(dev, served))
+
+
 FIELD_VALUES: dict[int, FieldServer] = {
-    pynvml.NVML_FI_DEV_MEMORY_TEMP: lambda sim, dev: (_UINT, sim._int(dev, "memory_temperature_celsius")),
-    pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: lambda sim, dev: (_ULL, sim._int(dev, "energy_joules", 1e3)),
-    pynvml.NVML_FI_DEV_POWER_AVERAGE: lambda sim, dev: (_UINT, sim._int(dev, "power_watts", 1000)),
-    pynvml.NVML_FI_DEV_POWER_INSTANT: lambda sim, dev: (_UINT, sim._int(dev, "power_watts", 1000)),
-    pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: lambda sim, dev: (_ULL, sim._int(dev, "pcie_replays")),
+    field_id: _served(r.nvml.value_type, Served.of(r))
+    for r in READINGS
+    if r.nvml is not None and r.sim is not None
+    for field_id in r.nvml.field_ids
+}
+FIELD_VALUES |= {
     pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _C, _V)),
     pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _U, _V)),
     pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL: lambda sim, dev: (_ULL, sim._ecc(dev, _C, _A)),
@@ -292,8 +355,6 @@ FIELD_VALUES: dict[int, FieldServer] = {
     pynvml.NVML_FI_DEV_REMAPPED_PENDING: _row(2),
     pynvml.NVML_FI_DEV_REMAPPED_FAILURE: _row(3),
 }
-FIELD_VALUES[pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES] = lambda sim, dev: (_ULL, sim._pcie(dev, "tx_bytes"))
-FIELD_VALUES[pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES] = lambda sim, dev: (_ULL, sim._pcie(dev, "rx_bytes"))
 _NVLINK_ERRORS = {"CRC_FLIT": "crc_flit_errors", "CRC_DATA": "crc_data_errors", "REPLAY": "replay_errors",
                   "RECOVERY": "recovery_errors"}  # fmt: skip
 
@@ -328,6 +389,7 @@ FIELD_VALUE_LAYOUT = struct.Struct("@IIqqIIQ")
 
 _ULL_OF: dict[int, Callable[[float], int]] = {
     _UINT: lambda n: int(n) & 0xFFFFFFFF,  # uiVal: the union's low 4 bytes (little-endian)
+    SINT: lambda n: int(n) & 0xFFFFFFFF,  # siVal: the same 4 bytes, two's complement
     _ULL: lambda n: int(n),
     pynvml.NVML_VALUE_TYPE_DOUBLE: lambda n: int.from_bytes(struct.pack("@d", n), sys.byteorder),
 }

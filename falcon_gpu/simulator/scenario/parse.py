@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
+from falcon_gpu.readings.device import READINGS
 from falcon_gpu.simulator.scenario.model import (
     GPM_KEYS,
     PROCESS_TYPES,
@@ -53,12 +54,9 @@ __all__ = [
     "resolve_scenario",
 ]
 
-NUMERIC_KEYS = (
-    "memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_gpu_percent",
-    "utilization_memory_percent", "temperature_celsius", "memory_temperature_celsius", "power_watts",
-    "power_limit_watts", "energy_joules", "performance_state", "sm_clock_mhz", "memory_clock_mhz",
-    "fan_speed_percent", "encoder_percent", "decoder_percent", "pcie_replays",
-)  # fmt: skip
+NUMERIC_KEYS = tuple(r.sim.key for r in READINGS if r.sim is not None and r.sim.group is None)
+"""A GPU's plain numbers (``power_watts``, ``sm_clock_mhz``, ...): the reading table's scenario keys."""
+PCIE_KEYS = tuple(r.sim.key for r in READINGS if r.sim is not None and r.sim.group == "pcie")
 NOT_SUPPORTED_NAMES = frozenset(NUMERIC_KEYS) | {
     "ecc", "retired_pages", "remapped_rows", "clock_event_reasons", "inforom", "mig", "processes",
     "process_utilization", "xid_events", "gpm", "pcie", "nvlink",
@@ -208,7 +206,7 @@ def _gpu(o: Obj, index: int) -> GpuScenario:
         processes=tuple(_process(p) for p in o.objects("processes")),
         mig=tuple(_mig(m) for m in o.objects("mig")),
         gpm=_gpm(o),
-        pcie=_keyed(o.obj("pcie"), ("tx_bytes", "rx_bytes")),
+        pcie=_keyed(o.obj("pcie"), PCIE_KEYS),
         nvlink=tuple(_nvlink(n) for n in o.objects("nvlink")),
     )
     o.done()
