@@ -10,6 +10,8 @@ from typing import Any
 import pynvml
 
 from falcon_gpu.model.snapshot import EccCounts, GpmReading, RemappedRows, RetiredPages
+from falcon_gpu.readings.device import READINGS
+from falcon_gpu.readings.spec import Reading
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.simulator.scenario.model import GPM_KEYS
 from falcon_gpu.simulator.scenario.parse import (
@@ -88,45 +90,35 @@ def source_on(
     return source, telemetry
 
 
-def _v(gpu: GpuScenario, key: str, cycle: int) -> float | None:
-    series = gpu.values.get(key)
-    return at(series, cycle) if series is not None and gpu.supports(key) else None
+_PLAIN = tuple(r for r in READINGS if r.sim is not None)
+"""The table readings a scenario key gives directly (its value, converted to the base unit)."""
+_JOINT = frozenset(
+    r.field for r in _PLAIN if r.nvml is not None and r.nvml.call == "nvmlDeviceGetUtilizationRates"
+)
+"""Members of one struct answer: all absent when any key is (the call fails as a whole)."""
 
 
-def _scaled(value: float | None, factor: float) -> float | None:
-    return None if value is None else value * factor
+def _plain(gpu: GpuScenario, reading: Reading, cycle: int) -> float | None:
+    assert reading.sim is not None
+    sim = reading.sim
+    values = gpu.values if sim.group is None else getattr(gpu, sim.group)
+    series = None if values is None else values.get(sim.key)
+    if series is None or not gpu.supports(sim.support_name):
+        return None
+    return reading.type(reading.sim_to_base(at(series, cycle)))
 
 
 def expected_device(gpu: GpuScenario, cycle: int) -> dict[str, Any]:
-    """The DeviceReading fields a scenario GPU must yield at ``cycle``, in base units."""
-    v = lambda key: _v(gpu, key, cycle)  # noqa: E731
-    total, used, reserved = v("memory_total_bytes"), v("memory_used_bytes"), v("memory_reserved_bytes")
-    util, mem_util = v("utilization_gpu_percent"), v("utilization_memory_percent")
-    out: dict[str, Any] = {
-        "uuid": gpu.uuid,
-        "name": gpu.name,
-        "pci_bus_id": gpu.pci_bus_id,
-        "memory_total_bytes": total,
-        "memory_used_bytes": used,
-        "memory_reserved_bytes": reserved,
-        "memory_free_bytes": None if None in (total, used, reserved) else total - used - reserved,  # type: ignore[operator]
-        "utilization_ratio": None if None in (util, mem_util) else _scaled(util, 0.01),
-        "memory_utilization_ratio": None if None in (util, mem_util) else _scaled(mem_util, 0.01),
-        "temperature_celsius": v("temperature_celsius"),
-        "memory_temperature_celsius": v("memory_temperature_celsius"),
-        "power_watts": v("power_watts"),
-        "power_limit_watts": v("power_limit_watts"),
-        "energy_joules": v("energy_joules"),
-        "performance_state": None if v("performance_state") is None else int(v("performance_state") or 0),
-        "sm_clock_hertz": _scaled(v("sm_clock_mhz"), 1e6),
-        "memory_clock_hertz": _scaled(v("memory_clock_mhz"), 1e6),
-        "fan_speed_ratio": _scaled(v("fan_speed_percent"), 0.01),
-        "encoder_utilization_ratio": _scaled(v("encoder_percent"), 0.01),
-        "decoder_utilization_ratio": _scaled(v("decoder_percent"), 0.01),
-        "pcie_replays": None if v("pcie_replays") is None else int(v("pcie_replays") or 0),
-        "inforom_valid": gpu.inforom_valid if gpu.supports("inforom") else None,
-        "mig_enabled": bool(gpu.mig),
-    }
+    """The DeviceReading fields a scenario GPU must yield at ``cycle``, in base units: the table's
+    readings from their scenario keys (independently of the simulator's NVML units), and the rest."""
+    out: dict[str, Any] = {"uuid": gpu.uuid, "name": gpu.name, "pci_bus_id": gpu.pci_bus_id}
+    out.update({r.field: _plain(gpu, r, cycle) for r in _PLAIN})
+    if any(out[f] is None for f in _JOINT):
+        out.update(dict.fromkeys(_JOINT))
+    total, used, reserved = (out[f"memory_{k}_bytes"] for k in ("total", "used", "reserved"))
+    out["memory_free_bytes"] = None if None in (total, used, reserved) else total - used - reserved
+    out["inforom_valid"] = gpu.inforom_valid if gpu.supports("inforom") else None
+    out["mig_enabled"] = bool(gpu.mig)
     ecc = gpu.ecc if gpu.supports("ecc") else None
     out["ecc"] = (
         None
@@ -160,10 +152,6 @@ def expected_device(gpu: GpuScenario, cycle: int) -> dict[str, Any]:
     reasons = gpu.clock_event_reasons if gpu.supports("clock_event_reasons") else None
     out["clock_event_reasons"] = None if reasons is None else frozenset(reasons)
     out["gpm"] = expected_gpm(gpu.gpm if gpu.supports("gpm") else None, cycle)
-    pcie = gpu.pcie if gpu.supports("pcie") else None
-    for key in ("tx_bytes", "rx_bytes"):
-        series = None if pcie is None else pcie.get(key)
-        out[f"pcie_{key}"] = None if series is None else int(at(series, cycle))
     links = gpu.nvlink if gpu.supports("nvlink") else ()
     for key in ("tx_bytes", "rx_bytes"):
         known = [int(at(s, cycle) / 1024) * 1024 for n in links if (s := getattr(n, key)) is not None]
