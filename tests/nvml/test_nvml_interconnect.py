@@ -1,26 +1,60 @@
 """PCIe and NVLink counters through the NVML source: values in = values out, in the device's one
-field-values call; rates absent on the first cycle and over a counter reset, never negative; a GPU
-without NVLink logged once and not asked again; the nvlink health check."""
+field-values call (NVLink as the driver's sums over the links, per-link error counters only when a
+total moved, per-link fields where a driver refuses the sums); rates absent on the first cycle and
+over a counter reset, never negative; a GPU without NVLink logged once and not asked again; the
+nvlink health check."""
 
 from __future__ import annotations
 
 import logging
 
+import pynvml
 import pytest
 
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.cycle import FAIL, PASS, WARN
 from falcon_gpu.model.snapshot import DeviceReading, NvlinkErrors, NvlinkReading, Snapshot
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
-from tests.nvml.helpers import gpu, scenario_of, source_on
+from falcon_gpu.sources.nvml.field_values import NVLINK_ERROR_TOTALS, NVLINK_LINK_ERRORS, NVLINK_TRAFFIC
+from tests.nvml.helpers import Quirky, gpu, scenario_of, source_on
 
 TX = [1.0e12, 1.004e12, 1.012e12, 3.0e9, 7.0e9]
 """A driver reload between cycles 2 and 3: the counter starts again."""
 RX = [2.0e12, 2.001e12, 2.002e12, 2.003e12, 2.004e12]
 
 
+ZERO_ERRORS = {"crc_flit_errors": 0, "crc_data_errors": 0, "replay_errors": 0, "recovery_errors": 0}
+
+
 def link(n: int, **errors: object) -> dict[str, object]:
-    return {"link": n, "tx_bytes": [n * 1024 * 1000, (n + 1) * 1024 * 2000], "rx_bytes": 1024 * 7, **errors}
+    return {"link": n, "tx_bytes": [n * 1024 * 1000, (n + 1) * 1024 * 2000], "rx_bytes": 1024 * 7,
+            **ZERO_ERRORS, **errors}  # fmt: skip
+
+
+def _asking(sim: SimulatedNvml, refuse: frozenset[object] = frozenset()) -> tuple[Quirky, list[list[object]]]:
+    """The simulator recording each field-values request, answering NOT_SUPPORTED for ``refuse`` (field
+    IDs, or (field ID, scope ID) pairs): a driver that does not know the aggregates."""
+    asked: list[list[object]] = []
+
+    def field_values(handle: object, ids: list[object]) -> object:
+        asked.append(list(ids))
+        values = sim.nvmlDeviceGetFieldValues(handle, ids)
+        for v in values:
+            if v.fieldId in refuse or (v.fieldId, v.scopeId) in refuse:
+                v.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return values
+
+    return Quirky(sim, override={"nvmlDeviceGetFieldValues": field_values}), asked
+
+
+TOTALS = frozenset(s.field_id for s in NVLINK_ERROR_TOTALS)
+SUMS = frozenset(s.request for s in NVLINK_TRAFFIC)
+PER_LINK_ERRORS = frozenset(s.request for s in NVLINK_LINK_ERRORS)
+
+
+def _nvlink(device: DeviceReading) -> tuple[object, ...]:
+    return (device.nvlink_tx_bytes, device.nvlink_rx_bytes, device.nvlink_tx_bytes_per_second,
+            device.nvlink_rx_bytes_per_second, device.nvlink_errors, device.nvlink)  # fmt: skip
 
 
 def test_pcie_and_nvlink_counters_come_out_as_they_went_in_in_one_field_values_call() -> None:
@@ -29,21 +63,51 @@ def test_pcie_and_nvlink_counters_come_out_as_they_went_in_in_one_field_values_c
             gpu(pcie={"tx_bytes": TX, "rx_bytes": RX}, nvlink=[link(0, replay_errors=[0, 2]), link(3)])
         )
     )
-    source, telemetry = source_on(sim)
-    devs = [source.collect(1000.0 + 10 * t).devices[0] for t in range(2)]
-    assert [(d.pcie_tx_bytes, d.pcie_rx_bytes) for d in devs] == [(TX[0], RX[0]), (TX[1], RX[1])]
+    lib, asked = _asking(sim)
+    source, telemetry = source_on(lib)
+    devs = [source.collect(1000.0 + 10 * t).devices[0] for t in range(3)]
+    assert [(d.pcie_tx_bytes, d.pcie_rx_bytes) for d in devs] == [
+        (TX[0], RX[0]),
+        (TX[1], RX[1]),
+        (TX[2], RX[2]),
+    ]
     assert [(d.nvlink_tx_bytes, d.nvlink_rx_bytes) for d in devs] == [
-        (3 * 1024 * 1000, 2 * 1024 * 7), (5 * 1024 * 2000, 2 * 1024 * 7)  # links 0 and 3 summed
-    ]  # fmt: skip
-    assert [d.nvlink_errors for d in devs] == [NvlinkErrors(replay=0), NvlinkErrors(replay=2)]
-    assert [d.nvlink for d in devs] == [
-        (),
-        (NvlinkReading(0, NvlinkErrors(replay=2)),),
-    ]  # only links with errors
+        (3 * 1024 * 1000, 2 * 1024 * 7), (5 * 1024 * 2000, 2 * 1024 * 7), (5 * 1024 * 2000, 2 * 1024 * 7)
+    ]  # links 0 and 3 summed  # fmt: skip
+    assert [d.nvlink_errors for d in devs] == [NvlinkErrors(0, 0, 0, 0)] + [NvlinkErrors(0, 0, 2, 0)] * 2
+    # only links with errors; on cycle 2 the totals held: the links are not asked, their readings stay
+    assert [d.nvlink for d in devs] == [(), *[(NvlinkReading(0, NvlinkErrors(0, 0, 2, 0)),)] * 2]
     assert devs[1].pcie_tx_bytes_per_second == pytest.approx((TX[1] - TX[0]) / 10)
     assert devs[1].nvlink_tx_bytes_per_second == pytest.approx((5 * 1024 * 2000 - 3 * 1024 * 1000) / 10)
-    assert sim.calls["nvmlDeviceGetFieldValues"] == 2  # PCIe and NVLink ride the one batched call
+    # one batched call per cycle with the 2 sums and 4 totals, and on cycle 1 the per-link errors once
+    assert len(asked) == 4 and set(asked[2]) == PER_LINK_ERRORS
+    batches = [set(asked[0]), set(asked[1]), set(asked[3])]
+    assert all(ids >= SUMS | TOTALS and not PER_LINK_ERRORS & ids for ids in batches) and len(asked[0]) < 30
     assert telemetry.view().errors_total == {}
+
+
+def test_a_driver_without_the_aggregates_gets_the_same_readings_from_the_per_link_fields() -> None:
+    def node() -> SimulatedNvml:
+        return SimulatedNvml(scenario_of(gpu(
+            pcie={"tx_bytes": TX, "rx_bytes": RX},
+            nvlink=[link(0, replay_errors=[0, 2], crc_flit_errors=[1, 1, 4]), link(3),
+                    link(11, recovery_errors=1)],
+        )))  # fmt: skip
+
+    new, _ = _asking(node())
+    old, asked = _asking(node(), refuse=TOTALS | SUMS)
+    (src_new, tel_new), (src_old, tel_old) = source_on(new), source_on(old)
+    for t in range(4):
+        got, want = src_old.collect(1000.0 + 10 * t).devices[0], src_new.collect(1000.0 + 10 * t).devices[0]
+        assert _nvlink(got) == _nvlink(want), t
+    assert want.nvlink_errors == NvlinkErrors(4, 0, 2, 1) and [n.link for n in want.nvlink] == [0, 11]
+    # cycle 0: the batch, then the per-link fields in place of the refused aggregates; then one batch a cycle
+    has = {
+        (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, 11),
+        pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L11,
+    }
+    assert len(asked) == 5 and all(set(ids) >= has and not set(ids) & (SUMS | TOTALS) for ids in asked[2:])
+    assert tel_new.view().errors_total == {} == tel_old.view().errors_total
 
 
 def test_a_counter_reset_gives_no_rate_for_that_interval_and_never_a_negative_one() -> None:
@@ -72,8 +136,9 @@ def test_a_gpu_without_nvlink_is_logged_once_and_its_links_not_asked_again(
     source, _ = source_on(sim)
     devs = [source.collect(1000.0 + t).devices[0] for t in range(3)]
     assert [(d.nvlink, d.nvlink_tx_bytes, d.nvlink_errors) for d in devs] == [((), None, None)] * 3
-    assert asked[0] >= 2 + 84  # 18 links x (TX, RX) + 12 links x 4 error counters, then only the PCIe pair:
-    assert asked[1:] == [2, 2]  # this GPU answers nothing else
+    assert asked[0] >= 2 + 6  # 2 NVLink traffic sums + 4 error totals: refused, so in the same cycle
+    assert asked[1] == 84  # 18 links x (TX, RX) + 12 links x 4 error counters; then only the PCIe pair:
+    assert asked[2:] == [2, 2]  # this GPU answers nothing else
     lines = [r.getMessage() for r in caplog.records if "NVLink" in r.getMessage()]
     assert lines == [
         "NVML: 84 NVLink fields are not supported on GPU-a (links it does not have); not asking again"

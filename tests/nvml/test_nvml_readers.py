@@ -153,25 +153,25 @@ def test_a_reader_that_works_again_is_logged_once(
 PER_CYCLE = {
     "nvmlDeviceGetMemoryInfo": 1,
     "nvmlDeviceGetUtilizationRates": 1,
-    "nvmlDeviceGetEncoderUtilization": 1,
-    "nvmlDeviceGetDecoderUtilization": 1,
     "nvmlDeviceGetTemperature": 1,
     "nvmlDeviceGetFieldValues": 1,
     "nvmlDeviceGetPerformanceState": 1,
-    "nvmlDeviceGetFanSpeed": 1,
-    "nvmlDeviceGetClockInfo": 2,
+    "nvmlDeviceGetClockInfo": 1,
     "nvmlDeviceGetCurrentClocksEventReasons": 1,
     "nvmlDeviceGetProcessUtilization": 1,
     "nvmlDeviceGetComputeRunningProcesses_v3": 1,
     "nvmlDeviceGetGraphicsRunningProcesses_v3": 1,
-    "nvmlDeviceGetMPSComputeRunningProcesses_v3": 1,
 }
-"""The NVML calls one GPU with every reading costs per cycle once identity, limits and MIG
-mode are known: 15, down from 26 (readings without a field ID each need their own call)."""
+"""The NVML calls one GPU with every reading costs per cycle once identity, limits and MIG mode are
+known, while its temperature and P-state hold and no process uses the encoder or decoder: 10, down
+from 15 (the memory clock, fan, encoder, decoder and MPS list are asked when they may have changed:
+tests/nvml/test_nvml_call_gates.py); readings without a field ID each need their own call."""
+ENGINES = {"nvmlDeviceGetEncoderUtilization": 1, "nvmlDeviceGetDecoderUtilization": 1}
+"""What a GPU whose processes use NVENC and NVDEC adds: 12."""
 
 
-def test_nvml_calls_per_gpu_per_cycle() -> None:
-    sim = SimulatedNvml(scenario_of(FULL, gpu("GPU-b", **{k: v for k, v in FULL.items() if k != "uuid"})))
+def _calls_per_gpu(gpu_a: dict[str, object]) -> tuple[dict[str, float], DeviceReading, SimulatedNvml]:
+    sim = SimulatedNvml(scenario_of(gpu_a, gpu("GPU-b", **{k: v for k, v in gpu_a.items() if k != "uuid"})))
     source, _ = source_on(sim)
     source.collect(1000.0)
     before = dict(sim.calls)
@@ -179,9 +179,17 @@ def test_nvml_calls_per_gpu_per_cycle() -> None:
         snap = source.collect(1000.0 + t)
     per_gpu = {fn: (n - before.get(fn, 0)) / 10 / 2 for fn, n in sim.calls.items() if n != before.get(fn, 0)}
     assert per_gpu.pop("nvmlDeviceGetCount") == 0.5  # once per cycle for the node
+    return per_gpu, snap.devices[0], sim
+
+
+def test_nvml_calls_per_gpu_per_cycle() -> None:
+    per_gpu, device, sim = _calls_per_gpu({**FULL, "encoder_percent": 0, "decoder_percent": 0})
     assert per_gpu == PER_CYCLE
-    assert sum(per_gpu.values()) == 15
-    assert_matches_scenario(snap.devices[0], sim, 10, without=set())
+    assert sum(per_gpu.values()) == 10
+    assert_matches_scenario(device, sim, 10, without=set())
+    per_gpu, device, sim = _calls_per_gpu(FULL)  # encoder 4 %, decoder 6 %
+    assert per_gpu == {**PER_CYCLE, **ENGINES}
+    assert_matches_scenario(device, sim, 10, without=set())
 
 
 def test_power_limit_inforom_and_mig_mode_are_read_once_a_minute() -> None:
@@ -233,11 +241,11 @@ def test_a_field_an_old_driver_does_not_know_falls_back_to_its_own_call_alone() 
     assert energies == [1000, 1010, 1020]
     assert sim.calls["nvmlDeviceGetTotalEnergyConsumption"] == 3
     assert energy in asked[0] and all(energy not in ids for ids in asked[1:])
-    # PCIe and NVLink traffic drop out too: this GPU has none
+    # asked[1]: the per-link NVLink fields in place of the refused sums (this GPU has no NVLink);
+    # PCIe and NVLink drop out after the first cycle
     plain = {s.request for s in field_values.FIELDS if not s.quiet and s not in field_values.PCIE_TRAFFIC}
-    assert len(asked) == 3 and [i for i in asked[1] if i in plain] == [
-        i for i in asked[0] if i in plain and i != energy
-    ]
+    assert len(asked) == 4 and not [i for i in asked[1] if i in plain]
+    assert [i for i in asked[2] if i in plain] == [i for i in asked[0] if i in plain and i != energy]
     assert sim.calls["nvmlDeviceGetTotalEccErrors"] == 0  # the other fields stay batched
     assert telemetry.view().errors_total == {}
 
@@ -262,7 +270,7 @@ def test_not_supported_per_field_is_remembered_per_field() -> None:
     # ECC and retired pages: once in the batch, once by their own call (an older driver might
     # know them there), then never again; the batch goes on every cycle for the rest.
     assert sim.calls["nvmlDeviceGetTotalEccErrors"] == 4 and sim.calls["nvmlDeviceGetRetiredPages"] == 1
-    assert sim.calls["nvmlDeviceGetFieldValues"] == 3
+    assert sim.calls["nvmlDeviceGetFieldValues"] == 4  # + once the per-link NVLink fields (refused)
     assert telemetry.view().errors_total == {}
 
 

@@ -204,6 +204,22 @@ class DeviceCalls(SimCore):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return round(at(series, self.cycle) * scale)
 
+    def _nvlink_sum(self, dev: SimDevice, key: str, scale: float = 1.0) -> int:
+        """A counter summed over the GPU's links (the ``scopeId = UINT_MAX`` throughput fields and the
+        ``..._ERROR_COUNT_TOTAL`` ones); NOT_SUPPORTED where no link counts it."""
+        if not dev.gpu.supports("nvlink"):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        counted = [getattr(n, key) for n in dev.gpu.nvlink if getattr(n, key) is not None]
+        if not counted:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return sum(round(at(series, self.cycle) * scale) for series in counted)
+
+    def _nvlink_scoped(self, dev: SimDevice, link: int, key: str) -> int:
+        """A throughput field: the link named by ``scopeId``, or all of them for UINT_MAX."""
+        if link == ALL_LINKS:
+            return self._nvlink_sum(dev, key, 1 / 1024)
+        return self._nvlink(dev, link, key, 1 / 1024)
+
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         return self._scalar(handle, "nvmlDeviceGetPowerUsage")
 
@@ -296,6 +312,8 @@ class DeviceCalls(SimCore):
             fail(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
 
 
+ALL_LINKS = 0xFFFFFFFF
+"""``scopeId`` UINT_MAX: "the aggregate value summed up across all links" (nvml.h)."""
 _UINT, _ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 _C, _U = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 _V, _A = pynvml.NVML_VOLATILE_ECC, pynvml.NVML_AGGREGATE_ECC
@@ -363,8 +381,13 @@ def _link_errors(link: int, key: str) -> FieldServer:
     return lambda sim, dev: (_ULL, sim._nvlink(dev, link, key))
 
 
-for _link in range(12):
-    for _kind, _key in _NVLINK_ERRORS.items():
+def _total_errors(key: str) -> FieldServer:
+    return lambda sim, dev: (_ULL, sim._nvlink_sum(dev, key))
+
+
+for _kind, _key in _NVLINK_ERRORS.items():
+    FIELD_VALUES[getattr(pynvml, f"NVML_FI_DEV_NVLINK_{_kind}_ERROR_COUNT_TOTAL")] = _total_errors(_key)
+    for _link in range(12):
         FIELD_VALUES[getattr(pynvml, f"NVML_FI_DEV_NVLINK_{_kind}_ERROR_COUNT_L{_link}")] = _link_errors(
             _link, _key
         )
@@ -374,14 +397,15 @@ ScopedServer = Callable[[DeviceCalls, SimDevice, int], tuple[int, int]]
 SCOPED_FIELD_VALUES: dict[int, ScopedServer] = {
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: lambda sim, dev, link: (
         _ULL,
-        sim._nvlink(dev, link, "tx_bytes", 1 / 1024),
+        sim._nvlink_scoped(dev, link, "tx_bytes"),
     ),
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: lambda sim, dev, link: (
         _ULL,
-        sim._nvlink(dev, link, "rx_bytes", 1 / 1024),
+        sim._nvlink_scoped(dev, link, "rx_bytes"),
     ),
 }
-"""Field IDs whose ``scopeId`` names the NVLink (throughput in KiB, as NVML counts it)."""
+"""Field IDs whose ``scopeId`` names the NVLink, or is UINT_MAX for all links (throughput in KiB, as
+NVML counts it)."""
 
 FIELD_VALUE_LAYOUT = struct.Struct("@IIqqIIQ")
 """``c_nvmlFieldValue_t`` in C: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, value

@@ -5,6 +5,10 @@ compute, graphics and MPS. On a MIG GPU the parent's lists hold every instance's
 processes with their instance ids, a MIG handle's list only its own (compute only).
 Utilisation samples carry the µs timestamp of the cycle that produced them; a
 caller whose ``lastSeen`` is at or past the newest sample gets NOT_FOUND, as from NVML.
+As on a driver, the encoder and decoder work shows in the samples: the first sampled process
+of a cycle carries the device's ``encoder_percent`` / ``decoder_percent`` of that cycle as its
+``encUtil`` / ``decUtil``, the others 0 (a scenario with engine work but no sampled process
+describes no GPU a driver reports).
 A process with ``from_cycle`` / ``until_cycle`` is listed (and sampled, and named)
 only in the cycles it runs.
 """
@@ -88,6 +92,12 @@ class ProcessCalls(SimCore):
                     return p.name
         fail(pynvml.NVML_ERROR_NOT_FOUND)
 
+    @staticmethod
+    def _engine(dev: SimDevice, key: str, cycle: int) -> int:
+        """The device's encoder or decoder percent in ``cycle`` (0 where the scenario has none)."""
+        series = dev.gpu.values.get(key)
+        return 0 if series is None or not dev.gpu.supports(key) else round(at(series, cycle))
+
     def nvmlDeviceGetProcessUtilization(self, handle: Any, timeStamp: int) -> list[NvmlStruct]:
         dev, mig = self._any(handle, "nvmlDeviceGetProcessUtilization")
         # NVML: "On MIG-enabled GPUs, querying process utilization is not currently supported."
@@ -99,12 +109,17 @@ class ProcessCalls(SimCore):
             stamp = self.stamp(cycle)
             if stamp is None or stamp <= timeStamp:
                 continue
+            enc, dec = (
+                self._engine(dev, "encoder_percent", cycle),
+                self._engine(dev, "decoder_percent", cycle),
+            )
             for p in procs:
                 if p.sm_util_percent is not None and p.present(cycle):
                     sm = round(at(p.sm_util_percent, cycle))
                     samples.append(
-                        NvmlStruct(pid=p.pid, timeStamp=stamp, smUtil=sm, memUtil=0, encUtil=0, decUtil=0)
+                        NvmlStruct(pid=p.pid, timeStamp=stamp, smUtil=sm, memUtil=0, encUtil=enc, decUtil=dec)
                     )
+                    enc = dec = 0  # the first sampled process of the cycle owns the engines' work
         if not samples:
             fail(pynvml.NVML_ERROR_NOT_FOUND)
         return samples

@@ -53,6 +53,9 @@ class FieldSpec:
     """Arguments of ``call`` after the handle."""
     scope_id: int | None = None
     """The ``scopeId`` of a scoped field (the NVLink of a per-link counter); None: unscoped."""
+    fallback: tuple[FieldSpec, ...] = ()
+    """Fields that give the same reading in parts (an NVLink sum's per-link counters): asked instead,
+    from the same cycle on, where the driver answers this one NOT_SUPPORTED or INVALID_ARGUMENT."""
     quiet: bool = False
     """Not supported is common (every NVLink field of a GPU without NVLink): one summary line per
     device instead of one per field."""
@@ -119,11 +122,15 @@ PCIE_TRAFFIC: Final = (
 """PCIe bytes transmitted and received since the driver loaded (TX, RX; nvml.h's IDs where an older
 pynvml does not name them: a driver that does not know them answers NOT_SUPPORTED, logged once)."""
 NVLINK_LINKS: Final = 18
-"""Links asked per GPU (NVML_NVLINK_MAX_LINKS on Hopper); the ones a GPU lacks answer NOT_SUPPORTED once."""
+"""Links asked per GPU where the driver cannot sum them (NVML_NVLINK_MAX_LINKS on Hopper); the ones a
+GPU lacks answer NOT_SUPPORTED once."""
 NVLINK_ERROR_LINKS: Final = 12
 """Links with per-link error field IDs (``..._L0`` to ``..._L11``)."""
 NVLINK_ERROR_KINDS: Final = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
 """In :class:`~falcon_gpu.model.snapshot.NvlinkErrors` field order."""
+ALL_LINKS: Final = 0xFFFFFFFF
+"""The ``scopeId`` (UINT_MAX) for which nvml.h says the throughput fields answer "the aggregate value
+summed up across all links"."""
 
 
 def _traffic(direction: str, field_id: int) -> tuple[FieldSpec, ...]:
@@ -134,7 +141,8 @@ def _traffic(direction: str, field_id: int) -> tuple[FieldSpec, ...]:
 
 
 NVLINK_TX: Final = _traffic("tx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
-"""Per link (index = link): data sent, KiB, the link as ``scopeId``."""
+"""Per link (index = link): data sent, KiB, the link as ``scopeId`` (asked only where the driver does
+not answer :data:`NVLINK_TRAFFIC`)."""
 NVLINK_RX: Final = _traffic("rx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
 NVLINK_ERRORS: Final = tuple(
     tuple(
@@ -148,8 +156,24 @@ NVLINK_ERRORS: Final = tuple(
     for kind in NVLINK_ERROR_KINDS
 )  # fmt: skip
 """Per error kind (NVLINK_ERROR_KINDS order), per link 0-11 (index = link): the error counter."""
-NVLINK: Final = (*NVLINK_TX, *NVLINK_RX, *(spec for kind in NVLINK_ERRORS for spec in kind))
-"""Every NVLink field, in the order the interconnect reader slices them: TX, RX, then errors by kind."""
+NVLINK_LINK_ERRORS: Final = tuple(spec for kind in NVLINK_ERRORS for spec in kind)
+"""Every per-link error counter, by kind then link (the order the interconnect reader slices them)."""
+NVLINK_TRAFFIC: Final = (
+    FieldSpec("nvlink_tx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, scope_id=ALL_LINKS, quiet=True,
+              fallback=NVLINK_TX),
+    FieldSpec("nvlink_rx", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, scope_id=ALL_LINKS, quiet=True,
+              fallback=NVLINK_RX),
+)  # fmt: skip
+"""TX and RX data over all links (KiB): two values per GPU and cycle instead of 36."""
+NVLINK_ERROR_TOTALS: Final = tuple(
+    FieldSpec(f"nvlink_{kind.lower()}", getattr(pynvml, f"NVML_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL"),
+              quiet=True, fallback=links)
+    for kind, links in zip(NVLINK_ERROR_KINDS, NVLINK_ERRORS, strict=True)
+)  # fmt: skip
+"""Each error kind's counter "total for all" links (NVLINK_ERROR_KINDS order): four values per GPU and
+cycle instead of 48; the per-link counters are asked only when a total changed (to name the link)."""
+NVLINK: Final = (*NVLINK_TRAFFIC, *NVLINK_ERROR_TOTALS)
+"""The NVLink fields of every cycle's batch: the two traffic sums, then the four error totals."""
 
 FIELDS: Final = (
     MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED, *PCIE_TRAFFIC,
@@ -235,12 +259,32 @@ class FieldValues:
         """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs)."""
         self._quiet = 0
         """Quiet fields found not supported in the current fetch (logged as one line)."""
+        self._fell_back: list[FieldSpec] = []
+        """Fields found replaced by their fallback fields in the current fetch."""
+        self._kept: dict[tuple[str, str], tuple[Any, list[float | None]]] = {}
+        """Per scope and key: (token, numbers) of :meth:`when_changed`."""
 
     def report(self, failed: Failed) -> None:
         self._nvml.errors.append(failed.error)
 
     def batch(self, scope: str, handle: Any) -> FieldBatch:
         return FieldBatch(self, scope, handle)
+
+    def supported(self, scope: str, spec: FieldSpec) -> bool:
+        return self._nvml.supported(scope, spec.name)
+
+    def when_changed(
+        self, scope: str, handle: Any, key: str, token: Any, specs: tuple[FieldSpec, ...]
+    ) -> list[float | None]:
+        kept = self._kept.get((scope, key))
+        if kept is not None and kept[0] == token:
+            return kept[1]
+        numbers = self.ask(scope, handle, specs)
+        if numbers is None:
+            self._kept.pop((scope, key), None)
+            return [None] * len(specs)
+        self._kept[(scope, key)] = (token, numbers)
+        return numbers
 
     def uses_call(self, scope: str, spec: FieldSpec) -> bool:
         return (scope, spec.name) in self._via_call
@@ -250,35 +294,79 @@ class FieldValues:
         cached = self._ids.get(scope)
         if cached is not None and cached[0] == generation:
             return cached
-        specs = [
-            s
-            for s in self._specs
-            if self._nvml.supported(scope, s.name) and (scope, s.name) not in self._via_call
-        ]
+        specs = self._askable(scope, self._specs)
         cached = self._ids[scope] = (generation, [s.request for s in specs], specs)
         return cached
+
+    def _askable(self, scope: str, specs: tuple[FieldSpec, ...]) -> list[FieldSpec]:
+        """``specs`` minus those not supported or read by their own call, a not supported one replaced
+        by its fallback fields."""
+        out: list[FieldSpec] = []
+        supported = self._nvml.supported
+        for s in specs:
+            if supported(scope, s.name):
+                if (scope, s.name) not in self._via_call:
+                    out.append(s)
+            elif s.fallback:
+                out += self._askable(scope, s.fallback)
+        return out
 
     def fetch(self, scope: str, handle: Any) -> dict[int | tuple[int, int], Answer | Failed] | None:
         """This cycle's answers by field ID; None: the call is unavailable (use the dedicated ones)."""
         _, ids, specs = self._ids_for(scope)
+        self._quiet = 0
+        self._fell_back = []
+        answers = self._ask(scope, handle, ids, specs)
+        if answers is not None and self._fell_back:  # their parts, in the same cycle (once per device)
+            parts = self._askable(scope, tuple(f for s in self._fell_back for f in s.fallback))
+            more = self._ask(scope, handle, [s.request for s in parts], parts)
+            answers.update(more or {})
+        self._log_quiet(scope)
+        return answers
+
+    def _log_quiet(self, scope: str) -> None:
+        if self._quiet:
+            log.info("NVML: %d NVLink fields are not supported on %s (links it does not have); "
+                     "not asking again",
+                     self._quiet, scope)  # fmt: skip
+
+    def ask(self, scope: str, handle: Any, specs: tuple[FieldSpec, ...]) -> list[float | None] | None:
+        """The numbers of ``specs`` (no dedicated calls) in a call of their own; None: the call failed."""
+        askable = self._askable(scope, specs)
+        self._quiet = 0
+        answers = self._ask(scope, handle, [s.request for s in askable], askable)
+        self._log_quiet(scope)
+        if answers is None:
+            return None
+        return self.numbers_of(answers, specs)
+
+    def numbers_of(
+        self, answers: dict[int | tuple[int, int], Answer | Failed], specs: tuple[FieldSpec, ...]
+    ) -> list[float | None]:
+        out: list[float | None] = []
+        for spec in specs:
+            got = answers.get(spec.request)
+            if isinstance(got, Failed):
+                self.report(got)
+                got = None
+            out.append(None if isinstance(got, UseCall) else got)
+        return out
+
+    def _ask(
+        self, scope: str, handle: Any, ids: list[int | tuple[int, int]], specs: list[FieldSpec]
+    ) -> dict[int | tuple[int, int], Answer | Failed] | None:
         if not ids:
             return {}
         raw = self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids)
         if raw is ABSENT:
             return None
         # NVML answers in request order (the array it was given, filled in place).
-        self._quiet = 0
-        answers = {
+        return {
             spec.request: number
             if ret == pynvml.NVML_SUCCESS and number is not None
             else self._answer(scope, spec, ret, value_type, number)
             for spec, (ret, value_type, number) in zip(specs, _decoded(raw), strict=True)
         }
-        if self._quiet:
-            log.info("NVML: %d NVLink fields are not supported on %s (links it does not have); "
-                     "not asking again",
-                     self._quiet, scope)  # fmt: skip
-        return answers
 
     def _answer(
         self, scope: str, spec: FieldSpec, ret: int, value_type: int, number: float | None
@@ -290,6 +378,12 @@ class FieldValues:
         if ret == pynvml.NVML_ERROR_NOT_FOUND:
             return None
         if ret in _OLD_DRIVER:
+            if spec.fallback:
+                self._nvml.mark_not_supported(scope, spec.name, quiet=True)
+                self._fell_back.append(spec)
+                log.debug("NVML: field %s of %s answered code %d; asking its %d parts instead",
+                          spec.field_id, scope, ret, len(spec.fallback))  # fmt: skip
+                return None
             if spec.call is None:
                 self._quiet += spec.quiet
                 self._nvml.mark_not_supported(scope, spec.name, quiet=spec.quiet)
@@ -331,20 +425,22 @@ class FieldBatch:
 
     def numbers(self, specs: tuple[FieldSpec, ...]) -> list[float | None]:
         """The numbers of fields that have no dedicated call (None each where absent), for readers
-        that take many (NVLink: 84 per GPU) without the per-field fallback checks of :meth:`get`."""
+        that take many without the per-field fallback checks of :meth:`get`."""
         if isinstance(self._values, UseCall):
             self._values = self._owner.fetch(self._scope, self._handle)
-        values = self._values
-        if not values:
+        if not self._values:
             return [None] * len(specs)
-        out: list[float | None] = []
-        for spec in specs:
-            got = values.get(spec.request)
-            if isinstance(got, Failed):
-                self._owner.report(got)
-                got = None
-            out.append(None if isinstance(got, UseCall) else got)
-        return out
+        return self._owner.numbers_of(self._values, specs)
+
+    def supported(self, spec: FieldSpec) -> bool:
+        """False once the driver answered ``spec`` NOT_SUPPORTED (its fallback fields are asked instead)."""
+        return self._owner.supported(self._scope, spec)
+
+    def when_changed(self, key: str, token: Any, specs: tuple[FieldSpec, ...]) -> list[float | None]:
+        """The numbers of ``specs``, asked in a call of their own only when ``token`` differs from the
+        one they were last asked under (the per-link NVLink errors, when an error total moved), else
+        the numbers kept from then: the counters they sum cannot have moved either."""
+        return self._owner.when_changed(self._scope, self._handle, key, token, specs)
 
     def value(self, nvml: NvmlCaller, spec: FieldSpec) -> Any:
         """The field's number, or its dedicated call's answer where the batch cannot give it; ABSENT: none."""

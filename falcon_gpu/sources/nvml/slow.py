@@ -1,28 +1,45 @@
-"""Readings that only an administrator changes: read once a minute per device, reused in between.
+"""Readings not asked every cycle because their answer is known not to have changed.
 
-The enforced power limit changes when someone runs ``nvidia-smi -pl`` (or a
-power-capping daemon does), and the infoROM checksum only when the board is
-re-flashed or corrupts; asking them every cycle costs two NVML calls (ioctls)
-per GPU per cycle for an answer that is the same the next minute. A new value is
-therefore seen within :data:`REFRESH_S`. An answer that came with an unexpected
-error is not kept (the next cycle asks again); NOT_SUPPORTED stays remembered by
-the caller as for every field.
+On a real driver every NVML call is an ioctl; a reading whose answer cannot have
+changed since it was last asked is reused instead of asked again. Three kinds:
+
+- Administrator settings (:meth:`SlowReadings.call`): the enforced power limit changes
+  when someone runs ``nvidia-smi -pl`` (or a power-capping daemon does), the infoROM
+  checksum only when the board is re-flashed or corrupts, the MIG mode with a
+  reconfiguration. Re-read once every :data:`REFRESH_S`.
+- Readings that follow another one (``call(..., token=...)``): re-read as soon as the
+  reading they follow changed, then every cycle until two answers in a row agree (a fan
+  ramping to its new speed, a clock switching), and at least every :data:`REFRESH_S` for a
+  setting that overrides it. The memory clock follows the performance state (each P-state has its
+  memory clock; ``nvidia-smi -lmc`` locks it, seen within a minute); the fan's
+  *intended* speed (what ``nvmlDeviceGetFanSpeed`` answers) follows the GPU temperature
+  through the fan curve (a manual fan setting is seen within a minute).
+- Readings that are zero while nothing uses what they measure (:meth:`SlowReadings.gated`):
+  asked while the caller sees a use this cycle, while the last answer was not "idle" (to see
+  it fall back), and at least every :data:`REFRESH_S` whatever the caller sees (so a wrong
+  "not in use" costs at most a minute); otherwise the idle answer is reused.
+
+An answer that came with an unexpected error is not kept (the next cycle asks again);
+NOT_SUPPORTED stays remembered by the caller as for every field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from falcon_gpu.sources.nvml.calls import NvmlCaller
 
 REFRESH_S: Final = 60.0
+_UNSETTLED: Final = object()
+"""The token of an answer that differed from the one before it: equal to no caller's token."""
 
 
 class SlowReadings:
     def __init__(self, refresh_s: float = REFRESH_S) -> None:
         self._refresh = refresh_s
-        self._kept: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._kept: dict[tuple[str, str], tuple[float, Any, Any]] = {}
+        """Per (scope, field): (when asked, the token it was asked under, the answer)."""
 
     def call(
         self,
@@ -33,18 +50,55 @@ class SlowReadings:
         fn_name: str,
         *args: Any,
         answers: Mapping[int, Any] | None = None,
+        token: Any = None,
     ) -> Any:
-        """``nvml.call(scope, field, fn_name, *args)``, or its answer of less than REFRESH_S ago."""
+        """``nvml.call(scope, field, fn_name, *args)``, or its answer of less than REFRESH_S ago
+        asked under the same ``token`` (with a token: once it answered the same twice in a row)."""
         key = (scope, field)
         kept = self._kept.get(key)
-        if kept is not None and 0 <= now - kept[0] < self._refresh:
-            return kept[1]
+        if kept is not None and kept[1] == token and 0 <= now - kept[0] < self._refresh:
+            return kept[2]
+        value = self._ask(nvml, now, scope, field, token, nvml.call, (scope, field, fn_name, *args), answers)
+        if token is not None and kept is not None and kept[2] != value and key in self._kept:
+            self._kept[key] = (now, _UNSETTLED, value)  # still moving: ask again next cycle
+        return value
+
+    def gated(
+        self,
+        nvml: NvmlCaller,
+        now: float,
+        scope: str,
+        field: str,
+        ask: Callable[..., Any],
+        *args: Any,
+        in_use: bool,
+        idle: Callable[[Any], bool],
+    ) -> Any:
+        """``ask(*args)`` (an :class:`NvmlCaller` method), or the last answer when that was
+        ``idle`` (less than REFRESH_S ago) and the caller sees nothing ``in_use``."""
+        if not in_use:
+            kept = self._kept.get((scope, field))
+            if kept is not None and 0 <= now - kept[0] < self._refresh and idle(kept[2]):
+                return kept[2]
+        return self._ask(nvml, now, scope, field, None, ask, args, None)
+
+    def _ask(
+        self,
+        nvml: NvmlCaller,
+        now: float,
+        scope: str,
+        field: str,
+        token: Any,
+        ask: Callable[..., Any],
+        args: tuple[Any, ...],
+        answers: Mapping[int, Any] | None,
+    ) -> Any:
         errors = len(nvml.errors)
-        value = nvml.call(scope, field, fn_name, *args, answers=answers)
+        value = ask(*args) if answers is None else ask(*args, answers=answers)
         if len(nvml.errors) == errors:
-            self._kept[key] = (now, value)
+            self._kept[(scope, field)] = (now, token, value)
         else:
-            self._kept.pop(key, None)
+            self._kept.pop((scope, field), None)
         return value
 
     def forget(self) -> None:

@@ -135,6 +135,21 @@ class DeviceContext:
     """What earlier readers produced this cycle (the MIG reader uses the processes)."""
     sm_by_pid: dict[int, float] | None = field(default_factory=dict)
     """PID -> SM share this cycle; None where NVML gives no per-process utilisation."""
+    samples: ProcessSamples | None = None
+    """This cycle's process-utilisation samples, read once by the first reader that needs them
+    (:func:`~falcon_gpu.sources.nvml.readers.processes.process_samples`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSamples:
+    """What one cycle's ``nvmlDeviceGetProcessUtilization`` samples say."""
+
+    sm_by_pid: dict[int, float] | None
+    """PID -> mean SM share; None where NVML gives no per-process utilisation (MIG, some boards)."""
+    encoder_in_use: bool
+    """A sample showed the encoder busy (``encUtil`` > 0); True where there are no samples at all."""
+    decoder_in_use: bool
+    """The same for the decoder (``decUtil``)."""
 
 
 Reader = Callable[[DeviceContext], Fields]

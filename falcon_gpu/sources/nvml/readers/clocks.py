@@ -2,6 +2,14 @@
 
 ``nvmlDeviceGetCurrentClocksEventReasons`` replaced ``...ThrottleReasons`` in
 newer drivers; the bit layout is the same (``CLOCK_EVENT_REASONS`` order).
+
+The SM clock moves with load and power every cycle and is asked every cycle. The memory
+clock does not: it is set by the performance state (P0 runs the memory at its maximum,
+lower P-states at theirs), so it is re-read when the P-state the thermal_power reader read
+this cycle differs from the one of its last read, and at least once a minute
+(:mod:`falcon_gpu.sources.nvml.slow`) so that a locked memory clock (``nvidia-smi -lmc``,
+which holds the clock within a P-state) is seen within 60 s. Where the P-state is unknown it
+is asked every cycle.
 """
 
 from __future__ import annotations
@@ -29,7 +37,12 @@ def read_clocks(ctx: DeviceContext) -> Fields:
     sm = call(scope, "sm_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_SM)
     if sm is not ABSENT:
         out["sm_clock_hertz"] = sm * MHZ
-    mem = call(scope, "memory_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_MEM)
+    pstate = ctx.fields.get("performance_state")
+    if pstate is None:
+        mem = call(scope, "memory_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_MEM)
+    else:
+        mem = ctx.slow.call(ctx.nvml, ctx.timestamp, scope, "memory_clock", "nvmlDeviceGetClockInfo", h,
+                            pynvml.NVML_CLOCK_MEM, token=pstate)  # fmt: skip
     if mem is not ABSENT:
         out["memory_clock_hertz"] = mem * MHZ
     mask = ctx.nvml.call_first(scope, "clock_event_reasons", "clock_event_reasons", _REASONS, h)

@@ -2,32 +2,61 @@
 
 All of them are fields of the device's one ``nvmlDeviceGetFieldValues`` call
 (:data:`~falcon_gpu.sources.nvml.field_values.PCIE_TRAFFIC`, ``NVLINK``): PCIe bytes
-(``NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES``), per link the data throughput
-(``..._NVLINK_THROUGHPUT_DATA_TX/RX`` with the link as ``scopeId``, KiB -> bytes, summed over the
-links) and the CRC flit, CRC data, replay and recovery error counters (``..._ERROR_COUNT_L<n>``,
-links 0-11), summed over the links and kept per link for the links that counted any. A GPU without
-NVLink answers NOT_SUPPORTED once and is not asked again. The per-second rates
+(``NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES``); NVLink data sent and received over all links
+(``..._NVLINK_THROUGHPUT_DATA_TX/RX`` with ``scopeId = UINT_MAX``, which nvml.h defines as the sum
+across all links; KiB -> bytes) and the CRC flit, CRC data, replay and recovery error counters as
+totals over the links (``..._ERROR_COUNT_TOTAL``): six values per GPU and cycle.
+
+The per-link error counters (``..._ERROR_COUNT_L<n>``, links 0-11) name the link that counted an
+error. They are asked, in a field-values call of their own, only when an error total changed since
+they were last asked (so also on the first cycle of a GPU whose totals are not zero); while the totals
+stay put the links' counters cannot have moved, and their last answer is published again. A GPU whose
+totals are all zero has no per-link series and makes no such call. Where a driver answers an aggregate
+NOT_SUPPORTED or INVALID_ARGUMENT, its per-link fields are asked instead, in every cycle's batch from
+that cycle on (18 links per direction for traffic, 12 per error kind). A GPU without NVLink answers
+NOT_SUPPORTED for those too, once, and is not asked again. The per-second rates
 (:class:`~falcon_gpu.sources.nvml.rates.CounterRates`) are absent on the first cycle and over a
 counter reset.
-
-Written for the hot path: 84 NVLink values per GPU per cycle, read as one list and sliced; per-link
-readings are built only in the rare case that a link has counted an error.
 """
 
 from __future__ import annotations
 
 from falcon_gpu.model.snapshot import NvlinkErrors, NvlinkReading
-from falcon_gpu.sources.nvml.field_values import NVLINK, NVLINK_ERROR_LINKS, NVLINK_LINKS, PCIE_TRAFFIC
+from falcon_gpu.sources.nvml.field_values import (
+    NVLINK_ERROR_LINKS,
+    NVLINK_ERROR_TOTALS,
+    NVLINK_ERRORS,
+    NVLINK_RX,
+    NVLINK_TRAFFIC,
+    NVLINK_TX,
+    PCIE_TRAFFIC,
+    FieldBatch,
+    FieldSpec,
+)
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
 KIB = 1024
-_ERRORS_AT = 2 * NVLINK_LINKS
-"""Where the error counters start in the NVLINK values (after TX and RX of every link)."""
+_NO_ERRORS: list[float | None] = [0.0] * NVLINK_ERROR_LINKS
+"""Every link's counter of a kind whose total is zero."""
 
 
 def _sum(values: list[float | None]) -> int | None:
     known = [v for v in values if v is not None]
     return int(sum(known)) if known else None
+
+
+def _kib(value: float | None) -> int | None:
+    return None if value is None else int(value) * KIB
+
+
+def _traffic(batch: FieldBatch) -> tuple[int | None, int | None]:
+    """NVLink bytes sent and received over all links: the driver's sums, else the per-link fields'."""
+    tx, rx = batch.numbers(NVLINK_TRAFFIC)
+    tx_spec, rx_spec = NVLINK_TRAFFIC
+    return (
+        _kib(tx) if batch.supported(tx_spec) else _kib(_sum(batch.numbers(NVLINK_TX))),
+        _kib(rx) if batch.supported(rx_spec) else _kib(_sum(batch.numbers(NVLINK_RX))),
+    )
 
 
 def _per_link(errors: list[list[float | None]]) -> tuple[NvlinkReading, ...]:
@@ -39,6 +68,31 @@ def _per_link(errors: list[list[float | None]]) -> tuple[NvlinkReading, ...]:
     return tuple(links)
 
 
+def _errors(batch: FieldBatch) -> tuple[list[int | None], list[list[float | None]]]:
+    """Per error kind: the total over the links, and the per-link counters."""
+    totals = batch.numbers(NVLINK_ERROR_TOTALS)
+    aggregate = [batch.supported(spec) for spec in NVLINK_ERROR_TOTALS]
+    per_kind: list[list[float | None]] = [
+        _NO_ERRORS if summed else batch.numbers(links)  # not summed: the per-link fields are in the batch
+        for summed, links in zip(aggregate, NVLINK_ERRORS, strict=True)
+    ]
+    if any(t for t, summed in zip(totals, aggregate, strict=True) if summed):  # name the links
+        asked: tuple[FieldSpec, ...] = tuple(
+            spec for summed, links in zip(aggregate, NVLINK_ERRORS, strict=True) if summed for spec in links
+        )
+        numbers = batch.when_changed("nvlink_links", (tuple(aggregate), tuple(totals)), asked)
+        at = 0
+        for kind, summed in enumerate(aggregate):
+            if summed:
+                per_kind[kind] = numbers[at : at + NVLINK_ERROR_LINKS]
+                at += NVLINK_ERROR_LINKS
+    out = [
+        (None if total is None else int(total)) if summed else _sum(links)
+        for total, summed, links in zip(totals, aggregate, per_kind, strict=True)
+    ]
+    return out, per_kind
+
+
 def read_interconnect(ctx: DeviceContext) -> Fields:
     batch, rates, now, scope = ctx.field_values, ctx.rates, ctx.timestamp, ctx.scope
     tx, rx = (None if v is None else int(v) for v in batch.numbers(PCIE_TRAFFIC))
@@ -48,16 +102,14 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
         "pcie_tx_bytes_per_second": rates.rate(scope, "pcie_tx", tx, now),
         "pcie_rx_bytes_per_second": rates.rate(scope, "pcie_rx", rx, now),
     }
-    values = batch.numbers(NVLINK)
-    link_tx, link_rx = _sum(values[:NVLINK_LINKS]), _sum(values[NVLINK_LINKS:_ERRORS_AT])
+    link_tx, link_rx = _traffic(batch)
     if link_tx is not None or link_rx is not None:
-        out["nvlink_tx_bytes"] = None if link_tx is None else link_tx * KIB
-        out["nvlink_rx_bytes"] = None if link_rx is None else link_rx * KIB
-        out["nvlink_tx_bytes_per_second"] = rates.rate(scope, "nvlink_tx", out["nvlink_tx_bytes"], now)
-        out["nvlink_rx_bytes_per_second"] = rates.rate(scope, "nvlink_rx", out["nvlink_rx_bytes"], now)
-    errors = values[_ERRORS_AT:]
-    if any(v is not None for v in errors):
-        per_kind = [errors[i : i + NVLINK_ERROR_LINKS] for i in range(0, len(errors), NVLINK_ERROR_LINKS)]
-        out["nvlink_errors"] = NvlinkErrors(*(_sum(kind) for kind in per_kind))
-        out["nvlink"] = _per_link(per_kind) if any(errors) else ()
+        out["nvlink_tx_bytes"] = link_tx
+        out["nvlink_rx_bytes"] = link_rx
+        out["nvlink_tx_bytes_per_second"] = rates.rate(scope, "nvlink_tx", link_tx, now)
+        out["nvlink_rx_bytes_per_second"] = rates.rate(scope, "nvlink_rx", link_rx, now)
+    totals, per_kind = _errors(batch)
+    if any(t is not None for t in totals):
+        out["nvlink_errors"] = NvlinkErrors(*totals)
+        out["nvlink"] = _per_link(per_kind) if any(totals) else ()
     return out

@@ -12,7 +12,20 @@ counts twice. NOT_FOUND means "no new samples": no process ran a kernel, every s
 is 0 (so does pynvml's NVMLError(NVML_SUCCESS), raised when the driver reports zero
 samples); a process without a sample also has share 0. Only where NVML gives no
 per-process utilisation at all (NOT_SUPPORTED: MIG-enabled GPUs, some devices) is
-every share None, so that pod utilisation is absent there, not 0.
+every share None, so that pod utilisation is absent there, not 0. The samples are read
+once per cycle (:func:`process_samples`), by the utilization reader when it runs first:
+their ``encUtil`` / ``decUtil`` tell it whether the encoder and decoder were in use.
+
+The MPS list is asked only while the compute list holds an MPS server or a process whose
+name cannot be read. NVIDIA's MPS documentation: "The nvidia-cuda-mps-server process owns
+the CUDA context on the GPU and uses it to execute GPU operations for its client application
+processes. Due to this, when querying active processes via nvidia-smi (or any NVML-based
+application) nvidia-cuda-mps-server will appear as the active CUDA process"; MPS clients
+(``nvmlDeviceGetMPSComputeRunningProcesses``: "processes with a MPS compute context") exist
+only while a server runs on the device. A process named ``nvidia-cuda-mps-server`` in the
+compute list therefore opens the gate; an unnamed one (a container without the host's PID
+namespace cannot read names) might be the server, so it opens it too; and it is asked once
+a minute whatever the compute list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`).
 """
 
 from __future__ import annotations
@@ -24,7 +37,7 @@ import pynvml
 
 from falcon_gpu.model.snapshot import ProcessReading
 from falcon_gpu.sources.nvml.calls import ABSENT, Variant
-from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ratio
+from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ProcessSamples, ratio
 
 LISTS = (
     ("compute", "nvmlDeviceGetComputeRunningProcesses"),
@@ -42,6 +55,24 @@ _VARIANTS: dict[str, tuple[Variant, ...]] = {
 """Per list: the process-info generations, newest first (``_v3`` -> ``_v2`` -> plain)."""
 _PLAN = tuple((kind, f"processes_{kind}", _VARIANTS[kind], (kind,)) for kind, _ in LISTS)
 """Per list: (kind, not-supported key and family, variants, the one-kind types tuple)."""
+MPS_SERVER = "nvidia-cuda-mps-server"
+"""The MPS server's process name (the path's last part where NVML answers the whole path)."""
+
+
+def _mps_server_may_run(ctx: DeviceContext, compute: Any) -> bool:
+    """Whether ``compute`` (a compute list, or ABSENT) may hold the MPS server."""
+    if compute is ABSENT:
+        return True
+    names = ctx.names.get
+    for info in compute:
+        name = names(int(info.pid))
+        if name is None or name.rsplit("/", 1)[-1] == MPS_SERVER:
+            return True
+    return False
+
+
+def _no_clients(found: Any) -> bool:
+    return found is ABSENT or not found
 
 
 def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[ProcessReading, ...]:
@@ -51,9 +82,19 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
     entry per process, the types tuple built only when a PID is in several lists."""
     kinds: dict[ProcessKey, tuple[str, ...]] = {}
     memory: dict[ProcessKey, int | None] = {}
-    call_first = ctx.nvml.call_first
+    nvml = ctx.nvml
+    call_first = nvml.call_first
+    compute: Any = ABSENT
     for kind, field, variants, alone in _PLAN:
-        found = call_first(scope, field, field, variants, handle)
+        if kind == "mps":
+            found = ctx.slow.gated(
+                nvml, ctx.timestamp, scope, field, call_first, scope, field, field, variants, handle,
+                in_use=_mps_server_may_run(ctx, compute), idle=_no_clients,
+            )  # fmt: skip
+        else:
+            found = call_first(scope, field, field, variants, handle)
+        if kind == "compute":
+            compute = found
         if found is ABSENT:
             continue
         for info in found:
@@ -86,8 +127,15 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
     )
 
 
-def _sm_shares(ctx: DeviceContext) -> dict[int, float] | None:
-    """Mean SM share per PID since the last cycle; None when NVML gives none on this device."""
+def process_samples(ctx: DeviceContext) -> ProcessSamples:
+    """This cycle's samples of the device (asked once per cycle, kept in ``ctx``)."""
+    if ctx.samples is None:
+        ctx.samples = _samples(ctx)
+    return ctx.samples
+
+
+def _samples(ctx: DeviceContext) -> ProcessSamples:
+    """Mean SM share per PID since the last cycle, and whether the encoder / decoder were used."""
     last_seen = ctx.last_seen_us.get(ctx.scope, 0)
     # pynvml raises NVMLError(NVML_SUCCESS) when the driver has no samples at all: also "none".
     samples = ctx.nvml.call(
@@ -95,19 +143,23 @@ def _sm_shares(ctx: DeviceContext) -> dict[int, float] | None:
         answers={pynvml.NVML_SUCCESS: [], pynvml.NVML_ERROR_NOT_FOUND: []},
     )  # fmt: skip
     if samples is ABSENT:
-        return None
+        return ProcessSamples(None, encoder_in_use=True, decoder_in_use=True)
     newest = max(last_seen, int(ctx.timestamp * 1_000_000))
     by_pid: dict[int, list[float]] = defaultdict(list)
+    encoder = decoder = False
     for sample in samples:
         stamp = int(sample.timeStamp)
         if stamp <= last_seen:
             continue
         newest = max(newest, stamp)
         by_pid[int(sample.pid)].append(ratio(sample.smUtil))
+        encoder = encoder or bool(sample.encUtil)
+        decoder = decoder or bool(sample.decUtil)
     ctx.last_seen_us[ctx.scope] = newest
-    return {pid: sum(v) / len(v) for pid, v in by_pid.items()}
+    shares = {pid: sum(v) / len(v) for pid, v in by_pid.items()}
+    return ProcessSamples(shares, encoder_in_use=encoder, decoder_in_use=decoder)
 
 
 def read_processes(ctx: DeviceContext) -> Fields:
-    ctx.sm_by_pid = _sm_shares(ctx)
+    ctx.sm_by_pid = process_samples(ctx).sm_by_pid
     return {"processes": list_processes(ctx, ctx.handle, ctx.scope)}

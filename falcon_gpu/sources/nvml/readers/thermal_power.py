@@ -8,6 +8,13 @@ batched field values (``NVML_FI_DEV_MEMORY_TEMP``, ``..._POWER_AVERAGE`` else
 the instant value otherwise, which is what ``nvmlDeviceGetPowerUsage`` answers on
 each generation, and that call where the driver has neither field. The enforced
 power limit is an administrator's setting, re-read once a minute (:mod:`falcon_gpu.sources.nvml.slow`).
+
+``nvmlDeviceGetFanSpeed`` answers the fan's *intended* speed (nvml.h: "the intended
+operating speed of the device's fan"; a blocked fan does not change it), which the fan
+controller sets from the GPU temperature: it is re-read when the temperature read this
+cycle differs from the one of its last read, and at least once a minute (a manual fan
+setting is seen within 60 s). Most data-centre boards have no fan: NOT_SUPPORTED once,
+then never asked again.
 """
 
 from __future__ import annotations
@@ -44,7 +51,10 @@ def read_thermal_power(ctx: DeviceContext) -> Fields:
     pstate = call(scope, "performance_state", "nvmlDeviceGetPerformanceState", h)
     if pstate is not ABSENT and int(pstate) != PSTATE_UNKNOWN:
         out["performance_state"] = int(pstate)
-    fan = call(scope, "fan_speed", "nvmlDeviceGetFanSpeed", h)
+    if temp is ABSENT:
+        fan = call(scope, "fan_speed", "nvmlDeviceGetFanSpeed", h)
+    else:
+        fan = ctx.slow.call(nvml, ctx.timestamp, scope, "fan_speed", "nvmlDeviceGetFanSpeed", h, token=temp)
     if fan is not ABSENT:
         out["fan_speed_ratio"] = ratio(fan)
     return out

@@ -1,0 +1,135 @@
+"""The NVML calls that are not made every cycle, both sides of each gate: asked when the answer may
+have changed (and the reading then equals the scenario's), not asked when it cannot have (and the
+reading is still the scenario's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
+from falcon_gpu.sources.nvml.slow import REFRESH_S
+from tests.nvml.helpers import GIB, expected_device, gpu, scenario_of, source_on
+
+MPS_LIST = "nvmlDeviceGetMPSComputeRunningProcesses_v3"
+
+
+def _run(sim: SimulatedNvml, times: list[float], fn: str) -> tuple[list[int], list[Any]]:
+    """Per cycle (at ``times``): how often ``fn`` was called in it, and the device read."""
+    source, telemetry = source_on(sim)
+    asked, devices = [], []
+    for t in times:
+        before = sim.calls.get(fn, 0)
+        devices.append(source.collect(1000.0 + t).devices[0])
+        asked.append(sim.calls.get(fn, 0) - before)
+    assert telemetry.view().errors_total == {}
+    return asked, devices
+
+
+def _matches(devices: list[Any], sim: SimulatedNvml, field: str) -> None:
+    for cycle, device in enumerate(devices):
+        want = expected_device(sim.scenario.gpus[0], cycle)[field]
+        assert getattr(device, field) == pytest.approx(want), (cycle, field)
+
+
+def _process(pid: int, name: str | None, kind: str, **extra: object) -> dict[str, object]:
+    out: dict[str, object] = {"pid": pid, "type": kind, "used_memory_bytes": GIB, "sm_util_percent": 10}
+    if name is not None:
+        out["name"] = name
+    out.update(extra)
+    return out
+
+
+def test_the_mps_list_is_asked_only_while_the_compute_list_holds_an_mps_server() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(processes=[
+        _process(11, "trainer", "compute"),
+        _process(20, "nvidia-cuda-mps-server", "compute", from_cycle=3, until_cycle=5),
+        _process(21, "client", "mps", from_cycle=3, until_cycle=5),
+    ])))  # fmt: skip
+    asked, devices = _run(sim, [float(t) for t in range(7)], MPS_LIST)
+    # cycle 0: nothing known yet; 3-4: the server runs; 5: the last answer had a client
+    assert asked == [1, 0, 0, 1, 1, 1, 0]
+    assert [sorted(p.pid for p in d.processes) for d in devices] == [[11]] * 3 + [[11, 20, 21]] * 2 + [
+        [11]
+    ] * 2
+    assert [p.types for p in devices[3].processes if p.pid == 21] == [("mps",)]
+
+
+def test_an_unnamed_process_opens_the_mps_gate_and_a_minute_opens_it_whatever() -> None:
+    unnamed = SimulatedNvml(scenario_of(gpu(processes=[_process(11, None, "compute")])))
+    assert _run(unnamed, [0.0, 1.0, 2.0], MPS_LIST)[0] == [1, 1, 1]  # no hostPID: it might be the server
+    # a client whose server the compute list does not show (not what a driver does) is still seen
+    # within a minute, and then asked for every cycle while it is listed
+    hidden = SimulatedNvml(scenario_of(gpu(processes=[
+        _process(11, "trainer", "compute"), _process(21, "client", "mps", from_cycle=2),
+    ])))  # fmt: skip
+    times = [0.0, 10.0, 20.0, 30.0, REFRESH_S, REFRESH_S + 10, REFRESH_S + 20]
+    asked, devices = _run(hidden, times, MPS_LIST)
+    assert asked == [1, 0, 0, 0, 1, 1, 1]
+    assert [len(d.processes) for d in devices] == [1, 1, 1, 1, 2, 2, 2]
+
+
+def test_the_memory_clock_is_read_again_when_the_pstate_changes_and_once_a_minute() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(
+        performance_state=[0, 0, 2, 2, 2, 2, 0, 0, 0, 0],
+        memory_clock_mhz=[1215, 1215, 405, 405, 405, 405, 1215, 1215, 1593, 1593],  # then locked (-lmc)
+        sm_clock_mhz=1410, temperature_celsius=50,
+    )))  # fmt: skip
+    times = [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 130.0]
+    source, _ = source_on(sim)
+    per_cycle, clocks = [], []
+    for t in times:
+        before = sim.calls.get("nvmlDeviceGetClockInfo", 0)
+        clocks.append(source.collect(1000.0 + t).devices[0].memory_clock_hertz)
+        per_cycle.append(sim.calls["nvmlDeviceGetClockInfo"] - before - 1)  # minus the SM clock
+    # 2 and 6: the P-state changed (2 -> 3: the new clock agrees with the one before, settled);
+    # 8: a clock locked within P0 is seen once the minute is up (130 s: 60 s after the read at 70)
+    assert per_cycle == [1, 0, 1, 1, 0, 0, 1, 1, 0, 1]
+    assert clocks == [1215e6, 1215e6, 405e6, 405e6, 405e6, 405e6, 1215e6, 1215e6, 1215e6, 1593e6]
+
+
+def test_the_fan_is_read_again_when_the_temperature_changes_until_it_settles() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(
+        temperature_celsius=[50, 50, 50, 64, 64, 64, 64, 64],
+        fan_speed_percent=[30, 30, 30, 40, 48, 50, 50, 50],  # ramping to the new speed
+    )))  # fmt: skip
+    asked, devices = _run(sim, [float(t) for t in range(8)], "nvmlDeviceGetFanSpeed")
+    assert asked == [1, 0, 0, 1, 1, 1, 1, 0]  # asked until two answers agree (50, 50)
+    _matches(devices, sim, "fan_speed_ratio")
+
+
+def test_a_gpu_without_a_fan_is_asked_once() -> None:
+    sim = SimulatedNvml(
+        scenario_of(gpu(temperature_celsius=[50, 60, 70], not_supported=["fan_speed_percent"]))
+    )
+    asked, devices = _run(sim, [0.0, 1.0, 2.0], "nvmlDeviceGetFanSpeed")
+    assert asked == [1, 0, 0] and all(d.fan_speed_ratio is None for d in devices)
+
+
+ENCODING = [0, 0, 30, 25, 0, 0, 0]
+
+
+@pytest.mark.parametrize("engine", ["encoder", "decoder"])
+def test_an_engine_is_asked_while_a_process_sample_shows_it_in_use_and_until_it_is_back_at_zero(
+    engine: str,
+) -> None:
+    sim = SimulatedNvml(scenario_of(gpu(
+        processes=[_process(11, "ffmpeg", "compute")],
+        **{"encoder_percent": 0, "decoder_percent": 0, f"{engine}_percent": ENCODING},
+    )))  # fmt: skip
+    fn = f"nvmlDeviceGet{engine.title()}Utilization"
+    asked, devices = _run(sim, [float(t) for t in range(len(ENCODING))], fn)
+    assert asked == [1, 0, 1, 1, 1, 0, 0]  # 2-3: a sample shows it; 4: the last answer was 25
+    _matches(devices, sim, f"{engine}_utilization_ratio")
+    assert [getattr(d, f"{engine}_utilization_ratio") for d in devices] == [0, 0, 0.3, 0.25, 0, 0, 0]
+
+
+def test_without_process_samples_the_engines_are_asked_every_cycle() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(
+        processes=[_process(11, "ffmpeg", "compute")], encoder_percent=[0, 0, 30, 0],
+        decoder_percent=0, not_supported=["process_utilization"],
+    )))  # fmt: skip
+    asked, devices = _run(sim, [0.0, 1.0, 2.0, 3.0], "nvmlDeviceGetEncoderUtilization")
+    assert asked == [1, 1, 1, 1]
+    _matches(devices, sim, "encoder_utilization_ratio")
