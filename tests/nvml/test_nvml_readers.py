@@ -27,7 +27,8 @@ from tests.nvml.helpers import GIB, Quirky, expected_device, gpu, scenario_of, s
 FULL = gpu(
     memory_total_bytes=40 * GIB, memory_used_bytes=5 * GIB, memory_reserved_bytes=GIB,
     utilization_gpu_percent=73, utilization_memory_percent=40, temperature_celsius=61,
-    memory_temperature_celsius=70, power_watts=[250, 251], power_limit_watts=400,
+    memory_temperature_celsius=70, slowdown_tlimit_celsius=-2, shutdown_tlimit_celsius=-8,
+    power_watts=[250, 251], power_limit_watts=400,
     energy_joules=[1000, 1010, 1020], performance_state=0, sm_clock_mhz=1410, memory_clock_mhz=1215,
     fan_speed_percent=30, encoder_percent=4, decoder_percent=6, pcie_replays=[2, 3],
     ecc={"corrected_volatile": 1, "uncorrected_volatile": 0, "corrected_aggregate": [7, 8],
@@ -40,7 +41,7 @@ FULL = gpu(
 )  # fmt: skip
 THERMAL_POWER = {
     "temperature_celsius", "memory_temperature_celsius", "power_watts", "power_limit_watts",
-    "energy_joules", "performance_state", "fan_speed_ratio",
+    "energy_joules", "performance_state", "fan_speed_ratio", "slowdown_tlimit_celsius", "shutdown_tlimit_celsius",
 }  # fmt: skip
 
 
@@ -202,6 +203,10 @@ def test_power_limit_inforom_and_mig_mode_are_read_once_a_minute() -> None:
         assert sim.calls[fn] == 2, fn
 
 
+FIELD_ONLY = {"memory_temperature_celsius": 70, "slowdown_tlimit_celsius": -2, "shutdown_tlimit_celsius": -8}
+"""Readings NVML has only as field values (FULL's values)."""
+
+
 def test_field_values_batch_matches_the_dedicated_calls_and_old_bindings_lose_nothing() -> None:
     batched = SimulatedNvml(scenario_of(FULL))
     old = SimulatedNvml(scenario_of(FULL))
@@ -210,9 +215,9 @@ def test_field_values_batch_matches_the_dedicated_calls_and_old_bindings_lose_no
     src_old, tel_old = source_on(old_lib)
     for t in range(3):
         new_dev, old_dev = src_new.collect(1000.0 + t).devices[0], src_old.collect(1000.0 + t).devices[0]
-        assert reading_fields(new_dev) == {**reading_fields(old_dev), "memory_temperature_celsius": 70}
-        assert_matches_scenario(new_dev, batched, t, without={"memory_temperature_celsius"})
-    assert new_dev.memory_temperature_celsius == 70 and old_dev.memory_temperature_celsius is None
+        assert reading_fields(new_dev) == {**reading_fields(old_dev), **FIELD_ONLY}
+        assert_matches_scenario(new_dev, batched, t, without=set(FIELD_ONLY))
+    assert all(getattr(old_dev, name) is None for name in FIELD_ONLY)  # no function has them
     assert batched.calls["nvmlDeviceGetTotalEccErrors"] == 0 and batched.calls["nvmlDeviceGetPowerUsage"] == 0
     assert old.calls["nvmlDeviceGetTotalEccErrors"] == 12 and old.calls["nvmlDeviceGetPowerUsage"] == 3
     assert tel_new.view().errors_total == {} == tel_old.view().errors_total

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import pynvml
 
+from falcon_gpu.readings.device import READINGS
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
 
 log = logging.getLogger("falcon_gpu.nvml")
@@ -175,9 +176,15 @@ cycle instead of 48; the per-link counters are asked only when a total changed (
 NVLINK: Final = (*NVLINK_TRAFFIC, *NVLINK_ERROR_TOTALS)
 """The NVLink fields of every cycle's batch: the two traffic sums, then the four error totals."""
 
+DECLARED: Final = tuple(
+    (FieldSpec(r.field, r.nvml.field_ids[0]), r) for r in READINGS if r.nvml is not None and r.nvml.by_table
+)
+"""The reading table's field-only readings (``Nvml.by_table``), with their reading: no code of their own,
+read by :func:`~falcon_gpu.sources.nvml.readers.declared.read_declared` in their reader."""
+
 FIELDS: Final = (
     MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED, *PCIE_TRAFFIC,
-    *NVLINK,
+    *NVLINK, *(spec for spec, _ in DECLARED),
 )  # fmt: skip
 
 VALUE_ATTR: Final = {

@@ -24,14 +24,16 @@ import pynvml
 from falcon_gpu.sources.nvml.calls import ABSENT
 from falcon_gpu.sources.nvml.field_values import ENERGY, MEMORY_TEMP, POWER_AVERAGE, POWER_INSTANT, UseCall
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ratio
+from falcon_gpu.sources.nvml.readers.declared import declared_for, read_declared
 
 PSTATE_UNKNOWN = 32
+_DECLARED = declared_for("thermal_power")
 
 
 def read_thermal_power(ctx: DeviceContext) -> Fields:
     nvml, scope, h = ctx.nvml, ctx.scope, ctx.handle
     call = nvml.call
-    out: Fields = {}
+    out: Fields = read_declared(ctx, _DECLARED)
     temp = call(scope, "temperature", "nvmlDeviceGetTemperature", h, pynvml.NVML_TEMPERATURE_GPU)
     if temp is not ABSENT:
         out["temperature_celsius"] = float(temp)
