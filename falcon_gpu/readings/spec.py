@@ -10,8 +10,9 @@ what they need from that one record; the conversions between its units are built
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import pynvml
 
@@ -99,8 +100,8 @@ class Reading:
     dcgm: Publish | None = None
     openfalcon: Publish | None = None
     """None in a schema: not published in that schema."""
-    from_nvml: Convert = dataclasses.field(init=False, repr=False, compare=False)
-    """NVML's unit -> the base unit (for its reader)."""
+    from_nvml: Callable[[Any], Any] = dataclasses.field(init=False, repr=False, compare=False)
+    """NVML's answer -> the base unit, as ``type`` (for its reader)."""
     sim_to_nvml: Convert = dataclasses.field(init=False, repr=False, compare=False)
     """The scenario's unit -> NVML's (for the simulator's answer)."""
     sim_to_base: Convert = dataclasses.field(init=False, repr=False, compare=False)
@@ -109,7 +110,8 @@ class Reading:
     def __post_init__(self) -> None:
         nvml_unit = self.nvml.unit if self.nvml else self.unit
         sim_unit = self.sim.unit if self.sim else self.unit
-        object.__setattr__(self, "from_nvml", converter(nvml_unit, self.unit))
+        to_base, kind = converter(nvml_unit, self.unit), self.type
+        object.__setattr__(self, "from_nvml", lambda value: kind(to_base(value)))
         object.__setattr__(self, "sim_to_nvml", converter(sim_unit, nvml_unit))
         object.__setattr__(self, "sim_to_base", converter(sim_unit, self.unit))
 

@@ -29,6 +29,7 @@ from falcon_gpu.model.snapshot import (
     RemappedRows,
     RetiredPages,
 )
+from falcon_gpu.readings.units import PERCENT, RATIO, converter
 from falcon_gpu.sources.nvml.calls import NvmlCaller
 from falcon_gpu.sources.nvml.field_values import FieldBatch
 from falcon_gpu.sources.nvml.gpm import GpmSamples
@@ -155,6 +156,9 @@ class ProcessSamples:
 Reader = Callable[[DeviceContext], Fields]
 
 
+_PERCENT_TO_RATIO: Final = converter(PERCENT, RATIO)
+
+
 def ratio(percent: Any) -> float:
     """NVML percent -> ratio 0-1."""
-    return float(percent) / 100.0
+    return _PERCENT_TO_RATIO(float(percent))

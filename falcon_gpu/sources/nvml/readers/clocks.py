@@ -17,10 +17,12 @@ from __future__ import annotations
 import pynvml
 
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
+from falcon_gpu.readings.device import BY_FIELD
 from falcon_gpu.sources.nvml.calls import ABSENT, Variant
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
-MHZ = 1_000_000.0
+_SM_HZ, _MEMORY_HZ = BY_FIELD["sm_clock_hertz"].from_nvml, BY_FIELD["memory_clock_hertz"].from_nvml
+"""MHz -> Hz (the reading table's units)."""
 _REASONS: tuple[Variant, ...] = (
     ("events", "nvmlDeviceGetCurrentClocksEventReasons", {}),
     ("throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", {}),
@@ -36,7 +38,7 @@ def read_clocks(ctx: DeviceContext) -> Fields:
     out: Fields = {}
     sm = call(scope, "sm_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_SM)
     if sm is not ABSENT:
-        out["sm_clock_hertz"] = sm * MHZ
+        out["sm_clock_hertz"] = _SM_HZ(sm)
     pstate = ctx.fields.get("performance_state")
     if pstate is None:
         mem = call(scope, "memory_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_MEM)
@@ -44,7 +46,7 @@ def read_clocks(ctx: DeviceContext) -> Fields:
         mem = ctx.slow.call(ctx.nvml, ctx.timestamp, scope, "memory_clock", "nvmlDeviceGetClockInfo", h,
                             pynvml.NVML_CLOCK_MEM, token=pstate)  # fmt: skip
     if mem is not ABSENT:
-        out["memory_clock_hertz"] = mem * MHZ
+        out["memory_clock_hertz"] = _MEMORY_HZ(mem)
     mask = ctx.nvml.call_first(scope, "clock_event_reasons", "clock_event_reasons", _REASONS, h)
     if mask is not ABSENT:
         out["clock_event_reasons"] = reasons_from_mask(int(mask))

@@ -13,25 +13,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from falcon_gpu.readings.units import Convert
 from falcon_gpu.sources.nvml.calls import ABSENT
 from falcon_gpu.sources.nvml.field_values import DECLARED, FieldSpec
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
-Declared = tuple[tuple[FieldSpec, str, Callable[[Any], Any], Convert], ...]
-"""(field spec, snapshot field, python type, NVML unit -> base unit) per reading."""
+Declared = tuple[tuple[FieldSpec, str, Callable[[Any], Any]], ...]
+"""(field spec, snapshot field, NVML's value -> the base unit and type) per reading."""
 
 
 def declared_for(reader: str) -> Declared:
     """The field-only table readings that ``reader`` produces (built once, at the reader's import)."""
-    return tuple((spec, r.field, r.type, r.from_nvml) for spec, r in DECLARED if r.reader == reader)
+    return tuple((spec, r.field, r.from_nvml) for spec, r in DECLARED if r.reader == reader)
 
 
 def read_declared(ctx: DeviceContext, declared: Declared) -> Fields:
     """The values of ``declared`` this cycle (None where absent), in base units."""
     out: dict[str, Any] = {}
     batch, nvml = ctx.field_values, ctx.nvml
-    for spec, name, kind, convert in declared:
+    for spec, name, from_nvml in declared:
         value = batch.value(nvml, spec)
-        out[name] = None if value is ABSENT else kind(convert(value))
+        out[name] = None if value is ABSENT else from_nvml(value)
     return cast(Fields, out)

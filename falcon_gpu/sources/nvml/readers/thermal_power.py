@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import pynvml
 
+from falcon_gpu.readings.device import BY_FIELD
 from falcon_gpu.sources.nvml.calls import ABSENT
 from falcon_gpu.sources.nvml.field_values import ENERGY, MEMORY_TEMP, POWER_AVERAGE, POWER_INSTANT, UseCall
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ratio
@@ -28,6 +29,10 @@ from falcon_gpu.sources.nvml.readers.declared import declared_for, read_declared
 
 PSTATE_UNKNOWN = 32
 _DECLARED = declared_for("thermal_power")
+_WATTS, _LIMIT_WATTS, _JOULES = (
+    BY_FIELD[f].from_nvml for f in ("power_watts", "power_limit_watts", "energy_joules")
+)
+"""mW -> W, mJ -> J (the reading table's units)."""
 
 
 def read_thermal_power(ctx: DeviceContext) -> Fields:
@@ -43,13 +48,13 @@ def read_thermal_power(ctx: DeviceContext) -> Fields:
     if power is None or isinstance(power, UseCall):
         power = ctx.field_values.value(nvml, POWER_INSTANT)
     if power is not ABSENT:
-        out["power_watts"] = power / 1000.0
+        out["power_watts"] = _WATTS(power)
     limit = ctx.slow.call(nvml, ctx.timestamp, scope, "power_limit", "nvmlDeviceGetEnforcedPowerLimit", h)
     if limit is not ABSENT:
-        out["power_limit_watts"] = limit / 1000.0
+        out["power_limit_watts"] = _LIMIT_WATTS(limit)
     energy = ctx.field_values.value(nvml, ENERGY)
     if energy is not ABSENT:
-        out["energy_joules"] = energy / 1000.0
+        out["energy_joules"] = _JOULES(energy)
     pstate = call(scope, "performance_state", "nvmlDeviceGetPerformanceState", h)
     if pstate is not ABSENT and int(pstate) != PSTATE_UNKNOWN:
         out["performance_state"] = int(pstate)
