@@ -40,6 +40,7 @@ class FamilyBuilder:
         # schemas add many metrics with the same label tuple in a row: filter it once
         self._last_in: Labels | None = None
         self._last_out: Labels = ()
+        self._columns: dict[int, tuple[dict[Labels, float], ...]] = {}
 
     def add(self, name: str, labels: Labels, value: float | int | bool | None) -> None:
         """Add one series; ``None`` (a reading that is absent) adds nothing."""
@@ -49,6 +50,20 @@ class FamilyBuilder:
             self._last_in = labels
             self._last_out = without_empty(labels)
         self._series[name][self._last_out] = float(value)
+
+    def columns(
+        self, names: tuple[str, ...], labels: Labels
+    ) -> tuple[tuple[dict[Labels, float], ...], Labels]:
+        """The series of each of ``names`` (looked up once per builder), and ``labels`` as stored
+        (empty values left out): for a caller that adds many metrics of one label set in a tight loop
+        (:mod:`falcon_gpu.schemas.scalars`); ``names`` must stay the same tuple object."""
+        if labels is not self._last_in:
+            self._last_in = labels
+            self._last_out = without_empty(labels)
+        found = self._columns.get(id(names))
+        if found is None:
+            found = self._columns[id(names)] = tuple(self._series[name] for name in names)
+        return found, self._last_out
 
     def families(self) -> tuple[Family, ...]:
         return tuple(

@@ -41,18 +41,17 @@ from falcon_gpu.model.attribution import ContainerRef
 from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
-from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT
+from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
 from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 from falcon_gpu.schemas.scalars import ScalarSeries
 from falcon_gpu.schemas.xid_catalog import xid_message
 
 F = "DCGM_FI_DEV_"
-BOARD_SERIES = ScalarSeries(BOARD, "dcgm")
-"""The scalar board readings under dcgm-exporter's names and units (from the reading table)."""
-INTERCONNECT_SERIES = ScalarSeries(INTERCONNECT, "dcgm")
-"""PCIe and NVLink rates as DCGM's profiling fields (``DCGM_FI_PROF_*_BYTES``, bytes per second)."""
-_FB_USED, _FB_FREE = BOARD_SERIES.names["memory_used_bytes"], BOARD_SERIES.names["memory_free_bytes"]
+SCALARS = ScalarSeries(READINGS, "dcgm")
+"""The scalar readings under dcgm-exporter's names and units (from the reading table), rendered in one
+pass per GPU: the board's, and PCIe / NVLink rates as DCGM's profiling fields (bytes per second)."""
+_FB_USED, _FB_FREE = SCALARS.names["memory_used_bytes"], SCALARS.names["memory_free_bytes"]
 _TO_MIB = BY_FIELD["memory_used_bytes"].to_schema("dcgm")
 """Per GPU or per GPU instance (``_memory``): the table declares FB_USED/FB_FREE as the schema's own."""
 
@@ -96,12 +95,12 @@ _PROF_GPM: tuple[tuple[str, str, str], ...] = (
 )
 """(GpmReading field, dcgm-exporter name after ``DCGM_FI_PROF_``, its help): ratios 0-1 as dcgm-exporter's."""
 SPECS: tuple[MetricSpec, ...] = (
-    BOARD_SERIES.specs_of("gauge")
+    SCALARS.specs_of("gauge", BOARD)
     + tuple(MetricSpec(F + n, "gauge", h) for n, h in _G)
-    + BOARD_SERIES.specs_of("counter")
+    + SCALARS.specs_of("counter", BOARD)
     + tuple(MetricSpec(F + n, "counter", h) for n, h in _C)
     + tuple(MetricSpec(PROF + n, "gauge", h) for _, n, h in _PROF_GPM)
-    + INTERCONNECT_SERIES.specs
+    + SCALARS.specs_of(readings=INTERCONNECT)
     + falcon_gpu_policy.SPECS
     + falcon_gpu_pod.SPECS
     + agent.SPECS
@@ -194,8 +193,7 @@ def _xid(b: FamilyBuilder, lb: Labels, dev: DeviceReading, health: HealthReport 
 
 def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
     """Readings of the whole board (memory is added by the caller: per GPU or per GPU instance)."""
-    for name, value in BOARD_SERIES.values(d):
-        b.add(name, lb, value)
+    SCALARS.add_to(b, lb, d)
     if d.ecc is not None:
         b.add(F + "ECC_SBE_VOL_TOTAL", lb, d.ecc.corrected_volatile)
         b.add(F + "ECC_DBE_VOL_TOTAL", lb, d.ecc.uncorrected_volatile)
@@ -216,9 +214,7 @@ def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
 
 
 def _interconnect(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
-    """PCIe and NVLink of the whole board: rates as DCGM's profiling fields, NVLink totals as counters."""
-    for name, value in INTERCONNECT_SERIES.values(d):
-        b.add(name, lb, value)
+    """NVLink totals of the whole board as counters (the rates come with the table's scalars)."""
     tx, rx = d.nvlink_tx_bytes, d.nvlink_rx_bytes
     b.add(F + "NVLINK_BANDWIDTH_TOTAL", lb, None if tx is None and rx is None else (tx or 0) + (rx or 0))
     errors = d.nvlink_errors

@@ -17,20 +17,20 @@ from falcon_gpu.model.snapshot import (
     GpmReading,
     MigReading,
 )
-from falcon_gpu.readings.device import BOARD, INTERCONNECT
+from falcon_gpu.readings.device import BOARD, INTERCONNECT, READINGS
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 from falcon_gpu.schemas.scalars import ScalarSeries
 
 P = "falcon_gpu_"
-BOARD_SERIES = ScalarSeries(BOARD, "falcon_gpu")
-"""The board's scalar readings (utilisation, memory, temperatures, power, clocks, ...): from the table."""
-INTERCONNECT_SERIES = ScalarSeries(INTERCONNECT, "falcon_gpu")
-_USED, _FREE, _TOTAL = (BOARD_SERIES.names[f"memory_{k}_bytes"] for k in ("used", "free", "total"))
+SCALARS = ScalarSeries(READINGS, "falcon_gpu")
+"""The scalar readings (utilisation, memory, temperatures, power, clocks, traffic, ...): from the table,
+rendered in one pass per GPU; their families go where SPECS places BOARD and INTERCONNECT."""
+_USED, _FREE, _TOTAL = (SCALARS.names[f"memory_{k}_bytes"] for k in ("used", "free", "total"))
 
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "info", "gauge", "GPU identity; value is always 1."),
     MetricSpec(P + "up", "gauge", "1 when the GPU answered this cycle, 0 when lost or failing."),
-    *BOARD_SERIES.specs,
+    *SCALARS.specs_of(readings=BOARD),
     MetricSpec(P + "ecc_errors_total", "counter", "ECC errors by type and scope."),
     MetricSpec(P + "retired_pages", "gauge", "Retired framebuffer pages by cause."),
     MetricSpec(P + "retired_pages_pending", "gauge", "1 when a page retirement waits for a GPU reset."),
@@ -52,7 +52,7 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "fp64_active_ratio", "gauge", "GPM: fraction of cycles the FP64 pipe was active."),
     MetricSpec(P + "fp32_active_ratio", "gauge", "GPM: fraction of cycles the FP32 pipe was active."),
     MetricSpec(P + "fp16_active_ratio", "gauge", "GPM: fraction of cycles the FP16 pipe was active."),
-    *INTERCONNECT_SERIES.specs,
+    *SCALARS.specs_of(readings=INTERCONNECT),
     MetricSpec(P + "nvlink_errors_total", "counter", "NVLink errors per link and type."),
 )
 GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
@@ -104,8 +104,7 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
 
 
 def _readings(b: FamilyBuilder, lb: Labels, dev: DeviceReading) -> None:
-    for name, value in BOARD_SERIES.values(dev):
-        b.add(name, lb, value)
+    SCALARS.add_to(b, lb, dev)
     if dev.ecc is not None:
         for kind in ("corrected", "uncorrected"):
             for scope in ("volatile", "aggregate"):
@@ -125,8 +124,6 @@ def _readings(b: FamilyBuilder, lb: Labels, dev: DeviceReading) -> None:
         for reason in CLOCK_EVENT_REASONS:
             b.add(P + "clock_event_active", (*lb, ("reason", reason)), reason in dev.clock_event_reasons)
     _gpm(b, lb, dev.gpm)
-    for name, value in INTERCONNECT_SERIES.values(dev):
-        b.add(name, lb, value)
     # only links that counted errors: 18 links x 4 types of zeros would double the output
     for link in dev.nvlink:
         ll = (*lb, ("link", str(link.link)))

@@ -13,6 +13,7 @@ import hashlib
 import math
 import re
 from collections import Counter
+from operator import attrgetter
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import FalconItem
@@ -27,6 +28,7 @@ BOARD_SERIES = ScalarSeries(BOARD, "openfalcon")
 INTERCONNECT_SERIES = ScalarSeries(INTERCONNECT, "openfalcon")
 ROLLUPS = ("utilization_ratio", "memory_utilization_ratio", "memory_used_bytes")
 """Readings also summed and averaged over the node's GPUs (``type=sum`` / ``type=ave``)."""
+_ROLLUPS = tuple((BOARD_SERIES.names[f], attrgetter(f), BY_FIELD[f].to_schema("openfalcon")) for f in ROLLUPS)
 _PERCENT = converter(RATIO, PERCENT)
 _TO_MIB = converter(BYTES, MIB)
 _GPM = (("SmActive", "sm_active"), ("SmOccupancy", "sm_occupancy"), ("TensorActive", "tensor_active"),
@@ -48,7 +50,7 @@ def format_tags(metric: str, pairs: list[tuple[str, str]]) -> str:
     """``k=v,k=v`` with sanitised values, shortened until metric + tags fit. A tag with
     an empty value is left out (``container=`` would be a distinct, meaningless counter)."""
     clean = [(k, sanitize(v)) for k, v in pairs if v]
-    tags = ",".join(f"{k}={v}" for k, v in clean)
+    tags = _joined(clean)
     while len(metric) + len(tags) > MAX_COUNTER:
         i = max(range(len(clean)), key=lambda j: len(clean[j][1]))
         k, v = clean[i]
@@ -57,8 +59,12 @@ def format_tags(metric: str, pairs: list[tuple[str, str]]) -> str:
         if keep >= len(v) - 9:
             break  # nothing left to shorten; keys alone are too long (not reachable with our keys)
         clean[i] = (k, f"{v[:keep]}-{_digest(v)}")
-        tags = ",".join(f"{k}={v}" for k, v in clean)
+        tags = _joined(clean)
     return tags
+
+
+def _joined(clean: list[tuple[str, str]]) -> str:
+    return ",".join(f"{k}={v}" for k, v in clean)
 
 
 class _Items:
@@ -69,6 +75,10 @@ class _Items:
         self.extra = list(cycle.extra_labels)
         """The ``labels`` setting: extra tags on every item."""
         self.items: list[FalconItem] = []
+        self._last_tags: list[tuple[str, str]] | None = None
+        self._last_joined = ""
+        """The tags of the last call, formatted: one device's items share one list, formatted once
+        (callers build a new list for other tags, never change one they passed)."""
 
     def add(self, metric: str, value: float | int | bool | None, tags: list[tuple[str, str]]) -> None:
         if value is None or not math.isfinite(value):
@@ -81,14 +91,24 @@ class _Items:
                 self.step,
                 round(float(value), 4),
                 "GAUGE",
-                format_tags(metric, tags + self.extra if self.extra else tags),
+                self._tags(metric, tags),
             )
         )
 
+    def _tags(self, metric: str, tags: list[tuple[str, str]]) -> str:
+        pairs = tags + self.extra if self.extra else tags
+        if tags is not self._last_tags:
+            self._last_tags = tags
+            self._last_joined = _joined([(k, sanitize(v)) for k, v in pairs if v])
+        if len(metric) + len(self._last_joined) > MAX_COUNTER:
+            return format_tags(metric, pairs)  # too long for this metric: shortened (rare)
+        return self._last_joined
+
 
 def _device(out: _Items, d: DeviceReading, tags: list[tuple[str, str]]) -> None:
-    for metric, value in BOARD_SERIES.values(d):
-        out.add(metric, value, tags)
+    for metric, convert, value in BOARD_SERIES.rows(d):
+        if value is not None:
+            out.add(metric, convert(value), tags)
     if d.ecc is not None:
         out.add("SingleBitError", d.ecc.corrected_aggregate, tags)
         out.add("DoubleBitError", d.ecc.uncorrected_aggregate, tags)
@@ -99,8 +119,9 @@ def _device(out: _Items, d: DeviceReading, tags: list[tuple[str, str]]) -> None:
         for metric, attr in _GPM:
             value = getattr(d.gpm, attr)
             out.add(metric, None if value is None else _PERCENT(value), tags)
-    for metric, value in INTERCONNECT_SERIES.values(d):
-        out.add(metric, value, tags)
+    for metric, convert, value in INTERCONNECT_SERIES.rows(d):
+        if value is not None:
+            out.add(metric, convert(value), tags)
 
 
 def _rollup(out: _Items, metric: str, values: list[float]) -> None:
@@ -122,9 +143,8 @@ def render(cycle: CycleData) -> tuple[FalconItem, ...]:
         if d.up:
             _device(out, d, tags)
     up = [d for d in devices if d.up]
-    for field in ROLLUPS:
-        metric, convert = BOARD_SERIES.names[field], BY_FIELD[field].to_schema("openfalcon")
-        _rollup(out, metric, [convert(v) for d in up if (v := getattr(d, field)) is not None])
+    for metric, get, convert in _ROLLUPS:
+        _rollup(out, metric, [convert(v) for d in up if (v := get(d)) is not None])
     if cycle.snapshot.nvml_ok:
         out.add("GPUCount", len(devices), [])
         for model, n in sorted(Counter(d.name for d in devices).items()):  # "which models, how many"

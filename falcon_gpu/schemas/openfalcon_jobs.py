@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from falcon_gpu.jobs.record import JobRecord
+from falcon_gpu.readings.units import BYTES, MIB, PERCENT, RATIO, converter
 
-MIB = 1 << 20
+_TO_MIB, _TO_PERCENT = converter(BYTES, MIB), converter(RATIO, PERCENT)
 Item = tuple[str, float | None, list[tuple[str, str]]]
 
 
@@ -26,5 +27,5 @@ def items(records: tuple[JobRecord, ...]) -> Iterator[Item]:
         util = r.utilization_mean_ratio
         yield "JobEnergy", r.energy_joules, tags
         yield "JobDuration", r.duration_seconds, tags
-        yield "JobMaxFBUsed", r.memory_max_bytes / MIB, tags
-        yield "JobAvgGPUUtils", None if util is None else util * 100, tags
+        yield "JobMaxFBUsed", _TO_MIB(r.memory_max_bytes), tags
+        yield "JobAvgGPUUtils", None if util is None else _TO_PERCENT(util), tags

@@ -7,24 +7,25 @@ all the readings and one conversion per present value.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import Any
 
-from falcon_gpu.model.samples import MetricKind
+from falcon_gpu.model.samples import Labels, MetricKind
 from falcon_gpu.readings.spec import Reading, SchemaName, is_same
 from falcon_gpu.readings.units import Convert
-from falcon_gpu.schemas.builder import MetricSpec
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 
 
 class ScalarSeries:
     """The readings of ``readings`` that ``schema`` publishes, in table order."""
 
-    __slots__ = ("_get", "_out", "names", "specs")
+    __slots__ = ("_converts", "_fields", "_get", "_names", "names", "specs")
 
     def __init__(self, readings: tuple[Reading, ...], schema: SchemaName) -> None:
         published = [(r, p) for r in readings if (p := r.published(schema)) is not None]
         self.specs = tuple(MetricSpec(p.name, p.kind, p.help) for _, p in published)
+        self._fields = tuple(r.field for r, _ in published)
         """Every published reading's family, also those the schema renders itself (``Publish.own``)."""
         self.names = {r.field: p.name for r, p in published}
         """Snapshot field -> series name, for the schema's own series of a reading."""
@@ -32,19 +33,33 @@ class ScalarSeries:
         fields = tuple(r.field for r, _ in rendered)
         get = attrgetter(*fields)
         self._get: Callable[[Any], tuple[Any, ...]] = get if len(fields) > 1 else lambda obj: (get(obj),)
-        self._out: tuple[tuple[str, Convert | None], ...] = tuple(
-            (p.name, None if is_same(convert := r.to_schema(schema)) else convert) for r, p in rendered
+        self._names = tuple(p.name for _, p in rendered)
+        self._converts: tuple[Convert, ...] = tuple(
+            float if is_same(convert := r.to_schema(schema)) else convert for r, p in rendered
+        )
+        """Base unit -> the schema's, as a float (``float`` itself where the units are one)."""
+
+    def specs_of(
+        self, kind: MetricKind | None = None, readings: tuple[Reading, ...] | None = None
+    ) -> tuple[MetricSpec, ...]:
+        """The families of one type and/or of some of the readings (a schema that lists its gauges
+        before its counters, or places the interconnect after its structured series); table order."""
+        chosen = None if readings is None else {r.field for r in readings}
+        return tuple(
+            spec
+            for spec, field in zip(self.specs, self._fields, strict=True)
+            if (kind is None or spec.kind == kind) and (chosen is None or field in chosen)
         )
 
-    def specs_of(self, kind: MetricKind) -> tuple[MetricSpec, ...]:
-        """The families of one type (a schema that lists its gauges before its counters)."""
-        return tuple(spec for spec in self.specs if spec.kind == kind)
+    def add_to(self, b: FamilyBuilder, labels: Labels, reading: Any) -> None:
+        """Add the series of each reading that ``reading`` (a
+        :class:`~falcon_gpu.model.snapshot.DeviceReading`) has, under ``labels``; absent ones add none."""
+        columns, stored = b.columns(self._names, labels)
+        for column, convert, value in zip(columns, self._converts, self._get(reading)):  # noqa: B905 (hot)
+            if value is not None:
+                column[stored] = convert(value)
 
-    def values(self, reading: Any) -> list[tuple[str, float]]:
-        """(series name, value in the schema's unit) of each reading that ``reading`` (a
-        :class:`~falcon_gpu.model.snapshot.DeviceReading`) has; absent ones are left out."""
-        return [
-            (name, value if convert is None else convert(value))
-            for (name, convert), value in zip(self._out, self._get(reading), strict=True)
-            if value is not None
-        ]
+    def rows(self, reading: Any) -> Iterator[tuple[str, Convert, Any]]:
+        """(series name, base unit -> the schema's, value or None) per rendered reading of ``reading``,
+        for a schema whose output is not Prometheus families (Open-Falcon items); no list is built."""
+        return zip(self._names, self._converts, self._get(reading))  # noqa: B905 (hot path)

@@ -101,3 +101,28 @@ def test_gpu_count_per_model_beside_the_total() -> None:
         "model=NVIDIA_A100-SXM4-40GB": 1,
         "model=NVIDIA_L4": 1,
     }
+
+
+def test_tags_formatted_once_per_device_equal_formatting_each_item() -> None:
+    """One device's (or pod's) items share their tags, formatted once; each item must still get exactly
+    what formatting it alone gives, including the shortening that depends on the metric's length."""
+    pod = dataclasses.replace(TRAIN, pod="p" * 190)  # fits beside PodFBUsed, too long beside PodGPUUtils
+    c = cycle()
+    pods = (dataclasses.replace(c.attribution.pods[0], container=pod),)
+    c = dataclasses.replace(
+        c,
+        attribution=dataclasses.replace(c.attribution, pods=pods),
+        extra_labels=(("cluster", "eu 1"),),
+    )
+    items = openfalcon.render(c)
+    gpu0 = [("GpuId", "0"), ("uuid", "GPU-aaaa"), ("cluster", "eu 1")]
+    pod_pairs = [("GpuId", "0"), ("namespace", "ml"), ("pod", "p" * 190), ("container", "main")]
+    pod_pairs.append(("cluster", "eu 1"))
+    for i in items:
+        if i.tags.startswith("GpuId=0,uuid="):
+            assert i.tags == openfalcon.format_tags(i.metric, gpu0) == "GpuId=0,uuid=GPU-aaaa,cluster=eu_1"
+    by_metric = {i.metric: i.tags for i in items if "namespace=ml" in i.tags}
+    assert set(by_metric) == {"PodGPUUtils", "PodFBUsed", "PodProcesses"}
+    for metric, tags in by_metric.items():
+        assert tags == openfalcon.format_tags(metric, pod_pairs), metric
+    assert by_metric["PodFBUsed"].count("p") > by_metric["PodProcesses"].count("p")  # shortened for one
