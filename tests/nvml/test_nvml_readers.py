@@ -41,7 +41,8 @@ FULL = gpu(
 )  # fmt: skip
 THERMAL_POWER = {
     "temperature_celsius", "memory_temperature_celsius", "power_watts", "power_limit_watts",
-    "energy_joules", "performance_state", "fan_speed_ratio", "slowdown_tlimit_celsius", "shutdown_tlimit_celsius",
+    "energy_joules", "performance_state", "fan_speed_ratio", "slowdown_tlimit_celsius",
+    "shutdown_tlimit_celsius",
 }  # fmt: skip
 
 
