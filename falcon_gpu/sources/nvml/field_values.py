@@ -21,6 +21,13 @@ Each value carries its own ``nvmlReturn``, and it is honoured per field:
 When the call as a whole is unavailable (an old binding without it, a driver that
 answers NOT_SUPPORTED or an error for the call), every reading falls back to its
 dedicated function (:data:`USE_CALL`), so old drivers lose nothing.
+
+A field that is a sum of others (NVLink traffic over all links, ``scopeId`` UINT_MAX; the NVLink
+error ``..._TOTAL`` counters) names them as its ``fallback``: where the driver answers the sum
+NOT_SUPPORTED or INVALID_ARGUMENT, its parts are asked instead, at once (a second call in that one
+cycle) and in every later batch. Fields wanted only now and then (the per-link NVLink error
+counters, when a total moved) are asked in a call of their own through
+:meth:`FieldBatch.when_changed`, which keeps their last answer in between.
 """
 
 from __future__ import annotations
