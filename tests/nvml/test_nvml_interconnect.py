@@ -86,6 +86,17 @@ def test_pcie_and_nvlink_counters_come_out_as_they_went_in_in_one_field_values_c
     assert telemetry.view().errors_total == {}
 
 
+def test_error_totals_back_at_zero_clear_the_per_link_series_without_asking_the_links() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(nvlink=[link(2, crc_data_errors=[0, 3, 3, 0, 0])])))
+    lib, asked = _asking(sim)
+    source, _ = source_on(lib)
+    devs = [source.collect(1000.0 + t).devices[0] for t in range(5)]
+    assert [d.nvlink for d in devs] == [(), *[(NvlinkReading(2, NvlinkErrors(0, 3, 0, 0)),)] * 2, (), ()]
+    assert [d.nvlink_errors for d in devs] == [NvlinkErrors(0, c, 0, 0) for c in (0, 3, 3, 0, 0)]
+    # cycle 0 finds what this GPU answers (only NVLink: 2 sums + 4 totals stay); the links once, on cycle 1
+    assert [len(ids) for ids in asked] == [24, 6, 48, 6, 6, 6]
+
+
 def test_a_driver_without_the_aggregates_gets_the_same_readings_from_the_per_link_fields() -> None:
     def node() -> SimulatedNvml:
         return SimulatedNvml(scenario_of(gpu(

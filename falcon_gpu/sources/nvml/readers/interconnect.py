@@ -26,6 +26,7 @@ from falcon_gpu.sources.nvml.field_values import (
     NVLINK_ERROR_LINKS,
     NVLINK_ERROR_TOTALS,
     NVLINK_ERRORS,
+    NVLINK_LINK_ERRORS,
     NVLINK_RX,
     NVLINK_TRAFFIC,
     NVLINK_TX,
@@ -85,8 +86,15 @@ def _errors(batch: FieldBatch) -> tuple[list[int | None], list[list[float | None
         for spec, summed, links in zip(NVLINK_ERROR_TOTALS, aggregate, NVLINK_ERRORS, strict=True)
     ]  # fmt: skip
     if any(t for t, summed in zip(totals, aggregate, strict=True) if summed):  # name the links
-        asked: tuple[FieldSpec, ...] = tuple(
-            spec for summed, links in zip(aggregate, NVLINK_ERRORS, strict=True) if summed for spec in links
+        asked: tuple[FieldSpec, ...] = (
+            NVLINK_LINK_ERRORS
+            if all(aggregate)
+            else tuple(
+                spec
+                for summed, links in zip(aggregate, NVLINK_ERRORS, strict=True)
+                if summed
+                for spec in links
+            )
         )
         numbers = batch.when_changed("nvlink_links", (tuple(aggregate), tuple(totals)), asked)
         at = 0
