@@ -99,6 +99,19 @@ def test_the_fan_is_read_again_when_the_temperature_changes_until_it_settles() -
     _matches(devices, sim, "fan_speed_ratio")
 
 
+def test_without_the_pstate_or_the_temperature_to_follow_the_memory_clock_and_fan_are_asked_every_cycle() -> (
+    None
+):
+    sim = SimulatedNvml(
+        scenario_of(gpu(sm_clock_mhz=1410, memory_clock_mhz=[1215, 405, 405], fan_speed_percent=[30, 30, 40]))
+    )
+    source, _ = source_on(sim)
+    devices = [source.collect(1000.0 + t).devices[0] for t in range(3)]
+    assert sim.calls["nvmlDeviceGetClockInfo"] == 3 * 2 and sim.calls["nvmlDeviceGetFanSpeed"] == 3
+    _matches(devices, sim, "memory_clock_hertz")
+    _matches(devices, sim, "fan_speed_ratio")
+
+
 def test_a_gpu_without_a_fan_is_asked_once() -> None:
     sim = SimulatedNvml(
         scenario_of(gpu(temperature_celsius=[50, 60, 70], not_supported=["fan_speed_percent"]))

@@ -13,6 +13,7 @@ import pytest
 from falcon_gpu.model.snapshot import GPM_METRICS, GpmReading
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.simulator.scenario.model import GPM_KEYS
+from falcon_gpu.sources.nvml import gpm as gpm_module
 from tests.nvml.helpers import Quirky, gpu, scenario_of, source_on
 
 GPM = {
@@ -209,3 +210,14 @@ def test_compute_instances_of_one_gpu_instance_share_its_activity() -> None:
     assert {p.pid: p.sm_util_ratio for m in dev.mig for p in m.processes} == {31: 0.4, 32: 0.4}
     assert {p.pid: p.sm_util_ratio for p in dev.processes} == {31: 0.4, 32: 0.4}
     assert sim.calls["nvmlGpmMigSampleGet"] == 2  # one GPU instance: one sample per cycle
+
+
+def test_metrics_read_from_the_request_bytes_equal_the_struct_members() -> None:
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    for i, value in enumerate([63.0, 41.5, 22.0, 35.0, 70.0, 0.0, 30.25, 12.0]):
+        request.metrics[i].metricId, request.metrics[i].value = i + 1, value
+        request.metrics[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED if i == 5 else pynvml.NVML_SUCCESS
+    got = gpm_module.reading(request)
+    assert got == gpm_module.reading(request, from_bytes=False)
+    assert got == GpmReading(0.63, 0.415, 0.22, 0.35, 0.70, None, 0.3025, 0.12)
+    assert gpm_module._LAYOUT_OK  # the bytes path is the one taken on this machine

@@ -15,7 +15,12 @@ from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.cycle import FAIL, PASS, WARN
 from falcon_gpu.model.snapshot import DeviceReading, NvlinkErrors, NvlinkReading, Snapshot
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
-from falcon_gpu.sources.nvml.field_values import NVLINK_ERROR_TOTALS, NVLINK_LINK_ERRORS, NVLINK_TRAFFIC
+from falcon_gpu.sources.nvml.field_values import (
+    FIELDS,
+    NVLINK_ERROR_TOTALS,
+    NVLINK_LINK_ERRORS,
+    NVLINK_TRAFFIC,
+)
 from tests.nvml.helpers import Quirky, gpu, scenario_of, source_on
 
 TX = [1.0e12, 1.004e12, 1.012e12, 3.0e9, 7.0e9]
@@ -82,8 +87,21 @@ def test_pcie_and_nvlink_counters_come_out_as_they_went_in_in_one_field_values_c
     # one batched call per cycle with the 2 sums and 4 totals, and on cycle 1 the per-link errors once
     assert len(asked) == 4 and set(asked[2]) == PER_LINK_ERRORS
     batches = [set(asked[0]), set(asked[1]), set(asked[3])]
-    assert all(ids >= SUMS | TOTALS and not PER_LINK_ERRORS & ids for ids in batches) and len(asked[0]) < 30
+    assert all(ids >= SUMS | TOTALS and not PER_LINK_ERRORS & ids for ids in batches) and len(
+        asked[0]
+    ) == len(FIELDS)
     assert telemetry.view().errors_total == {}
+
+
+def test_error_totals_back_at_zero_clear_the_per_link_series_without_asking_the_links() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(nvlink=[link(2, crc_data_errors=[0, 3, 3, 0, 0])])))
+    lib, asked = _asking(sim)
+    source, _ = source_on(lib)
+    devs = [source.collect(1000.0 + t).devices[0] for t in range(5)]
+    assert [d.nvlink for d in devs] == [(), *[(NvlinkReading(2, NvlinkErrors(0, 3, 0, 0)),)] * 2, (), ()]
+    assert [d.nvlink_errors for d in devs] == [NvlinkErrors(0, c, 0, 0) for c in (0, 3, 3, 0, 0)]
+    # cycle 0 finds what this GPU answers (only NVLink: 2 sums + 4 totals stay); the links once, on cycle 1
+    assert [len(ids) for ids in asked] == [len(FIELDS), 6, 48, 6, 6, 6]
 
 
 def test_a_driver_without_the_aggregates_gets_the_same_readings_from_the_per_link_fields() -> None:

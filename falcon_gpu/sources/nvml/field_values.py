@@ -21,6 +21,13 @@ Each value carries its own ``nvmlReturn``, and it is honoured per field:
 When the call as a whole is unavailable (an old binding without it, a driver that
 answers NOT_SUPPORTED or an error for the call), every reading falls back to its
 dedicated function (:data:`USE_CALL`), so old drivers lose nothing.
+
+A field that is a sum of others (NVLink traffic over all links, ``scopeId`` UINT_MAX; the NVLink
+error ``..._TOTAL`` counters) names them as its ``fallback``: where the driver answers the sum
+NOT_SUPPORTED or INVALID_ARGUMENT, its parts are asked instead, at once (a second call in that one
+cycle) and in every later batch. Fields wanted only now and then (the per-link NVLink error
+counters, when a total moved) are asked in a call of their own through
+:meth:`FieldBatch.when_changed`, which keeps their last answer in between.
 """
 
 from __future__ import annotations
@@ -255,6 +262,9 @@ class Failed:
     error: str
 
 
+_Asked = tuple[int, list[int | tuple[int, int]], list[FieldSpec], frozenset[str]]
+
+
 class FieldValues:
     """Per source: which fields each device is asked in its batch, and which use their own call."""
 
@@ -262,8 +272,9 @@ class FieldValues:
         self._nvml = nvml
         self._specs = specs
         self._via_call: set[tuple[str, str]] = set()
-        self._ids: dict[str, tuple[int, list[int | tuple[int, int]], list[FieldSpec]]] = {}
-        """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs)."""
+        self._ids: dict[str, _Asked] = {}
+        """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs, the
+        names of the fields whose fallback fields are asked in their place)."""
         self._quiet = 0
         """Quiet fields found not supported in the current fetch (logged as one line)."""
         self._fell_back: list[FieldSpec] = []
@@ -296,14 +307,23 @@ class FieldValues:
     def uses_call(self, scope: str, spec: FieldSpec) -> bool:
         return (scope, spec.name) in self._via_call
 
-    def _ids_for(self, scope: str) -> tuple[int, list[int | tuple[int, int]], list[FieldSpec]]:
+    def _ids_for(self, scope: str) -> _Asked:
         generation = self._nvml.generation
         cached = self._ids.get(scope)
         if cached is not None and cached[0] == generation:
             return cached
         specs = self._askable(scope, self._specs)
-        cached = self._ids[scope] = (generation, [s.request for s in specs], specs)
+        parted = frozenset(
+            s.name
+            for s in self._specs
+            if s.fallback and not self._nvml.supported(scope, s.name) and self._askable(scope, s.fallback)
+        )
+        cached = self._ids[scope] = (generation, [s.request for s in specs], specs, parted)
         return cached
+
+    def parts_asked(self, scope: str, spec: FieldSpec) -> bool:
+        """Whether ``spec``'s fallback fields are asked in place of it (some of them supported)."""
+        return spec.name in self._ids_for(scope)[3]
 
     def _askable(self, scope: str, specs: tuple[FieldSpec, ...]) -> list[FieldSpec]:
         """``specs`` minus those not supported or read by their own call, a not supported one replaced
@@ -320,7 +340,7 @@ class FieldValues:
 
     def fetch(self, scope: str, handle: Any) -> dict[int | tuple[int, int], Answer | Failed] | None:
         """This cycle's answers by field ID; None: the call is unavailable (use the dedicated ones)."""
-        _, ids, specs = self._ids_for(scope)
+        _, ids, specs, _ = self._ids_for(scope)
         self._quiet = 0
         self._fell_back = []
         answers = self._ask(scope, handle, ids, specs)
@@ -442,6 +462,10 @@ class FieldBatch:
     def supported(self, spec: FieldSpec) -> bool:
         """False once the driver answered ``spec`` NOT_SUPPORTED (its fallback fields are asked instead)."""
         return self._owner.supported(self._scope, spec)
+
+    def parts_asked(self, spec: FieldSpec) -> bool:
+        """True where ``spec`` is not supported and (some of) its fallback fields are asked instead."""
+        return self._owner.parts_asked(self._scope, spec)
 
     def when_changed(self, key: str, token: Any, specs: tuple[FieldSpec, ...]) -> list[float | None]:
         """The numbers of ``specs``, asked in a call of their own only when ``token`` differs from the

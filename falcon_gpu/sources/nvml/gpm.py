@@ -19,8 +19,10 @@ once per instance by its first sample: unsupported is "absent", logged once
 
 from __future__ import annotations
 
+import ctypes
 import logging
-from typing import Any
+import struct
+from typing import Any, Final
 
 import pynvml
 
@@ -38,6 +40,40 @@ METRICS: tuple[int, ...] = tuple(
 )  # fmt: skip
 """NVML's metric IDs, in :class:`GpmReading` field order (every one a percent, 0-100). The numbers are
 nvml.h's, for a pynvml too old to name them (it then has no GPM struct either: GPM is "absent")."""
+
+
+_METRIC: Final = struct.Struct("@IId")
+"""The head of ``c_nvmlGpmMetric_t`` in C: metricId, nvmlReturn, value (then the metric's names)."""
+_GET = getattr(pynvml, "c_nvmlGpmMetricsGet_t", None)
+_ONE = getattr(pynvml, "c_nvmlGpmMetric_t", None)
+_METRIC_AT: Final = (
+    ()
+    if _GET is None or _ONE is None
+    else tuple(_GET.metrics.offset + i * ctypes.sizeof(_ONE) for i in range(len(GPM_METRICS)))
+)
+"""Where each requested metric's answer starts in the request struct."""
+_LAYOUT_OK: Final = (
+    bool(_METRIC_AT)
+    and _ONE is not None
+    and ((_ONE.nvmlReturn.offset, _ONE.value.offset) == (4, 8) and _METRIC.size == 16)
+)
+"""The bytes path is taken only where ctypes lays the struct out as :data:`_METRIC` reads it (checked
+against the attribute path in the tests)."""
+
+
+def reading(request: Any, *, from_bytes: bool = True) -> GpmReading:
+    """The metrics ``nvmlGpmMetricsGet`` wrote into ``request`` (percent -> ratio; None where refused)."""
+    if from_bytes and _LAYOUT_OK:  # pynvml's structs route every attribute read through Python
+        view = memoryview(request).cast("B")
+        return GpmReading(*(
+            value / 100.0 if ret == pynvml.NVML_SUCCESS else None
+            for _, ret, value in (_METRIC.unpack_from(view, at) for at in _METRIC_AT)
+        ))  # fmt: skip
+    metrics = request.metrics
+    return GpmReading(*(
+        float(m.value) / 100.0 if m.nvmlReturn == pynvml.NVML_SUCCESS else None
+        for m in (metrics[i] for i in range(len(GPM_METRICS)))
+    ))  # fmt: skip
 
 
 class _Scope:
@@ -134,12 +170,7 @@ class GpmSamples:
         answer = self._nvml.call(scope, "gpm_metrics", "nvmlGpmMetricsGet", request)
         if answer is ABSENT:
             return None
-        values: dict[str, float | None] = {}
-        metrics = request.metrics
-        for i, name in enumerate(GPM_METRICS):
-            metric = metrics[i]
-            values[name] = float(metric.value) / 100.0 if metric.nvmlReturn == pynvml.NVML_SUCCESS else None
-        return GpmReading(**values)
+        return reading(request)
 
     def forget(self, scope: str) -> None:
         """Free ``scope``'s samples, and its instances' (a lost GPU, an instance gone, close)."""

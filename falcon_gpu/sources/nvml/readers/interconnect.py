@@ -26,6 +26,7 @@ from falcon_gpu.sources.nvml.field_values import (
     NVLINK_ERROR_LINKS,
     NVLINK_ERROR_TOTALS,
     NVLINK_ERRORS,
+    NVLINK_LINK_ERRORS,
     NVLINK_RX,
     NVLINK_TRAFFIC,
     NVLINK_TX,
@@ -38,6 +39,8 @@ from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 KIB = 1024
 _NO_ERRORS: list[float | None] = [0.0] * NVLINK_ERROR_LINKS
 """Every link's counter of a kind whose total is zero."""
+_NOT_COUNTED: list[float | None] = [None] * NVLINK_ERROR_LINKS
+"""Every link's counter of a kind the GPU does not count (no NVLink)."""
 
 
 def _sum(values: list[float | None]) -> int | None:
@@ -53,10 +56,15 @@ def _traffic(batch: FieldBatch) -> tuple[int | None, int | None]:
     """NVLink bytes sent and received over all links: the driver's sums, else the per-link fields'."""
     tx, rx = batch.numbers(NVLINK_TRAFFIC)
     tx_spec, rx_spec = NVLINK_TRAFFIC
-    return (
-        _kib(tx) if batch.supported(tx_spec) else _kib(_sum(batch.numbers(NVLINK_TX))),
-        _kib(rx) if batch.supported(rx_spec) else _kib(_sum(batch.numbers(NVLINK_RX))),
-    )
+    return _direction(batch, tx_spec, tx, NVLINK_TX), _direction(batch, rx_spec, rx, NVLINK_RX)
+
+
+def _direction(
+    batch: FieldBatch, spec: FieldSpec, total: float | None, links: tuple[FieldSpec, ...]
+) -> int | None:
+    if batch.supported(spec):
+        return _kib(total)
+    return _kib(_sum(batch.numbers(links))) if batch.parts_asked(spec) else None
 
 
 def _per_link(errors: list[list[float | None]]) -> tuple[NvlinkReading, ...]:
@@ -73,12 +81,20 @@ def _errors(batch: FieldBatch) -> tuple[list[int | None], list[list[float | None
     totals = batch.numbers(NVLINK_ERROR_TOTALS)
     aggregate = [batch.supported(spec) for spec in NVLINK_ERROR_TOTALS]
     per_kind: list[list[float | None]] = [
-        _NO_ERRORS if summed else batch.numbers(links)  # not summed: the per-link fields are in the batch
-        for summed, links in zip(aggregate, NVLINK_ERRORS, strict=True)
-    ]
+        _NO_ERRORS if summed  # not summed: the per-link fields are in the batch (where the GPU has any)
+        else batch.numbers(links) if batch.parts_asked(spec) else _NOT_COUNTED
+        for spec, summed, links in zip(NVLINK_ERROR_TOTALS, aggregate, NVLINK_ERRORS, strict=True)
+    ]  # fmt: skip
     if any(t for t, summed in zip(totals, aggregate, strict=True) if summed):  # name the links
-        asked: tuple[FieldSpec, ...] = tuple(
-            spec for summed, links in zip(aggregate, NVLINK_ERRORS, strict=True) if summed for spec in links
+        asked: tuple[FieldSpec, ...] = (
+            NVLINK_LINK_ERRORS
+            if all(aggregate)
+            else tuple(
+                spec
+                for summed, links in zip(aggregate, NVLINK_ERRORS, strict=True)
+                if summed
+                for spec in links
+            )
         )
         numbers = batch.when_changed("nvlink_links", (tuple(aggregate), tuple(totals)), asked)
         at = 0

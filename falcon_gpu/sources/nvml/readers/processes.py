@@ -17,15 +17,17 @@ once per cycle (:func:`process_samples`), by the utilization reader when it runs
 their ``encUtil`` / ``decUtil`` tell it whether the encoder and decoder were in use.
 
 The MPS list is asked only while the compute list holds an MPS server or a process whose
-name cannot be read. NVIDIA's MPS documentation: "The nvidia-cuda-mps-server process owns
-the CUDA context on the GPU and uses it to execute GPU operations for its client application
-processes. Due to this, when querying active processes via nvidia-smi (or any NVML-based
-application) nvidia-cuda-mps-server will appear as the active CUDA process"; MPS clients
+name cannot be read. NVIDIA's MPS documentation (docs.nvidia.com/deploy/mps, section
+"nvidia-cuda-mps-server"): "The nvidia-cuda-mps-server process owns the CUDA context on the
+GPU and uses it to execute GPU operations for its client application processes. Due to this,
+when querying active processes via nvidia-smi (or any NVML-based application)
+nvidia-cuda-mps-server will appear as the active CUDA process"; MPS clients
 (``nvmlDeviceGetMPSComputeRunningProcesses``: "processes with a MPS compute context") exist
 only while a server runs on the device. A process named ``nvidia-cuda-mps-server`` in the
 compute list therefore opens the gate; an unnamed one (a container without the host's PID
-namespace cannot read names) might be the server, so it opens it too; and it is asked once
-a minute whatever the compute list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`).
+namespace cannot read names) might be the server, so it opens it too; so does a last answer
+that listed clients (to see them go); and it is asked once a minute whatever the compute
+list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The utilisation rates are asked every cycle. The encoder and decoder utilisation are zero
 unless a process uses the engine, and every process that does shows it in its
 ``nvmlDeviceGetProcessUtilization`` samples (``encUtil`` / ``decUtil``, per process and
-sample): the device's engine utilisation is asked only when a sample of this cycle shows the
+sample; pynvml's ``c_nvmlProcessUtilizationSample_t``: pid, timeStamp, smUtil, memUtil, encUtil,
+decUtil): the device's engine utilisation is asked only when a sample of this cycle shows the
 engine in use, when its last answer was above zero (to see it fall back to zero), and at
 least once a minute (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`); otherwise the
 last answer, zero, stands. Where NVML has no process utilisation (NOT_SUPPORTED: MIG-enabled
