@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from falcon_gpu.simulator.scenario.host_model import (
+    ApiContainer,
+    ApiPod,
     HostScenario,
     PodResourcesClaim,
     PodResourcesClaimDevice,
@@ -110,12 +112,46 @@ def allocatable_for(gpus: Sequence[GpuScenario]) -> tuple[PodResourcesDevice, ..
     return tuple(out)
 
 
-def _docker(o: Obj) -> tuple[tuple[str, str], ...]:
+def _runtime_containers(o: Obj, key: str) -> tuple[tuple[str, str], ...]:
+    """``docker_containers`` / ``podman_containers``: (container ID, name) pairs."""
     out = []
-    for c in o.objects("docker_containers"):
+    for c in o.objects(key):
         out.append((c.string("id"), c.string("name")))
         c.done()
     return tuple(out)
+
+
+def _text_map(o: Obj, key: str) -> tuple[tuple[str, str], ...]:
+    """An optional object of strings (labels, resource quantities), in file order."""
+    out = []
+    for name, value, path in o.mapping(key):
+        if not isinstance(value, str):
+            raise ScenarioError(f"{path}: expected a string (a quantity is text, as in a pod spec)")
+        out.append((name, value))
+    return tuple(out)
+
+
+def _api_pods(o: Obj) -> tuple[ApiPod, ...]:
+    """``api_pods``: this node's pods as the API server's pod list has them."""
+    pods = []
+    for p in o.objects("api_pods"):
+        containers = []
+        for c in p.objects("containers"):
+            containers.append(
+                ApiContainer(c.string("name"), _text_map(c, "limits"), _text_map(c, "requests"))
+            )
+            c.done()
+        pods.append(
+            ApiPod(
+                p.string("namespace"),
+                p.string("name"),
+                p.string("uid"),
+                _text_map(p, "labels"),
+                tuple(containers),
+            )
+        )
+        p.done()
+    return tuple(pods)
 
 
 def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
@@ -127,7 +163,9 @@ def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
         log_containers=o.strings("log_containers"),
         log_pods=o.strings("log_pods"),
         allocatable=_devices(o, "allocatable") if o.raw("allocatable") is not None else allocatable_for(gpus),
-        docker_containers=_docker(o),
+        docker_containers=_runtime_containers(o, "docker_containers"),
+        podman_containers=_runtime_containers(o, "podman_containers"),
+        api_pods=_api_pods(o),
         proc_uids=uids,
         users=_users(o),
     )
