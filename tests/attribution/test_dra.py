@@ -228,3 +228,106 @@ def test_a_mig_profile_twice_on_one_gpu_is_left_unmapped(tmp_path: Path, socket_
     assert [(p.container.pod, p.mig_uuid, p.allocated, p.resource) for p in result.pods] == [
         ("train-a", MIG_SMALL, False, None)
     ]
+
+
+def test_a_mig_profile_twice_on_one_gpu_is_told_apart_by_placement(tmp_path: Path, socket_path: Path) -> None:
+    """With NVML's placement start on each instance, the DRA name's placement picks the instance:
+    train-a's claim names placement 3 (the second 1g.10gb), serve-b's placement 2 (the first)."""
+    from falcon_gpu.model.snapshot import MigReading
+
+    tree = HostTree(tmp_path)
+    pods = []
+    for n, pod, placement in ((1, "train-a", 3), (2, "serve-b", 2)):
+        tree.process(10 + n, systemd_cgroup(pod_uid(n), container_id(n)))
+        tree.container("ml", pod, pod_uid(n), "main", container_id(n))
+        device = PodResourcesClaimDevice("gpu.nvidia.com", "node-1", f"gpu-0-mig-1g10gb-19-{placement}")
+        claim = PodResourcesClaim(f"claim-{n}", "ml", (device,))
+        pods.append(PodResourcesPod("ml", pod, (PodResourcesContainer("main", (), (claim,)),)))
+    server = PodResourcesServer(socket_path, pods)
+    server.start()
+    twins = (
+        MigReading(
+            9, 0, "1g.10gb", MIG_SMALL, processes=(proc(12, 1, None, gpu_instance_id=9),), placement_start=2
+        ),
+        MigReading(
+            10, 0, "1g.10gb", MIG_BIG, processes=(proc(11, 2, None, gpu_instance_id=10),), placement_start=3
+        ),
+    )
+    settings = Settings(proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n")
+    attributor = Attributor(AttributionSettings.of(settings), Telemetry())
+    try:
+        attributor.refresh_now()
+        result = attributor.attribute(snapshot(gpu(0, mig=twins)))
+    finally:
+        attributor.close()
+        server.stop()
+    assert sorted((p.container.pod, p.mig_uuid, p.allocated, p.resource) for p in result.pods) == [
+        ("serve-b", MIG_SMALL, True, DRA),
+        ("train-a", MIG_BIG, True, DRA),
+    ]
+
+
+def twin_scenario(tmp_path: Path, *, placements: bool) -> Path:
+    """GPU 0 with two 1g.10gb instances (placement starts 2 and 3 when ``placements``); pod
+    train-a claims the one at placement 3 through DRA and runs on it."""
+    uid, cid = pod_uid(1), container_id(1)
+    device = {"driver_name": "gpu.nvidia.com", "pool_name": "node-1", "device_name": "gpu-0-mig-1g10gb-19-3"}
+    host = {
+        "proc": {"7001": {"cgroup": systemd_cgroup(uid, cid)}},
+        "pod_resources": [
+            {
+                "namespace": "ml",
+                "name": "train-a",
+                "containers": [
+                    {
+                        "name": "main",
+                        "dynamic_resources": [
+                            {"claim_name": "c", "claim_namespace": "ml", "claim_resources": [device]}
+                        ],
+                    }
+                ],
+            }
+        ],
+        "log_pods": [f"ml_train-a_{uid}"],
+        "log_containers": [f"train-a_ml_main-{cid}.log"],
+    }
+
+    def instance(gi: int, uuid: str, start: int, processes: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"gpu_instance_id": gi, "profile": "1g.10gb", "uuid": uuid,
+                               "memory_total_bytes": 10 * GIB, "memory_used_bytes": 2 * GIB,
+                               "processes": processes}  # fmt: skip
+        if placements:
+            out["placement_start"] = start
+        return out
+
+    running = [{"pid": 7001, "name": "python", "type": "compute", "used_memory_bytes": 2 * GIB}]
+    gpus = [
+        {
+            "uuid": GPU0,
+            "name": "NVIDIA A100-SXM4-80GB",
+            "memory_total_bytes": 80 * GIB,
+            "memory_used_bytes": 4 * GIB,
+            "mig": [instance(9, MIG_SMALL, 2, []), instance(10, MIG_BIG, 3, running)],
+        }
+    ]
+    path = tmp_path / "twins.json"
+    path.write_text(
+        json.dumps({"driver_version": "570.86.15", "cuda_version": "12.8", "gpus": gpus, "host": host})
+    )
+    return path
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize(("placements", "allocated"), [(True, "true"), (False, "false")])
+def test_a_dra_mig_device_lands_on_the_right_instance_end_to_end(
+    prometheus: ManagedServer, tmp_path: Path, placements: bool, allocated: str
+) -> None:
+    """The simulator's NVML answers nvmlGpuInstanceGetInfo, the agent's MIG reader reads each
+    instance's placement start, and the claim of the PodResources gRPC server maps by it. Where
+    NVML tells no placement (NOT_SUPPORTED here; NO_PERMISSION for an unprivileged agent) the
+    twin profile cannot be resolved: the claim maps to neither, the process is still the pod's."""
+    run_once_into(prometheus, twin_scenario(tmp_path, placements=placements), "twin-node")
+    info = prom_query(prometheus, 'falcon_gpu_pod_info{node="twin-node"}')
+    assert [(r["metric"]["pod"], r["metric"]["mig_uuid"], r["metric"]["allocated"]) for r in info] == [
+        ("train-a", MIG_BIG, allocated)
+    ]
