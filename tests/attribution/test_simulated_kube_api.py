@@ -131,3 +131,18 @@ def test_a_bad_api_pod_names_its_path(tmp_path: Any) -> None:
         ScenarioError, match=r"host\.api_pods\[0\]\.containers\[0\]\.limits\.nvidia\.com/gpumem"
     ):
         load_scenario(path)
+
+
+def test_a_host_that_cannot_start_stops_what_it_started(
+    shared_gpu: HostScenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from falcon_gpu.simulator.node import kube_api_server
+
+    def refuse(self: kube_api_server.KubeApiServer) -> str:
+        raise OSError("address in use")
+
+    monkeypatch.setattr(kube_api_server.KubeApiServer, "start", refuse)
+    simulated = SimulatedHost(shared_gpu, node=NODE)
+    with pytest.raises(OSError, match="address in use"):
+        simulated.start()
+    assert simulated.server is None and simulated.paths is None  # the gRPC server was stopped again

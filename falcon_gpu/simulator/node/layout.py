@@ -82,9 +82,18 @@ class SimulatedHost:
         return self._server
 
     def start(self) -> HostPaths:
-        """Write the trees and start the gRPC server. Raises OSError/RuntimeError when it cannot."""
+        """Write the trees and start the servers. Raises OSError/RuntimeError when it cannot,
+        having stopped what it had started (a server left running would outlive the agent)."""
         if self.paths is not None:
             return self.paths
+        try:
+            self.paths = self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self.paths
+
+    def _start(self) -> HostPaths:
         if self._base_dir is None:
             base = Path(tempfile.mkdtemp(prefix="fgpu-host-"))
             self._made.append(base)
@@ -112,8 +121,7 @@ class SimulatedHost:
                 "".join(f"{n}:x:{uid}:{uid}::/home/{n}:/bin/sh\n" for n, uid in self.host.users)
             )
         kube_api = self._start_kube_api(base) if self.host.api_pods else None
-        self.paths = HostPaths(proc_root, log_root, socket, docker_root, containers_root, passwd, kube_api)
-        return self.paths
+        return HostPaths(proc_root, log_root, socket, docker_root, containers_root, passwd, kube_api)
 
     def _start_kube_api(self, base: Path) -> KubeApiConfig:
         token = secrets.token_urlsafe(24)
