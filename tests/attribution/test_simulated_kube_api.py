@@ -11,12 +11,17 @@ from typing import Any
 
 import pytest
 
+from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabelSource
 from falcon_gpu.attribution.pod_requests import MIB, Requested
+from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.layout import HostPaths, SimulatedHost
 from falcon_gpu.simulator.scenario.host_model import HostScenario
 from falcon_gpu.simulator.scenario.parse import load_scenario, resolve_scenario
 from falcon_gpu.simulator.scenario.strict_json import ScenarioError
+from falcon_gpu.sources.nvml.library import load_nvml
+from falcon_gpu.sources.nvml.source import NvmlSource
+from falcon_gpu.telemetry import Telemetry
 
 NODE = "node-7"
 
@@ -146,3 +151,34 @@ def test_a_host_that_cannot_start_stops_what_it_started(
     with pytest.raises(OSError, match="address in use"):
         simulated.start()
     assert simulated.server is None and simulated.paths is None  # the gRPC server was stopped again
+
+
+def test_a_failing_api_server_is_counted_and_the_other_sources_go_on(
+    host: tuple[SimulatedHost, HostPaths],
+) -> None:
+    simulated, paths = host
+    settings = Settings(
+        node=NODE, proc_root=paths.proc_root, log_root=paths.log_root, kubelet_socket=paths.kubelet_socket,
+        pod_requests=True,
+    )  # fmt: skip
+    telemetry = Telemetry()
+    attributor = Attributor(AttributionSettings.of(settings, kube_api=paths.kube_api), telemetry)
+    source = NvmlSource(load_nvml(load_scenario(resolve_scenario("shared-gpu"))), telemetry)
+    try:
+        attributor.refresh_now()
+        snapshot = source.collect(0.0)
+        quotas = {
+            p.container.pod: p.container.requested_compute_ratio for p in attributor.attribute(snapshot).pods
+        }
+        assert quotas["jupyter-alice"] == 0.5
+        assert simulated.kube_api_server is not None
+        simulated.kube_api_server.fail_with = 500
+        attributor.refresh_now()
+        result = attributor.attribute(snapshot)
+    finally:
+        attributor.close()
+        source.close()
+    assert telemetry.view().errors_total.get("kube_api") == 1
+    assert result.sources_ok["kube_api"] is False and result.sources_ok["kubelet"] is True
+    assert {p.container.pod: p.container.requested_compute_ratio for p in result.pods} == quotas  # kept
+    assert {p.container.pod for p in result.pods if p.allocated} >= {"jupyter-alice", "pipeline-0"}  # kubelet
