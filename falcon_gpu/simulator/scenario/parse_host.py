@@ -12,8 +12,8 @@ whole GPUs as ``nvidia.com/gpu``, MIG instances as ``nvidia.com/mig-<profile>``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from falcon_gpu.simulator.scenario.host_model import (
     ApiContainer,
@@ -30,6 +30,8 @@ from falcon_gpu.simulator.scenario.strict_json import Obj, ScenarioError
 if TYPE_CHECKING:
     from falcon_gpu.simulator.scenario.model import GpuScenario
 
+T = TypeVar("T")
+
 
 def _devices(o: Obj, key: str = "devices") -> tuple[PodResourcesDevice, ...]:
     out = []
@@ -41,21 +43,29 @@ def _devices(o: Obj, key: str = "devices") -> tuple[PodResourcesDevice, ...]:
     return tuple(out)
 
 
+def _each(o: Obj, key: str, make: Callable[[Obj], T]) -> tuple[T, ...]:
+    """``make`` of every object in the list ``key`` (none when it is left out), each then checked
+    for keys nobody read."""
+    out = []
+    for item in o.objects(key):
+        out.append(make(item))
+        item.done()
+    return tuple(out)
+
+
+def _claim_device(d: Obj) -> PodResourcesClaimDevice:
+    return PodResourcesClaimDevice(d.string("driver_name"), d.string("pool_name"), d.string("device_name"))
+
+
+def _claim(c: Obj) -> PodResourcesClaim:
+    return PodResourcesClaim(
+        c.string("claim_name"), c.string("claim_namespace"), _each(c, "claim_resources", _claim_device)
+    )
+
+
 def _claims(o: Obj) -> tuple[PodResourcesClaim, ...]:
     """A container's ``dynamic_resources`` (DRA claims); none when the key is left out."""
-    claims = []
-    for c in o.objects("dynamic_resources"):
-        devices = []
-        for d in c.objects("claim_resources"):
-            devices.append(
-                PodResourcesClaimDevice(
-                    d.string("driver_name"), d.string("pool_name"), d.string("device_name")
-                )
-            )
-            d.done()
-        claims.append(PodResourcesClaim(c.string("claim_name"), c.string("claim_namespace"), tuple(devices)))
-        c.done()
-    return tuple(claims)
+    return _each(o, "dynamic_resources", _claim)
 
 
 def _pods(o: Obj) -> tuple[PodResourcesPod, ...]:
@@ -114,11 +124,7 @@ def allocatable_for(gpus: Sequence[GpuScenario]) -> tuple[PodResourcesDevice, ..
 
 def _runtime_containers(o: Obj, key: str) -> tuple[tuple[str, str], ...]:
     """``docker_containers`` / ``podman_containers``: (container ID, name) pairs."""
-    out = []
-    for c in o.objects(key):
-        out.append((c.string("id"), c.string("name")))
-        c.done()
-    return tuple(out)
+    return _each(o, key, lambda c: (c.string("id"), c.string("name")))
 
 
 def _text_map(o: Obj, key: str) -> tuple[tuple[str, str], ...]:
@@ -131,27 +137,18 @@ def _text_map(o: Obj, key: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _api_pods(o: Obj) -> tuple[ApiPod, ...]:
-    """``api_pods``: this node's pods as the API server's pod list has them."""
-    pods = []
-    for p in o.objects("api_pods"):
-        containers = []
-        for c in p.objects("containers"):
-            containers.append(
-                ApiContainer(c.string("name"), _text_map(c, "limits"), _text_map(c, "requests"))
-            )
-            c.done()
-        pods.append(
-            ApiPod(
-                p.string("namespace"),
-                p.string("name"),
-                p.string("uid"),
-                _text_map(p, "labels"),
-                tuple(containers),
-            )
-        )
-        p.done()
-    return tuple(pods)
+def _api_container(c: Obj) -> ApiContainer:
+    return ApiContainer(c.string("name"), _text_map(c, "limits"), _text_map(c, "requests"))
+
+
+def _api_pod(p: Obj) -> ApiPod:
+    return ApiPod(
+        p.string("namespace"),
+        p.string("name"),
+        p.string("uid"),
+        _text_map(p, "labels"),
+        _each(p, "containers", _api_container),
+    )
 
 
 def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
@@ -165,7 +162,7 @@ def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
         allocatable=_devices(o, "allocatable") if o.raw("allocatable") is not None else allocatable_for(gpus),
         docker_containers=_runtime_containers(o, "docker_containers"),
         podman_containers=_runtime_containers(o, "podman_containers"),
-        api_pods=_api_pods(o),
+        api_pods=_each(o, "api_pods", _api_pod),  # this node's pods as the API server lists them
         proc_uids=uids,
         users=_users(o),
     )
