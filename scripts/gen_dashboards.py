@@ -30,6 +30,12 @@ CS = C + ',namespace=~"$namespace"'
 DEVICE = "cluster, node, uuid, mig_uuid, namespace, pod, container"  # one series per container and device
 
 
+REQUESTED_NOTE = (
+    "Of the GPU quota its containers were given (pod_requests); only containers with a quota count,"
+    " and none of a quota of 0. 1 = it uses all it asked for."
+)
+
+
 def hours(series: str) -> str:
     """GPU-hours over the dashboard's time range from a gauge of GPUs held or busy.
 
@@ -405,6 +411,23 @@ def pods() -> Dashboard:
                 description="1 = it uses all it holds; above 1 on a time-sliced GPU that others leave idle",
             ),
             Panel(
+                "Compute used / requested",
+                "timeseries",
+                (f"namespace_pod:falcon_gpu_utilization_of_requested:ratio{{{CP}}}",),
+                unit="percentunit",
+                legend="{{namespace}}/{{pod}}",
+                description=REQUESTED_NOTE
+                + " Compute: HAMi gpucores, vcuda-core; a whole GPU or replica is 1.",
+            ),
+            Panel(
+                "Memory used / requested",
+                "timeseries",
+                (f"namespace_pod:falcon_gpu_memory_used_of_requested:ratio{{{CP}}}",),
+                unit="percentunit",
+                legend="{{namespace}}/{{pod}}",
+                description=REQUESTED_NOTE + " Memory: HAMi gpumem, vcuda-memory.",
+            ),
+            Panel(
                 "GPUs allocated (fractional on shared GPUs)",
                 "timeseries",
                 (f"namespace_pod:falcon_gpu_allocated:sum{{{CP}}}",),
@@ -558,6 +581,22 @@ def cost() -> Dashboard:
                 ),
                 unit="percentunit",
                 legend="{{cluster}} {{namespace}}",
+            ),
+            Panel(
+                "Compute used / requested per namespace",
+                "timeseries",
+                (f"namespace:falcon_gpu_utilization_of_requested:ratio{{{CS}}}",),
+                unit="percentunit",
+                legend="{{cluster}} {{namespace}}",
+                description=REQUESTED_NOTE,
+            ),
+            Panel(
+                "Memory used / requested per namespace",
+                "timeseries",
+                (f"namespace:falcon_gpu_memory_used_of_requested:ratio{{{CS}}}",),
+                unit="percentunit",
+                legend="{{cluster}} {{namespace}}",
+                description=REQUESTED_NOTE,
             ),
             Panel(
                 "GPU-hours allocated per pod",

@@ -1,8 +1,9 @@
 """Build every long-lived part from the settings, and close them in a safe order.
 
 The simulator replaces only the NVML library; when its scenario describes a
-host (proc tree, logs, kubelet) and the user set none of those paths, the host
-is laid out in a temporary directory and attribution is pointed at it, so the
+host (proc tree, logs, kubelet, API server pods) and the user set none of those
+paths, the host is laid out in a temporary directory and attribution is pointed
+at it (``pod_labels`` / ``pod_requests`` at its loopback API server), so the
 real readers run. Shutdown order: stop the ``listen`` endpoint, the XID thread
 and attribution refreshers first (they serve or feed the cycle), then flush and
 close sinks (so queued and spooled data gets its chance), then NVML, then the
@@ -128,6 +129,7 @@ def build(
     telemetry = telemetry or Telemetry()
     scenario = None
     host = None
+    kube_api = None
     if simulate is not None:
         from falcon_gpu.simulator.scenario.parse import load_scenario, resolve_scenario
 
@@ -135,8 +137,9 @@ def build(
         if scenario.host is not None and not (settings.explicit & set(HOST_PATHS)):
             from falcon_gpu.simulator.node.layout import SimulatedHost
 
-            host = SimulatedHost(scenario.host)
+            host = SimulatedHost(scenario.host, node=settings.node)
             paths = host.start()
+            kube_api = paths.kube_api  # its API server, for pod_labels / pod_requests
             settings = settings.model_copy(
                 update={
                     "proc_root": paths.proc_root,
@@ -177,7 +180,7 @@ def build(
         source = NvmlSource(library, telemetry, xid=xid)
         from falcon_gpu.attribution import AttributionSettings, Attributor
 
-        attributor = Attributor(AttributionSettings.of(settings), telemetry)
+        attributor = Attributor(AttributionSettings.of(settings, kube_api=kube_api), telemetry)
         policies = _policy_engine(settings, telemetry) if with_sinks else None  # alerts are an output too
     except BaseException:
         if listener is not None:

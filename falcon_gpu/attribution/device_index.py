@@ -28,15 +28,21 @@ class DeviceIndex:
         self._mig_parent: dict[str, str] = {}
         self._mig_by_gi: dict[tuple[str, int], str] = {}
         self._mig_by_profile: dict[tuple[str, str], list[str]] = {}
+        self._mig_by_placement: dict[tuple[str, str, int], str] = {}
+        self._placed_profiles: set[tuple[str, str]] = set()
         for dev in snapshot.devices:
             self._by_uuid[dev.uuid] = dev
             self._by_node[dev.index if dev.minor_number is None else dev.minor_number] = dev
             for mig in dev.mig:
                 self._mig_parent[mig.uuid] = dev.uuid
                 self._mig_by_gi.setdefault((dev.uuid, mig.gpu_instance_id), mig.uuid)
-                same = self._mig_by_profile.setdefault((dev.uuid, dra_profile(mig.profile)), [])
+                profile = dra_profile(mig.profile)
+                same = self._mig_by_profile.setdefault((dev.uuid, profile), [])
                 if mig.uuid not in same:
                     same.append(mig.uuid)
+                if mig.placement_start is not None:
+                    self._mig_by_placement.setdefault((dev.uuid, profile, mig.placement_start), mig.uuid)
+                    self._placed_profiles.add((dev.uuid, profile))
 
     def resolve(self, ref: DeviceRef) -> DeviceKey | None:
         """The device key a kubelet device names; None when this node's NVML does not see it."""
@@ -51,14 +57,23 @@ class DeviceIndex:
         if dev is None:
             return None
         if ref.mig_profile is not None:
-            # NVML's GPU instance placement is not read yet, so the placement in a DRA name cannot be
-            # matched: an instance is found only where its profile is unique on the GPU.
-            found = self._mig_by_profile.get((dev.uuid, ref.mig_profile), [])
-            return (dev.uuid, found[0]) if len(found) == 1 else None
+            return self._dra_mig(dev.uuid, ref.mig_profile, ref.mig_placement)
         if ref.gpu_instance_id is None:
             return (dev.uuid, None)
         mig_uuid = self._mig_by_gi.get((dev.uuid, ref.gpu_instance_id))
         return (dev.uuid, mig_uuid) if mig_uuid is not None else None
+
+    def _dra_mig(self, gpu_uuid: str, profile: str, placement: int | None) -> DeviceKey | None:
+        """A DRA MIG device by profile and placement start. Where NVML gave this profile's
+        placements, only the instance at that placement matches; where it gave none (an
+        unprivileged agent), only an instance whose profile is unique on the GPU."""
+        if (gpu_uuid, profile) in self._placed_profiles:
+            found = (
+                self._mig_by_placement.get((gpu_uuid, profile, placement)) if placement is not None else None
+            )
+            return (gpu_uuid, found) if found is not None else None
+        same = self._mig_by_profile.get((gpu_uuid, profile), [])
+        return (gpu_uuid, same[0]) if len(same) == 1 else None
 
 
 def place_processes(dev: DeviceReading) -> list[tuple[str | None, ProcessReading]]:

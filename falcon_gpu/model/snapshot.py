@@ -93,6 +93,9 @@ class MigReading:
     processes: tuple[ProcessReading, ...] = ()
     gpm: GpmReading | None = None
     """The GPU instance's GPM metrics (``nvmlGpmMigSampleGet``; shared by its compute instances)."""
+    placement_start: int | None = None
+    """The GPU instance's first slice on its GPU (``nvmlGpuInstanceGetInfo``); tells two instances
+    of one profile apart for DRA device names. None: not known (NVML wants a privileged user)."""
 
 
 @dataclass(frozen=True, slots=True)

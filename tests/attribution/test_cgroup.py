@@ -92,6 +92,18 @@ LAYOUTS: dict[str, tuple[str, CgroupIdentity | None]] = {
         f"cri-containerd-{CID}.scope\n",
         CgroupIdentity(UID, CID),
     ),
+    "v1 systemd cri-o": (
+        f"11:memory:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/"
+        f"crio-{CID}.scope\n"
+        f"1:name=systemd:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/"
+        f"crio-{CID}.scope\n",
+        CgroupIdentity(UID, CID),
+    ),
+    "v1 systemd docker / cri-dockerd": (
+        f"11:memory:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/"
+        f"docker-{CID}.scope\n",
+        CgroupIdentity(UID, CID),
+    ),
     "hybrid: 0:: names no pod, v1 lines do": (
         f"12:memory:/kubepods/burstable/pod{UID}/{CID}\n1:name=systemd:/kubepods/burstable/pod{UID}/{CID}\n0::/\n",
         CgroupIdentity(UID, CID),

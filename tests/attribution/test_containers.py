@@ -149,7 +149,7 @@ def test_a_host_with_no_runtime_files_has_no_containers_source(tmp_path: Path) -
 
 
 @pytest.mark.servers
-def test_kubernetes_pods_and_stray_docker_containers_are_both_attributed(
+def test_kubernetes_pods_and_stray_docker_and_podman_containers_are_all_attributed(
     prometheus: ManagedServer, tmp_path: Path
 ) -> None:
     gpu0 = "GPU-00000000-aaaa-bbbb-cccc-000000000000"
@@ -158,6 +158,7 @@ def test_kubernetes_pods_and_stray_docker_containers_are_both_attributed(
         "proc": {
             "4242": {"cgroup": systemd_cgroup(uid, cid)},
             "5151": {"cgroup": f"0::/system.slice/docker-{A}.scope\n"},
+            "5252": {"cgroup": f"0::/machine.slice/libpod-{B}.scope/container\n"},  # crun's layout
         },
         "pod_resources": [
             {
@@ -171,6 +172,7 @@ def test_kubernetes_pods_and_stray_docker_containers_are_both_attributed(
         "log_pods": [f"ml_train-0_{uid}"],
         "log_containers": [f"train-0_ml_main-{cid}.log"],
         "docker_containers": [{"id": A, "name": "stray-trainer"}],
+        "podman_containers": [{"id": B, "name": "podman-eval"}],  # the simulator's containers.json
     }
     processes = [
         {
@@ -187,13 +189,20 @@ def test_kubernetes_pods_and_stray_docker_containers_are_both_attributed(
             "used_memory_bytes": 5 * GIB,
             "sm_util_percent": 30,
         },
+        {
+            "pid": 5252,
+            "name": "python",
+            "type": "compute",
+            "used_memory_bytes": 2 * GIB,
+            "sm_util_percent": 10,
+        },
     ]
     gpus = [
         {
             "uuid": gpu0,
             "name": "NVIDIA H100 80GB HBM3",
             "memory_total_bytes": 80 * GIB,
-            "memory_used_bytes": 16 * GIB,
+            "memory_used_bytes": 18 * GIB,
             "energy_joules": [1000, 1900],
             "processes": processes,
         }
@@ -210,13 +219,16 @@ def test_kubernetes_pods_and_stray_docker_containers_are_both_attributed(
 
     assert values("falcon_gpu_pod_memory_used_bytes") == {"train-0": 10 * GIB}
     info = prom_query(prometheus, 'falcon_gpu_container_info{node="mixed-node"}')
-    assert [
+    assert sorted(
         (r["metric"]["container"], r["metric"]["runtime"], r["metric"]["container_id"]) for r in info
-    ] == [("stray-trainer", "docker", A)]
-    assert values("falcon_gpu_container_memory_used_bytes") == {"stray-trainer": 5 * GIB}
-    assert values("falcon_gpu_container_utilization_ratio") == {"stray-trainer": 0.3}
-    assert values("falcon_gpu_container_processes") == {"stray-trainer": 1}
-    assert values("falcon_gpu_unattributed_memory_used_bytes") == {"": 6 * GIB}  # 16 - the pod's 10
+    ) == [("podman-eval", "podman", B), ("stray-trainer", "docker", A)]
+    assert values("falcon_gpu_container_memory_used_bytes") == {
+        "stray-trainer": 5 * GIB,
+        "podman-eval": 2 * GIB,
+    }
+    assert values("falcon_gpu_container_utilization_ratio") == {"stray-trainer": 0.3, "podman-eval": 0.1}
+    assert values("falcon_gpu_container_processes") == {"stray-trainer": 1, "podman-eval": 1}
+    assert values("falcon_gpu_unattributed_memory_used_bytes") == {"": 8 * GIB}  # 18 - the pod's 10
 
 
 def test_open_falcon_items_for_plain_containers(tmp_path: Path) -> None:

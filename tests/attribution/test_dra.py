@@ -197,26 +197,31 @@ def test_unknown_drivers_are_counted_each_refresh_and_logged_once(
     )
 
 
-def test_a_mig_profile_twice_on_one_gpu_is_left_unmapped(tmp_path: Path, socket_path: Path) -> None:
-    """Two 1g.10gb instances: without NVML's placement the DRA name cannot pick one, so the
-    claim maps to neither (never to the wrong one); the process is still attributed by cgroup."""
+def _attribute_twins(
+    tmp_path: Path, socket_path: Path, claims: tuple[tuple[str, int], ...], placements: tuple[int, int] | None
+) -> list[tuple[str, str | None, bool, str | None]]:
+    """Two 1g.10gb instances on GPU 0 (MIG_SMALL, GI 9; MIG_BIG, GI 10, with the placement starts
+    ``placements``), and one pod per ``(pod, placement)`` claiming the instance at that placement
+    through the real PodResources gRPC server; the n-th pod's process runs on the n-th instance.
+    Returns (pod, mig_uuid, allocated, resource) of every pod series, sorted."""
     from falcon_gpu.model.snapshot import MigReading
 
     tree = HostTree(tmp_path)
-    uid, cid = pod_uid(1), container_id(1)
-    tree.process(10, systemd_cgroup(uid, cid))
-    tree.container("ml", "train-a", uid, "main", cid)
-    claim = PodResourcesClaim(
-        "small", "ml", (PodResourcesClaimDevice("gpu.nvidia.com", "node-1", "gpu-0-mig-1g10gb-19-0"),)
-    )
-    server = PodResourcesServer(
-        socket_path, [PodResourcesPod("ml", "train-a", (PodResourcesContainer("main", (), (claim,)),))]
-    )
+    pods = []
+    for n, (pod, placement) in enumerate(claims, start=1):
+        tree.process(10 + n, systemd_cgroup(pod_uid(n), container_id(n)))
+        tree.container("ml", pod, pod_uid(n), "main", container_id(n))
+        device = PodResourcesClaimDevice("gpu.nvidia.com", "node-1", f"gpu-0-mig-1g10gb-19-{placement}")
+        claim = PodResourcesClaim(f"claim-{n}", "ml", (device,))
+        pods.append(PodResourcesPod("ml", pod, (PodResourcesContainer("main", (), (claim,)),)))
+    server = PodResourcesServer(socket_path, pods)
     server.start()
-    twins = (
-        MigReading(9, 0, "1g.10gb", MIG_SMALL, processes=(proc(10, 1, None, gpu_instance_id=9),)),
-        MigReading(10, 0, "1g.10gb", MIG_BIG),
-    )
+    starts = placements or (None, None)
+    twins = tuple(
+        MigReading(gi, 0, "1g.10gb", uuid, placement_start=start,
+                   processes=(proc(10 + n, n, None, gpu_instance_id=gi),) if n <= len(claims) else ())
+        for n, (gi, uuid, start) in enumerate(((9, MIG_SMALL, starts[0]), (10, MIG_BIG, starts[1])), start=1)
+    )  # fmt: skip
     settings = Settings(proc_root=tree.proc, log_root=tree.log, kubelet_socket=socket_path, node="n")
     attributor = Attributor(AttributionSettings.of(settings), Telemetry())
     try:
@@ -225,6 +230,95 @@ def test_a_mig_profile_twice_on_one_gpu_is_left_unmapped(tmp_path: Path, socket_
     finally:
         attributor.close()
         server.stop()
-    assert [(p.container.pod, p.mig_uuid, p.allocated, p.resource) for p in result.pods] == [
+    return sorted((p.container.pod, p.mig_uuid, p.allocated, p.resource) for p in result.pods)
+
+
+def test_a_mig_profile_twice_on_one_gpu_is_left_unmapped(tmp_path: Path, socket_path: Path) -> None:
+    """Two 1g.10gb instances: without NVML's placement the DRA name cannot pick one, so the
+    claim maps to neither (never to the wrong one); the process is still attributed by cgroup."""
+    assert _attribute_twins(tmp_path, socket_path, (("train-a", 0),), None) == [
         ("train-a", MIG_SMALL, False, None)
+    ]
+
+
+def test_a_mig_profile_twice_on_one_gpu_is_told_apart_by_placement(tmp_path: Path, socket_path: Path) -> None:
+    """With NVML's placement start on each instance, the DRA name's placement picks the instance:
+    serve-b (running on the second 1g.10gb) claims placement 3, train-a (on the first) placement 2;
+    a placement no instance has maps to none."""
+    got = _attribute_twins(tmp_path, socket_path, (("train-a", 2), ("serve-b", 3)), (2, 3))
+    assert got == [("serve-b", MIG_BIG, True, DRA), ("train-a", MIG_SMALL, True, DRA)]
+    crossed = _attribute_twins(tmp_path / "x", socket_path, (("train-a", 3), ("serve-b", 2)), (2, 3))
+    assert crossed == [  # each claim lands on the instance it names, whoever runs there
+        ("serve-b", MIG_SMALL, True, DRA),
+        ("serve-b", MIG_BIG, False, None),
+        ("train-a", MIG_SMALL, False, None),
+        ("train-a", MIG_BIG, True, DRA),
+    ]
+    missing = _attribute_twins(tmp_path / "y", socket_path, (("train-a", 5),), (2, 3))
+    assert missing == [("train-a", MIG_SMALL, False, None)]
+
+
+def twin_scenario(tmp_path: Path, *, placements: bool) -> Path:
+    """GPU 0 with two 1g.10gb instances (placement starts 2 and 3 when ``placements``); pod
+    train-a claims the one at placement 3 through DRA and runs on it."""
+    uid, cid = pod_uid(1), container_id(1)
+    device = {"driver_name": "gpu.nvidia.com", "pool_name": "node-1", "device_name": "gpu-0-mig-1g10gb-19-3"}
+    host = {
+        "proc": {"7001": {"cgroup": systemd_cgroup(uid, cid)}},
+        "pod_resources": [
+            {
+                "namespace": "ml",
+                "name": "train-a",
+                "containers": [
+                    {
+                        "name": "main",
+                        "dynamic_resources": [
+                            {"claim_name": "c", "claim_namespace": "ml", "claim_resources": [device]}
+                        ],
+                    }
+                ],
+            }
+        ],
+        "log_pods": [f"ml_train-a_{uid}"],
+        "log_containers": [f"train-a_ml_main-{cid}.log"],
+    }
+
+    def instance(gi: int, uuid: str, start: int, processes: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"gpu_instance_id": gi, "profile": "1g.10gb", "uuid": uuid,
+                               "memory_total_bytes": 10 * GIB, "memory_used_bytes": 2 * GIB,
+                               "processes": processes}  # fmt: skip
+        if placements:
+            out["placement_start"] = start
+        return out
+
+    running = [{"pid": 7001, "name": "python", "type": "compute", "used_memory_bytes": 2 * GIB}]
+    gpus = [
+        {
+            "uuid": GPU0,
+            "name": "NVIDIA A100-SXM4-80GB",
+            "memory_total_bytes": 80 * GIB,
+            "memory_used_bytes": 4 * GIB,
+            "mig": [instance(9, MIG_SMALL, 2, []), instance(10, MIG_BIG, 3, running)],
+        }
+    ]
+    path = tmp_path / "twins.json"
+    path.write_text(
+        json.dumps({"driver_version": "570.86.15", "cuda_version": "12.8", "gpus": gpus, "host": host})
+    )
+    return path
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize(("placements", "allocated"), [(True, "true"), (False, "false")])
+def test_a_dra_mig_device_lands_on_the_right_instance_end_to_end(
+    prometheus: ManagedServer, tmp_path: Path, placements: bool, allocated: str
+) -> None:
+    """The simulator's NVML answers nvmlGpuInstanceGetInfo, the agent's MIG reader reads each
+    instance's placement start, and the claim of the PodResources gRPC server maps by it. Where
+    NVML tells no placement (NOT_SUPPORTED here; NO_PERMISSION for an unprivileged agent) the
+    twin profile cannot be resolved: the claim maps to neither, the process is still the pod's."""
+    run_once_into(prometheus, twin_scenario(tmp_path, placements=placements), "twin-node")
+    info = prom_query(prometheus, 'falcon_gpu_pod_info{node="twin-node"}')
+    assert [(r["metric"]["pod"], r["metric"]["mig_uuid"], r["metric"]["allocated"]) for r in info] == [
+        ("train-a", MIG_BIG, allocated)
     ]

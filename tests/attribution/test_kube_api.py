@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -15,6 +12,7 @@ import pytest
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabelSource, sanitise_label
 from falcon_gpu.settings import Settings
+from falcon_gpu.simulator.node.kube_api_server import KubeApiServer
 from falcon_gpu.telemetry import Telemetry
 
 from .helpers import HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
@@ -31,57 +29,39 @@ def pod_item(
     return item
 
 
-class FakeApiServer:
-    """Answers GET /api/v1/pods in two pages, only with the right token and field selector."""
+class FakeApiServer(KubeApiServer):
+    """The simulator's loopback API server (its HTTP side), answering GET /api/v1/pods with the
+    given pages of raw items, only with the right token and field selector; ``requests`` records
+    each query, ``status`` makes it fail."""
 
     def __init__(self, pages: list[list[dict[str, Any]]] | None = None) -> None:
+        super().__init__((), "node-7", TOKEN)
         self.requests: list[dict[str, list[str]]] = []
         self.status = 200
-        pages = pages or [
+        self.pages = pages or [
             [pod_item("ml", "train-0", pod_uid(1), {"app.kubernetes.io/name": "trainer", "team": "a"})],
             [pod_item("ml", "idle-0", pod_uid(2), {"team": "b", "secret-ish": "x"})],
         ]
-        owner = self
+        self.start()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                url = urlparse(self.path)
-                query = parse_qs(url.query)
-                owner.requests.append(query)
-                if owner.status != 200:
-                    self._send(owner.status, {"kind": "Status"})
-                elif self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    self._send(401, {"kind": "Status"})
-                elif url.path != "/api/v1/pods" or not query.get("fieldSelector", [""])[0].startswith(
-                    "spec.nodeName="
-                ):
-                    self._send(400, {"kind": "Status"})
-                elif query["fieldSelector"] != ["spec.nodeName=node-7"]:  # no pods on any other node
-                    self._send(200, {"kind": "PodList", "metadata": {}, "items": []})
-                else:
-                    page = 1 if query.get("continue") == ["page2"] else 0
-                    meta = {"continue": "page2"} if page + 1 < len(pages) else {}
-                    self._send(200, {"kind": "PodList", "metadata": meta, "items": pages[page]})
-
-            def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+    def answer(self, path: str, authorization: str | None) -> tuple[int, dict[str, Any]]:
+        url = urlparse(path)
+        query = parse_qs(url.query)
+        self.requests.append(query)
+        if self.status != 200:
+            return self.status, {"kind": "Status"}
+        if authorization != f"Bearer {TOKEN}":
+            return 401, {"kind": "Status"}
+        if url.path != "/api/v1/pods" or not query.get("fieldSelector", [""])[0].startswith("spec.nodeName="):
+            return 400, {"kind": "Status"}
+        if query["fieldSelector"] != ["spec.nodeName=node-7"]:  # no pods on any other node
+            return 200, {"kind": "PodList", "metadata": {}, "items": []}
+        page = 1 if query.get("continue") == ["page2"] else 0
+        meta = {"continue": "page2"} if page + 1 < len(self.pages) else {}
+        return 200, {"kind": "PodList", "metadata": meta, "items": self.pages[page]}
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.stop()
 
 
 @pytest.fixture

@@ -56,6 +56,21 @@ PODS = [
         ({"limits": {"cpu": "1"}}, None),
         ({"limits": {"nvidia.com/gpumem": "1Gi"}}, None),  # not an integer: HAMi counts MiB
         ({}, None),
+        # a quota of 0 reserves nothing: no ratio to it (it would be +Inf), never a whole GPU
+        (
+            {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096", "nvidia.com/gpucores": "0"}},
+            Requested(4096 * MIB, None),
+        ),
+        ({"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "0"}}, None),
+        (
+            {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "0", "nvidia.com/gpucores": "25"}},
+            Requested(None, 0.25),
+        ),
+        ({"limits": {"tencent.com/vcuda-core": "0", "tencent.com/vcuda-memory": "4"}}, Requested(GIB, None)),
+        ({"limits": {"tencent.com/vcuda-core": "0"}}, None),
+        # HAMi memory with no gpucores: HAMi's defaultCores (0) reserved no compute, not a whole GPU
+        ({"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2048"}}, Requested(2048 * MIB, None)),
+        ({"limits": {"nvidia.com/gpu.shared": "1"}}, Requested(None, 1.0)),  # a time-sliced replica
     ],
 )
 def test_units(resources: dict[str, Any], expected: Requested | None) -> None:
@@ -191,89 +206,60 @@ def test_pod_uid_label_only_when_asked(tmp_path: Path, api: FakeApiServer, token
             assert set(uids.values()) == {None}
 
 
-ALICE = ("team-a", "jupyter-alice", "313a5d97-3ee5-d4d6-5870-143f1939d837")
-BOB = ("team-a", "jupyter-bob", "a434e10d-f83b-a956-924c-6825e1fdaa03")
-SHARED_GPU_PODS = [
-    [
-        pod_item(
-            *ALICE,
-            {},
-            [
-                {
-                    "name": "notebook",
-                    "resources": {"limits": {"nvidia.com/gpumem": "8192", "nvidia.com/gpucores": "50"}},
-                }
-            ],
-        ),
-        pod_item(
-            *BOB,
-            {},
-            [
-                {
-                    "name": "notebook",
-                    "resources": {"limits": {"nvidia.com/gpu.shared": "1", "nvidia.com/gpu": "1"}},
-                }
-            ],
-        ),
-    ]
-]
+ALICE_UID = "313a5d97-3ee5-d4d6-5870-143f1939d837"
 
 
 def _run_once(
-    tmp_path: Path,
-    api: FakeApiServer,
-    token: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], settings: str
 ) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     from falcon_gpu import cli
     from tests.agent.test_cli_e2e import parse_prom
 
     cfg = tmp_path / "c.toml"
-    cfg.write_text(
-        f'node = "node-7"\nspool_dir = "{tmp_path / "spool"}"\npod_requests = true\npod_uid = true\n'
-    )
-    monkeypatch.setattr(
-        KubeApiConfig, "in_cluster", classmethod(lambda cls: KubeApiConfig(api.url, token, None))
-    )
+    cfg.write_text(f'node = "node-7"\nspool_dir = "{tmp_path / "spool"}"\n{settings}')
     capsys.readouterr()
     assert cli.main(["run", "--simulate", "shared-gpu", "--once", "--config", str(cfg)]) == 0
     return parse_prom(capsys.readouterr().out)
 
 
-def test_run_once_on_the_shared_gpu_scenario(
-    tmp_path: Path, token: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The CLI end to end: the simulator's GPUs and host tree, the fake API server's quotas."""
-    api = FakeApiServer(SHARED_GPU_PODS)
-    try:
-        out = _run_once(tmp_path, api, token, monkeypatch, capsys)
-        api.status = 500
-        (tmp_path / "again").mkdir()
-        failing = _run_once(tmp_path / "again", api, token, monkeypatch, capsys)
-    finally:
-        api.close()
+def by_pod(series: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str) -> dict[str, float]:
+    return {dict(lb)["pod"] + "/" + dict(lb)["container"]: v for (n, lb), v in series.items() if n == name}
 
-    def by_pod(series: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str) -> dict[str, float]:
-        return {dict(lb)["pod"]: v for (n, lb), v in series.items() if n == name}
 
-    assert by_pod(out, "falcon_gpu_pod_requested_memory_bytes") == {"jupyter-alice": 8192 * MIB}
-    assert by_pod(out, "falcon_gpu_pod_requested_compute_ratio") == {"jupyter-alice": 0.5, "jupyter-bob": 1.0}
+def test_run_once_on_the_shared_gpu_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI end to end: the simulator's GPUs and host tree, and its loopback API server listing
+    the scenario's ``api_pods`` (HAMi quotas, a time-sliced replica, whole GPUs, gpucores 0)."""
+    out = _run_once(tmp_path, capsys, "pod_requests = true\npod_uid = true\n")
+    assert by_pod(out, "falcon_gpu_pod_requested_memory_bytes") == {
+        "jupyter-alice/notebook": 8192 * MIB,  # HAMi gpumem 8192
+        "dashboard-render-6f7c9/render": 4096 * MIB,  # gpumem 4096 with gpucores 0
+    }
+    assert by_pod(out, "falcon_gpu_pod_requested_compute_ratio") == {
+        "jupyter-alice/notebook": 0.5,  # gpucores 50
+        "jupyter-bob/notebook": 1.0,  # a time-sliced nvidia.com/gpu.shared replica
+        "pipeline-0/preprocess": 1.0,  # whole GPUs
+        "pipeline-0/train": 1.0,
+        "idle-reservation-0/sleeper": 1.0,
+    }  # dashboard-render's gpucores 0 reserved no compute: no ratio, so no +Inf downstream
     used = by_pod(out, "falcon_gpu_pod_memory_used_bytes")
     sm = by_pod(out, "falcon_gpu_pod_utilization_ratio")
-    assert used["jupyter-alice"] / (8192 * MIB) == 0.5  # the scenario's 4 GiB of the 8 GiB given
-    assert sm["jupyter-alice"] / 0.5 == pytest.approx(0.6)  # 30 % SM of the 50 % given
-    assert "dashboard-render-6f7c9" in used  # uses the GPU, requested nothing: no requested series
+    assert used["jupyter-alice/notebook"] / (8192 * MIB) == 0.5  # the scenario's 4 GiB of the 8 GiB given
+    assert sm["jupyter-alice/notebook"] / 0.5 == pytest.approx(0.6)  # 30 % SM of the 50 % given
+    assert used["dashboard-render-6f7c9/render"] / (4096 * MIB) == 0.5  # 2 GiB of 4 GiB
     labels = {
         dict(lb)["pod"]: dict(lb)
         for (n, lb), _ in out.items()
         if n == "falcon_gpu_pod_requested_compute_ratio"
     }
-    assert labels["jupyter-alice"]["pod_uid"] == ALICE[2]
+    assert labels["jupyter-alice"]["pod_uid"] == ALICE_UID
     assert labels["jupyter-alice"]["uuid"] == "GPU-fe49fb4c-3d29-111a-1278-513e4ab0ce96"
+    errors = {dict(lb)["kind"]: v for (n, lb), v in out.items() if n == "falcon_gpu_agent_errors_total"}
+    assert errors.get("kube_api", 0) == 0
 
-    # the API server fails: the run still succeeds, the failure is counted, the quotas are unknown
-    errors = {dict(lb)["kind"]: v for (n, lb), v in failing.items() if n == "falcon_gpu_agent_errors_total"}
-    assert errors["kube_api"] == 1
-    assert by_pod(failing, "falcon_gpu_pod_requested_compute_ratio") == {}
-    assert "jupyter-alice" in by_pod(failing, "falcon_gpu_pod_memory_used_bytes")
+
+def test_without_pod_requests_the_simulated_api_server_is_not_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _run_once(tmp_path, capsys, "")
+    assert by_pod(out, "falcon_gpu_pod_requested_compute_ratio") == {}
+    assert "jupyter-alice/notebook" in by_pod(out, "falcon_gpu_pod_memory_used_bytes")

@@ -90,6 +90,19 @@ class Expected:
                     return dict(process)
         raise AssertionError(f"no process {pid} for {namespace}/{pod}/{container}")
 
+    def requested(self, namespace: str, pod: str, container: str) -> tuple[float | None, float | None]:
+        """(memory bytes, compute share) the container's ``api_pods`` limits give, by HAMi's units
+        (gpumem MiB, gpucores percent; 0 is no quota); a plain GPU or replica is compute 1."""
+        (entry,) = [
+            p for p in self.scenario["host"]["api_pods"] if (p["namespace"], p["name"]) == (namespace, pod)
+        ]
+        (spec,) = [c for c in entry["containers"] if c["name"] == container]
+        limits = {k: int(v) for k, v in spec.get("limits", {}).items() if v.isdigit()}
+        memory = limits.get("nvidia.com/gpumem", 0) * 2**20 or None
+        hami = "nvidia.com/gpumem" in limits or "nvidia.com/gpucores" in limits
+        compute = limits.get("nvidia.com/gpucores", 0) / 100 or (None if hami else 1.0)
+        return (float(memory) if memory else None), compute
+
     def xids(self) -> set[tuple[str, str]]:
         """(uuid, xid) of every XID event the scenario raises."""
         return {(g["uuid"], str(e["xid"])) for g in self.gpus for e in g.get("xid_events", [])}

@@ -5,7 +5,9 @@ second; it also scrapes a Pushgateway that one agent pushes to as well, so that 
 twice (different job/instance), as in a store fed by both paths. A second one (when the agent
 has the ``listen`` setting) scrapes the same agents' ``/metrics``. Each agent is the real
 ``falcon-gpu run --simulate <scenario>``, with its own ``node`` and, when the agent has the
-``labels`` setting, ``labels = {cluster = ...}``.
+``labels`` setting, ``labels = {cluster = ...}``; an agent whose scenario lists ``api_pods`` also
+gets ``pod_requests = true`` (the simulator serves those pods from a loopback API server), so the
+requested-vs-used series and rules answer too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from falcon_gpu.settings import Settings
+from falcon_gpu.simulator.scenario.parse import load_scenario, resolve_scenario
 from tests.delivery.conftest import ManagedServer, free_port, http_get, need
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +43,11 @@ class Agent:
     @property
     def cluster_label(self) -> str:
         return self.cluster if HAS_LABELS else ""
+
+    @property
+    def has_api_pods(self) -> bool:
+        host = load_scenario(resolve_scenario(self.scenario)).host
+        return host is not None and bool(host.api_pods)
 
 
 def start_pushgateway(root: Path) -> ManagedServer:
@@ -99,6 +107,8 @@ def agent_config(root: Path, agent: Agent, write_url: str, listen: str, pushgate
         lines.append(f'labels = {{cluster = "{agent.cluster}"}}')
     if listen:
         lines.append(f'listen = "{listen}"')
+    if agent.has_api_pods:
+        lines.append("pod_requests = true")
     lines += ["[[sinks]]", 'type = "remote_write"', f'url = "{write_url}"']
     if pushgateway_url:
         lines += ["[[sinks]]", 'type = "pushgateway"', f'url = "{pushgateway_url}"']

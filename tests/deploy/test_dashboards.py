@@ -76,3 +76,29 @@ def test_every_panel_filters_by_cluster() -> None:
         if "$cluster" not in target["expr"]
     ]
     assert unfiltered == []
+
+
+def test_used_over_requested_panels_per_pod_and_namespace() -> None:
+    """Requested vs used (pod_requests): compute and memory, per pod (Pods) and per namespace (Cost),
+    each through its recording rule, so no panel divides by a quota of 0 itself."""
+    exprs = {
+        (p.stem, panel["title"]): target["expr"]
+        for p in BOARDS
+        for panel in load(p)["panels"]
+        for target in panel["targets"]
+    }
+    wanted = {
+        ("pods", "Compute used / requested"): "namespace_pod:falcon_gpu_utilization_of_requested:ratio{",
+        ("pods", "Memory used / requested"): "namespace_pod:falcon_gpu_memory_used_of_requested:ratio{",
+        (
+            "cost",
+            "Compute used / requested per namespace",
+        ): "namespace:falcon_gpu_utilization_of_requested:ratio{",
+        (
+            "cost",
+            "Memory used / requested per namespace",
+        ): "namespace:falcon_gpu_memory_used_of_requested:ratio{",
+    }
+    for key, rule in wanted.items():
+        assert exprs[key].startswith(rule), key
+        assert "$namespace" in exprs[key]

@@ -171,19 +171,12 @@ def has_allocatable(live: Live) -> bool:
     return bool(live.ask("falcon_gpu_allocatable_devices"))
 
 
-NEEDS_API_SERVER = re.compile(r"falcon_gpu_pod_requested_(memory_bytes|compute_ratio)")
-"""The quotas come from the API server's pod list (``pod_requests``), which the live agents do not
-have: those rules are promtool-tested (conf/prometheus/tests/recording_test.yml) instead."""
-
-
 def test_every_recording_rule_answers(live: Live, has_allocatable: bool) -> None:
     rules = recording_rules()
     empty = [
         name
         for name in rules
-        if (has_allocatable or not needs_allocatable(name, rules))
-        and not NEEDS_API_SERVER.search(rules[name])
-        and not live.ask(name)
+        if (has_allocatable or not needs_allocatable(name, rules)) and not live.ask(name)
     ]
     assert empty == []
 
@@ -232,6 +225,43 @@ def test_known_pod_memory_and_utilisation(live: Live) -> None:
     assert values(live.ask(f"namespace_pod:falcon_gpu_utilization:sum{pod}")) == {
         (): last(process["sm_util_percent"]) / 100
     }
+
+
+def test_used_over_requested_per_pod_and_namespace(live: Live) -> None:
+    """The shared-gpu agent lists its pods' quotas from the simulator's API server (pod_requests):
+    the used / requested rules equal the scenario's processes over its api_pods' HAMi limits."""
+    agent = AGENTS[1]
+    want = expected(agent)
+    alice = want.pod_process("team-a", "jupyter-alice", "notebook")
+    render = want.pod_process("team-b", "dashboard-render-6f7c9", "render")
+    alice_memory, alice_compute = want.requested("team-a", "jupyter-alice", "notebook")
+    render_memory, render_compute = want.requested("team-b", "dashboard-render-6f7c9", "render")
+    assert (alice_memory, alice_compute, render_memory, render_compute) == (
+        8192 * 2**20,
+        0.5,
+        4096 * 2**20,
+        None,
+    )
+    cluster = f'cluster="{agent.cluster_label}"'
+
+    def ratio(rule: str, *keys: str) -> dict[tuple[str, ...], float]:
+        return values(live.ask(f"{rule}{{{cluster}}}"), *keys)
+
+    pods = ("namespace", "pod")
+    assert ratio("namespace_pod:falcon_gpu_memory_used_of_requested:ratio", *pods) == {
+        ("team-a", "jupyter-alice"): pytest.approx(last(alice["used_memory_bytes"]) / alice_memory),
+        ("team-b", "dashboard-render-6f7c9"): pytest.approx(
+            last(render["used_memory_bytes"]) / render_memory
+        ),
+    }
+    compute = ratio("namespace_pod:falcon_gpu_utilization_of_requested:ratio", *pods)
+    assert compute[("team-a", "jupyter-alice")] == pytest.approx(
+        last(alice["sm_util_percent"]) / 100 / alice_compute
+    )
+    assert ("team-b", "dashboard-render-6f7c9") not in compute  # gpucores 0: no ratio, never +Inf
+    assert all(math.isfinite(v) for v in compute.values())
+    by_namespace = ratio("namespace:falcon_gpu_memory_used_of_requested:ratio", "namespace")
+    assert by_namespace[("team-b",)] == pytest.approx(last(render["used_memory_bytes"]) / render_memory)
 
 
 def test_faulty_gpus_report_health_2(live: Live) -> None:

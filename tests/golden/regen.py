@@ -76,16 +76,18 @@ def _normalised(view: TelemetryView) -> TelemetryView:
 
 def _cycles(name: str) -> list[CycleData]:
     scenario = load_scenario(scenario_paths()[name])
-    host = SimulatedHost(scenario.host) if scenario.host is not None else None
+    host = SimulatedHost(scenario.host, node=NODE) if scenario.host is not None else None
     paths = host.start() if host is not None else None
     now = [START]
     telemetry = Telemetry()
     telemetry.register_sink(SINK)
     telemetry.spool_bytes(SINK, 0)
+    kube_api = paths.kube_api if paths is not None else None
     settings = Settings(
         node=NODE,
         interval=INTERVAL,
         process_metrics=True,
+        pod_requests=kube_api is not None,  # the scenario's API server lists its pods' GPU quotas
         **(
             {}
             if paths is None
@@ -102,7 +104,9 @@ def _cycles(name: str) -> list[CycleData]:
     library = load_nvml(scenario)
     xid = XidWatcher(library, telemetry)
     source = NvmlSource(library, telemetry, clock=lambda: now[0], xid=xid)
-    attributor = Attributor(AttributionSettings.of(settings), telemetry, clock=lambda: now[0])
+    attributor = Attributor(
+        AttributionSettings.of(settings, kube_api=kube_api), telemetry, clock=lambda: now[0]
+    )
     health = HealthEvaluator()
     policies = PolicyEngine(POLICIES, node=NODE)
     out: list[CycleData] = []

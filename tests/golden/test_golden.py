@@ -53,12 +53,6 @@ def test_output_equals_the_golden_file(name: str, file: str) -> None:
         pytest.fail(f"{name}/{file} differs ({REGEN}); first difference:\n" + (diff[:1] or ["length"])[0])
 
 
-NEEDS_API_SERVER = {"falcon_gpu_pod_requested_memory_bytes", "falcon_gpu_pod_requested_compute_ratio"}
-"""Only with ``pod_requests``, from the API server's pod list, which the simulator does not serve:
-tests/attribution/test_pod_requests.py runs the shared-gpu scenario through the CLI against a
-loopback fake API server instead."""
-
-
 def _prom_names(file: str) -> set[str]:
     names: set[str] = set()
     for name in SCENARIOS:
@@ -72,7 +66,7 @@ def _prom_names(file: str) -> set[str]:
     ("file", "specs"), [("falcon_gpu.prom", falcon_gpu.SPECS), ("dcgm.prom", dcgm.SPECS)]
 )
 def test_every_declared_metric_has_a_series_in_some_golden_file(file: str, specs: tuple[object, ...]) -> None:
-    declared = {spec.name for spec in specs} - NEEDS_API_SERVER  # type: ignore[attr-defined]
+    declared = {spec.name for spec in specs}  # type: ignore[attr-defined]
     missing = declared - _prom_names(file)
     assert not missing, f"no scenario produces {sorted(missing)}: extend a scenario, then {REGEN}"
 

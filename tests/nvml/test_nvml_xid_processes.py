@@ -312,6 +312,27 @@ def test_mig_processes_only_on_instance_handles_are_added_to_the_device() -> Non
     }
 
 
+def test_mig_placement_start_is_read_once_a_minute_and_quietly_unknown_without_privilege() -> None:
+    """Two 1g.10gb instances on one GPU differ only by placement (what DRA device names carry)."""
+    sim = SimulatedNvml(scenario_named("mig-node"))
+    source, telemetry = source_on(sim)
+    device = source.collect(0.0).devices[0]
+    assert [(m.gpu_instance_id, m.placement_start) for m in device.mig] == [(9, 2), (10, 3), (5, 0), (1, 4)]
+    source.collect(30.0)
+    assert sim.calls["nvmlGpuInstanceGetInfo"] == 4  # with the slow fields, not every cycle
+
+    def refused(*_: Any) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+
+    lib = Quirky(
+        SimulatedNvml(scenario_named("mig-node")), override={"nvmlDeviceGetGpuInstanceById": refused}
+    )
+    source, telemetry = source_on(lib)
+    device = source.collect(0.0).devices[0]
+    assert [m.placement_start for m in device.mig] == [None] * 4
+    assert telemetry.view().errors_total == {}  # an unprivileged agent: not an error, no log each cycle
+
+
 # -- small pure helpers ------------------------------------------------------------
 def test_pure_conversions() -> None:
     assert profile_from_name("NVIDIA A100-SXM4-40GB MIG 1g.5gb") == "1g.5gb"

@@ -214,6 +214,16 @@ def test_mig_slots_handles_and_processes() -> None:
     assert code_of(sim.nvmlDeviceGetUtilizationRates, first) == pynvml.NVML_ERROR_NOT_SUPPORTED
     other = sim.nvmlDeviceGetHandleByIndex(1)
     assert sim.nvmlDeviceGetMigMode(other) == [0, 0]
+    info = sim.nvmlGpuInstanceGetInfo(sim.nvmlDeviceGetGpuInstanceById(parent, 10))
+    assert (info.id, info.profileId, info.placement.start, info.placement.size) == (
+        10,
+        pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE,
+        3,
+        1,
+    )
+    assert code_of(sim.nvmlDeviceGetGpuInstanceById, parent, 2) == pynvml.NVML_ERROR_NOT_FOUND
+    assert code_of(sim.nvmlDeviceGetGpuInstanceById, other, 0) == pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert code_of(sim.nvmlGpuInstanceGetInfo, first) == pynvml.NVML_ERROR_INVALID_ARGUMENT
 
 
 def test_process_lists_by_type_and_utilisation_samples_since_last_seen() -> None:

@@ -53,6 +53,14 @@ class SimMigDevice:
     mig: MigScenario
 
 
+@dataclass(eq=False)
+class SimGpuInstance:
+    """A GPU instance handle (``nvmlDeviceGetGpuInstanceById``)."""
+
+    parent: SimDevice
+    mig: MigScenario
+
+
 class SimCore:
     def __init__(self, scenario: Scenario, *, clock: Callable[[], float] = time.time) -> None:
         self.scenario = scenario

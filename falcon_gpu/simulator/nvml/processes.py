@@ -1,4 +1,4 @@
-"""Simulated process lists, process utilisation samples and MIG device handles.
+"""Simulated process lists, process utilisation samples, MIG device and GPU instance handles.
 
 Process lists exist in the three pynvml generations (``_v3``, ``_v2``, plain) for
 compute, graphics and MPS. On a MIG GPU the parent's lists hold every instance's
@@ -25,12 +25,21 @@ from falcon_gpu.simulator.nvml.core import (
     NvmlStruct,
     SimCore,
     SimDevice,
+    SimGpuInstance,
     SimMigDevice,
     fail,
 )
 from falcon_gpu.simulator.scenario.parse import ProcessScenario, at
 
 MAX_MIG_DEVICES = 7
+_GI_PROFILE_IDS = {
+    1: pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE,
+    2: pynvml.NVML_GPU_INSTANCE_PROFILE_2_SLICE,
+    3: pynvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE,
+    4: pynvml.NVML_GPU_INSTANCE_PROFILE_4_SLICE,
+    7: pynvml.NVML_GPU_INSTANCE_PROFILE_7_SLICE,
+}
+"""GPU instance profile IDs by slice count, as ``nvmlGpuInstanceGetInfo`` reports them."""
 
 
 def _info(p: ProcessScenario, cycle: int, gi: int, ci: int) -> NvmlStruct:
@@ -165,3 +174,31 @@ class ProcessCalls(SimCore):
 
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, migDevice: Any) -> SimDevice:
         return self._mig(migDevice, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle").parent
+
+    def nvmlDeviceGetGpuInstanceById(self, device: Any, gpuInstanceId: int) -> SimGpuInstance:
+        """The GPU instance ``id`` of a physical GPU; NOT_FOUND where it has none of that ID."""
+        dev = self._device(device, "nvmlDeviceGetGpuInstanceById")
+        if not dev.gpu.mig:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        for mig in dev.gpu.mig:
+            if mig.gpu_instance_id == gpuInstanceId:
+                return SimGpuInstance(dev, mig)
+        fail(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def nvmlGpuInstanceGetInfo(self, gpuInstance: Any) -> NvmlStruct:
+        """id, profileId and placement (start: the scenario's ``placement_start``; size: the
+        profile's slice count, ``3g.40gb`` -> 3); NOT_SUPPORTED where the scenario gives no start."""
+        self._enter("nvmlGpuInstanceGetInfo")
+        if not isinstance(gpuInstance, SimGpuInstance):
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self._check_lost(gpuInstance.parent)
+        mig = gpuInstance.mig
+        if mig.placement_start is None:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        slices = int(mig.profile.split("g", 1)[0]) if mig.profile[:1].isdigit() else 1
+        return NvmlStruct(
+            device=gpuInstance.parent,
+            id=mig.gpu_instance_id,
+            profileId=_GI_PROFILE_IDS.get(slices, 0),
+            placement=NvmlStruct(start=mig.placement_start, size=slices),
+        )

@@ -48,6 +48,26 @@ class PodResourcesPod:
 
 
 @dataclass(frozen=True, slots=True)
+class ApiContainer:
+    """A container of a pod's spec: its ``resources`` limits and requests (quantities as text)."""
+
+    name: str
+    limits: tuple[tuple[str, str], ...] = ()
+    requests: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ApiPod:
+    """One pod of the API server's pod list (``GET /api/v1/pods``) on the simulated node."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: tuple[tuple[str, str], ...]
+    containers: tuple[ApiContainer, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class HostScenario:
     proc_cgroups: dict[int, str]
     """host PID -> the text of ``/proc/<pid>/cgroup``."""
@@ -59,8 +79,12 @@ class HostScenario:
     allocatable: tuple[PodResourcesDevice, ...] = ()
     """What GetAllocatableResources answers: derived from the scenario's GPU and MIG UUIDs."""
     docker_containers: tuple[tuple[str, str], ...] = ()
+    """(container ID, name) of plain Docker containers, laid out as a Docker data root."""
+    podman_containers: tuple[tuple[str, str], ...] = ()
+    """(container ID, name) of Podman containers, laid out as Podman's containers storage."""
+    api_pods: tuple[ApiPod, ...] = ()
+    """This node's pods as the API server lists them (labels, GPU quotas); none: no API server."""
     proc_uids: tuple[tuple[int, int], ...] = ()
     """(host PID, uid) written as ``/proc/<pid>/status``'s ``Uid:`` line (Slurm on cgroup v2)."""
     users: tuple[tuple[str, int], ...] = ()
     """(name, uid) laid out as the host's passwd file."""
-    """(container ID, name) of plain Docker containers, laid out as a Docker data root."""

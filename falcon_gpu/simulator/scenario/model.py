@@ -71,6 +71,8 @@ class MigScenario:
     processes: tuple[ProcessScenario, ...]
     gpm: Gpm | None = None
     """The GPU instance's GPM activity (a device without ``gpm`` serves no instance GPM either)."""
+    placement_start: int | None = None
+    """The GPU instance's placement start (``nvmlGpuInstanceGetInfo``); None: NOT_SUPPORTED."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,7 @@ def _mig(o: Obj) -> MigScenario:
         memory_used_bytes=o.series("memory_used_bytes"),
         processes=tuple(_process(p) for p in o.objects("processes")),
         gpm=_gpm(o),
+        placement_start=o.opt_integer("placement_start"),
     )
     o.done()
     return mig

@@ -12,10 +12,12 @@ whole GPUs as ``nvidia.com/gpu``, MIG instances as ``nvidia.com/mig-<profile>``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from falcon_gpu.simulator.scenario.host_model import (
+    ApiContainer,
+    ApiPod,
     HostScenario,
     PodResourcesClaim,
     PodResourcesClaimDevice,
@@ -28,6 +30,8 @@ from falcon_gpu.simulator.scenario.strict_json import Obj, ScenarioError
 if TYPE_CHECKING:
     from falcon_gpu.simulator.scenario.model import GpuScenario
 
+T = TypeVar("T")
+
 
 def _devices(o: Obj, key: str = "devices") -> tuple[PodResourcesDevice, ...]:
     out = []
@@ -39,21 +43,29 @@ def _devices(o: Obj, key: str = "devices") -> tuple[PodResourcesDevice, ...]:
     return tuple(out)
 
 
+def _each(o: Obj, key: str, make: Callable[[Obj], T]) -> tuple[T, ...]:
+    """``make`` of every object in the list ``key`` (none when it is left out), each then checked
+    for keys nobody read."""
+    out = []
+    for item in o.objects(key):
+        out.append(make(item))
+        item.done()
+    return tuple(out)
+
+
+def _claim_device(d: Obj) -> PodResourcesClaimDevice:
+    return PodResourcesClaimDevice(d.string("driver_name"), d.string("pool_name"), d.string("device_name"))
+
+
+def _claim(c: Obj) -> PodResourcesClaim:
+    return PodResourcesClaim(
+        c.string("claim_name"), c.string("claim_namespace"), _each(c, "claim_resources", _claim_device)
+    )
+
+
 def _claims(o: Obj) -> tuple[PodResourcesClaim, ...]:
     """A container's ``dynamic_resources`` (DRA claims); none when the key is left out."""
-    claims = []
-    for c in o.objects("dynamic_resources"):
-        devices = []
-        for d in c.objects("claim_resources"):
-            devices.append(
-                PodResourcesClaimDevice(
-                    d.string("driver_name"), d.string("pool_name"), d.string("device_name")
-                )
-            )
-            d.done()
-        claims.append(PodResourcesClaim(c.string("claim_name"), c.string("claim_namespace"), tuple(devices)))
-        c.done()
-    return tuple(claims)
+    return _each(o, "dynamic_resources", _claim)
 
 
 def _pods(o: Obj) -> tuple[PodResourcesPod, ...]:
@@ -110,12 +122,33 @@ def allocatable_for(gpus: Sequence[GpuScenario]) -> tuple[PodResourcesDevice, ..
     return tuple(out)
 
 
-def _docker(o: Obj) -> tuple[tuple[str, str], ...]:
+def _runtime_containers(o: Obj, key: str) -> tuple[tuple[str, str], ...]:
+    """``docker_containers`` / ``podman_containers``: (container ID, name) pairs."""
+    return _each(o, key, lambda c: (c.string("id"), c.string("name")))
+
+
+def _text_map(o: Obj, key: str) -> tuple[tuple[str, str], ...]:
+    """An optional object of strings (labels, resource quantities), in file order."""
     out = []
-    for c in o.objects("docker_containers"):
-        out.append((c.string("id"), c.string("name")))
-        c.done()
+    for name, value, path in o.mapping(key):
+        if not isinstance(value, str):
+            raise ScenarioError(f"{path}: expected a string (a quantity is text, as in a pod spec)")
+        out.append((name, value))
     return tuple(out)
+
+
+def _api_container(c: Obj) -> ApiContainer:
+    return ApiContainer(c.string("name"), _text_map(c, "limits"), _text_map(c, "requests"))
+
+
+def _api_pod(p: Obj) -> ApiPod:
+    return ApiPod(
+        p.string("namespace"),
+        p.string("name"),
+        p.string("uid"),
+        _text_map(p, "labels"),
+        _each(p, "containers", _api_container),
+    )
 
 
 def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
@@ -127,7 +160,9 @@ def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
         log_containers=o.strings("log_containers"),
         log_pods=o.strings("log_pods"),
         allocatable=_devices(o, "allocatable") if o.raw("allocatable") is not None else allocatable_for(gpus),
-        docker_containers=_docker(o),
+        docker_containers=_runtime_containers(o, "docker_containers"),
+        podman_containers=_runtime_containers(o, "podman_containers"),
+        api_pods=_each(o, "api_pods", _api_pod),  # this node's pods as the API server lists them
         proc_uids=uids,
         users=_users(o),
     )

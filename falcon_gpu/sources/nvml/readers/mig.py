@@ -9,6 +9,13 @@ profile is the suffix of the MIG device name (``"NVIDIA A100-SXM4-40GB MIG 1g.5g
 processes take the SM share the parent's samples gave their PID. Processes listed only
 by an instance handle are added to the device's process list (with instance ids), so
 ``DeviceReading.processes`` holds every instance's processes.
+
+Each GPU instance's placement start (``nvmlDeviceGetGpuInstanceById`` then
+``nvmlGpuInstanceGetInfo``, ``placement.start``) tells two instances of one profile
+apart: NVIDIA's DRA driver names a MIG device by profile and placement. It changes
+only with the MIG layout, so it is re-read with the slow fields. NVML wants a
+privileged user for it; NO_PERMISSION leaves it unknown, quietly (the DRA mapping then
+falls back to the profile alone, see :mod:`falcon_gpu.attribution.device_index`).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ def _instance(ctx: DeviceContext, slot: int, handle: Any) -> MigReading | None:
     name = call(scope, "name", "nvmlDeviceGetName", handle)
     memory = memory_info(ctx, handle, scope)
     gi_value, ci_value = _int(gi), _int(ci)
+    placement = _placement_start(ctx, scope, gi_value)
     processes = tuple(
         replace(
             p,
@@ -58,7 +66,26 @@ def _instance(ctx: DeviceContext, slot: int, handle: Any) -> MigReading | None:
         memory_total_bytes=None if memory is ABSENT else int(memory.total),
         memory_used_bytes=None if memory is ABSENT else int(memory.used),
         processes=processes,
+        placement_start=placement,
     )
+
+
+_UNPRIVILEGED = {pynvml.NVML_ERROR_NO_PERMISSION: ABSENT}
+
+
+def _placement_start(ctx: DeviceContext, scope: str, gpu_instance_id: int | None) -> int | None:
+    """The GPU instance's placement start slot; None when NVML does not tell (see module doc)."""
+    if gpu_instance_id is None:
+        return None
+    slow, nvml, now = ctx.slow, ctx.nvml, ctx.timestamp
+    gi = slow.call(nvml, now, scope, "gpu_instance", "nvmlDeviceGetGpuInstanceById", ctx.handle,
+                   gpu_instance_id, answers=_UNPRIVILEGED)  # fmt: skip
+    if gi is ABSENT:
+        return None
+    info = slow.call(
+        nvml, now, scope, "gpu_instance_info", "nvmlGpuInstanceGetInfo", gi, answers=_UNPRIVILEGED
+    )
+    return None if info is ABSENT else int(info.placement.start)
 
 
 def _int(value: Any) -> int | None:
