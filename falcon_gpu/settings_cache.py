@@ -59,7 +59,10 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
 
 
 def _digest(parts: list[str]) -> str:
-    from hashlib import blake2b
+    try:  # hashlib itself loads OpenSSL first: a few ms of every plugin start for a hash it has built in
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - an interpreter without the builtin module
+        from hashlib import blake2b
 
     return blake2b("\0".join(parts).encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
 

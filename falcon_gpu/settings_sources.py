@@ -18,8 +18,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 ENV_PREFIX = "FALCON_GPU_"
 NESTED = "__"
 DEFAULT_CONFIG_FILE = Path("/etc/falcon-gpu/falcon-gpu.toml")
@@ -38,6 +36,8 @@ def config_file_in_use(config_file: Path | None) -> Path | None:
 
 def read_toml(path: Path) -> dict[str, Any]:
     """The parsed file given by ``--config``; any reason it cannot be used names ``--config``."""
+    import tomllib  # here: the plugin's cached path reads no TOML
+
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
