@@ -24,6 +24,7 @@ config path; when it cannot be written the plugin just validates every time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -143,7 +144,8 @@ def write_cached(path: Path, key: str, files: list[str], resolved: ResolvedSetti
         os.replace(tmp, path)
     except OSError as exc:
         log.debug("settings cache %s not written: %r", path, exc)
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def plugin_settings(config_file: Path | None, overrides: Mapping[str, Any]) -> ResolvedSettings:
