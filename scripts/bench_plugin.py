@@ -8,13 +8,17 @@ The plugin is measured twice: with its settings cache emptied before every run (
 validates with pydantic, as the first run after a config change does) and with the
 cache in place (every other run under falcon-agent). Commands alternate, so a busy
 machine slows every row alike; the cache lives in a temporary ``XDG_CACHE_HOME``.
-Usage: python scripts/bench_plugin.py [--runs 20] [--python VENV/bin/python]
+``--instructions`` adds each command's user-space instruction count, one run under valgrind's
+callgrind: it does not move with the machine's load, so before/after figures from a shared
+machine stay comparable (wall time there can triple while other jobs run).
+Usage: python scripts/bench_plugin.py [--runs 20] [--python VENV/bin/python] [--instructions]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -34,6 +38,22 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - t0
 
 
+def instructions(cmd: list[str], env: dict[str, str]) -> int:
+    """User-space instructions of one run (valgrind's callgrind, which prints ``Collected : N``)."""
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+        env=env,
+    )
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no instruction count:\n{proc.stderr[-500:]}")
+    return int(found.group(1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
@@ -42,6 +62,7 @@ def main() -> None:
         default=sys.executable,
         help="interpreter with falcon-gpu installed (e.g. a clean venv's, non-editable)",
     )
+    ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
     a = ap.parse_args()
     path = write_scenario(8, 64)  # no host: a simulated kubelet server would be measured, not the plugin
     plugin = [a.python, str(PLUGIN), "--simulate", str(path)]
@@ -54,20 +75,29 @@ def main() -> None:
         ("60_gpu_monitor.py --simulate (8 GPUs, 64 processes), settings cached", plugin, False),
     ]
     times: dict[str, list[float]] = {name: [] for name, _, _ in rows}
+    counts: dict[str, int] = {}
     try:
         for _ in range(a.runs):
             for name, cmd, fresh in rows:
                 if fresh:
                     shutil.rmtree(cache / "falcon-gpu", ignore_errors=True)
                 times[name].append(timed(cmd, env))
+        for name, cmd, fresh in rows if a.instructions else ():
+            if fresh:
+                shutil.rmtree(cache / "falcon-gpu", ignore_errors=True)
+            counts[name] = instructions(cmd, env)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     floor = statistics.median(times[rows[0][0]]) * 1000
-    print("| command | median wall ms | vs floor |")
-    print("|---|---|---|")
+    extra = " instructions (M) | vs floor |" if counts else ""
+    print("| command | median wall ms | vs floor |" + extra)
+    print("|---|---|---|" + ("---|---|" if counts else ""))
     for name, _, _ in rows:
         ms = statistics.median(times[name]) * 1000
-        print(f"| {name} | {ms:.0f} | {ms / floor:.1f}x |")
+        line = f"| {name} | {ms:.0f} | {ms / floor:.1f}x |"
+        if counts:
+            line += f" {counts[name] / 1e6:.0f} | {counts[name] / counts[rows[0][0]]:.1f}x |"
+        print(line)
 
 
 if __name__ == "__main__":
