@@ -9,8 +9,10 @@ A falcon strategy on ``JobEnergy`` sees one point per finished job.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from falcon_gpu.jobs.record import JobRecord
+if TYPE_CHECKING:  # types only: the plugin's start-up does not build the record classes
+    from falcon_gpu.jobs.record import JobRecord
 
 MIB = 1 << 20
 Item = tuple[str, float | None, list[tuple[str, str]]]
