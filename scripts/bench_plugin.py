@@ -11,7 +11,8 @@ machine slows every row alike; the cache lives in a temporary ``XDG_CACHE_HOME``
 ``--instructions`` adds each command's user-space instruction count, one run under valgrind's
 callgrind: it does not move with the machine's load, so before/after figures from a shared
 machine stay comparable (wall time there can triple while other jobs run).
-Usage: python scripts/bench_plugin.py [--runs 20] [--python VENV/bin/python] [--instructions]
+Usage: python scripts/bench_plugin.py [--runs 20] [--python VENV/bin/python [--python OTHER/bin/python]]
+[--instructions]
 """
 
 from __future__ import annotations
@@ -54,50 +55,63 @@ def instructions(cmd: list[str], env: dict[str, str]) -> int:
     return int(found.group(1))
 
 
+Row = tuple[str, list[str], bool]
+"""(name, command, empty the settings cache before each run)"""
+
+
+def rows_for(python: str, scenario: Path, label: str) -> list[Row]:
+    plugin = [python, str(PLUGIN), "--simulate", str(scenario)]
+    return [
+        (f"{label}python3 -c pass (floor)", [python, "-c", "pass"], False),
+        (f"{label}python3: import pynvml, print []", [python, "-c", "import pynvml; print('[]')"], False),
+        (f"{label}60_gpu_monitor.py --simulate (8 GPUs, 64 processes), settings validated", plugin, True),
+        (f"{label}60_gpu_monitor.py --simulate (8 GPUs, 64 processes), settings cached", plugin, False),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument(
         "--python",
-        default=sys.executable,
-        help="interpreter with falcon-gpu installed (e.g. a clean venv's, non-editable)",
+        action="append",
+        help="interpreter with falcon-gpu installed (e.g. a clean venv's, non-editable); give it twice "
+        "to compare two installations in one run (default: this interpreter)",
     )
     ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
     a = ap.parse_args()
+    pythons: list[str] = a.python or [sys.executable]
     path = write_scenario(8, 64)  # no host: a simulated kubelet server would be measured, not the plugin
-    plugin = [a.python, str(PLUGIN), "--simulate", str(path)]
+    groups = [rows_for(py, path, f"{py}: " if len(pythons) > 1 else "") for py in pythons]
     cache = Path(tempfile.mkdtemp(prefix="bench-plugin-cache-"))
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
-    rows: list[tuple[str, list[str], bool]] = [  # (name, command, empty the cache first)
-        ("python3 -c pass (floor)", [a.python, "-c", "pass"], False),
-        ("python3: import pynvml, print []", [a.python, "-c", "import pynvml; print('[]')"], False),
-        ("60_gpu_monitor.py --simulate (8 GPUs, 64 processes), settings validated", plugin, True),
-        ("60_gpu_monitor.py --simulate (8 GPUs, 64 processes), settings cached", plugin, False),
-    ]
-    times: dict[str, list[float]] = {name: [] for name, _, _ in rows}
+    times: dict[str, list[float]] = {name: [] for rows in groups for name, _, _ in rows}
     counts: dict[str, int] = {}
     try:
         for _ in range(a.runs):
-            for name, cmd, fresh in rows:
-                if fresh:
-                    shutil.rmtree(cache / "falcon-gpu", ignore_errors=True)
-                times[name].append(timed(cmd, env))
-        for name, cmd, fresh in rows if a.instructions else ():
+            for rows in groups:
+                for name, cmd, fresh in rows:
+                    if fresh:
+                        shutil.rmtree(cache / "falcon-gpu", ignore_errors=True)
+                    times[name].append(timed(cmd, env))
+        for name, cmd, fresh in [row for rows in groups for row in rows] if a.instructions else []:
             if fresh:
                 shutil.rmtree(cache / "falcon-gpu", ignore_errors=True)
             counts[name] = instructions(cmd, env)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    floor = statistics.median(times[rows[0][0]]) * 1000
     extra = " instructions (M) | vs floor |" if counts else ""
     print("| command | median wall ms | vs floor |" + extra)
     print("|---|---|---|" + ("---|---|" if counts else ""))
-    for name, _, _ in rows:
-        ms = statistics.median(times[name]) * 1000
-        line = f"| {name} | {ms:.0f} | {ms / floor:.1f}x |"
-        if counts:
-            line += f" {counts[name] / 1e6:.0f} | {counts[name] / counts[rows[0][0]]:.1f}x |"
-        print(line)
+    for rows in groups:
+        floor_name = rows[0][0]
+        floor = statistics.median(times[floor_name]) * 1000
+        for name, _, _ in rows:
+            ms = statistics.median(times[name]) * 1000
+            line = f"| {name} | {ms:.0f} | {ms / floor:.1f}x |"
+            if counts:
+                line += f" {counts[name] / 1e6:.0f} | {counts[name] / counts[floor_name]:.1f}x |"
+            print(line)
 
 
 if __name__ == "__main__":
