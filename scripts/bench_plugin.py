@@ -55,6 +55,24 @@ def instructions(cmd: list[str], env: dict[str, str]) -> int:
     return int(found.group(1))
 
 
+BREAKDOWN = (  # cumulative: each step's code runs after the steps above it, so its count is its own cost
+    ("interpreter", "pass"),
+    ("stdlib the plugin needs (argparse, logging, json, pathlib, typing, dataclasses, threading)",
+     "import argparse, logging, json, pathlib, typing, dataclasses, threading"),
+    ("cli + settings from the cache",
+     "import falcon_gpu.cli, falcon_gpu.settings_cache as sc; sc.plugin_settings(None, {})"),
+    ("pynvml", "import pynvml"),
+    ("model/ (its dataclasses)", "import falcon_gpu.model.cycle"),
+    ("sources/nvml/", "import falcon_gpu.sources.nvml.source, falcon_gpu.sources.nvml.xid"),
+    ("attribution/", "import falcon_gpu.attribution"),
+    ("agent/, health/, schemas/ (openfalcon)", "import falcon_gpu.agent.commands"),
+    ("simulator/ (--simulate only)",
+     "import falcon_gpu.simulator.scenario.parse, falcon_gpu.simulator.nvml.library"),
+    ("the run: build, one cycle, close", "import falcon_gpu.cli as c, sys, io; sys.stdout = io.StringIO(); "
+     "c.main(['plugin', '--simulate', SCENARIO])"),
+)  # fmt: skip
+"""Where the cached plugin's instructions go (``--breakdown``)."""
+
 Row = tuple[str, list[str], bool]
 """(name, command, empty the settings cache before each run)"""
 
@@ -69,6 +87,25 @@ def rows_for(python: str, scenario: Path, label: str) -> list[Row]:
     ]
 
 
+def breakdown(python: str, scenario: Path) -> None:
+    """Instructions of each part of a cached plugin run, importing the parts one after another."""
+    cache = Path(tempfile.mkdtemp(prefix="bench-plugin-cache-"))
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    try:
+        subprocess.run([python, str(PLUGIN), "--simulate", str(scenario)], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        code, before = "", 0
+        print("| part | instructions (M) |\n|---|---|")
+        for name, step in BREAKDOWN:
+            code += step.replace("SCENARIO", repr(str(scenario))) + "\n"
+            total = instructions([python, "-c", code], env)
+            print(f"| {name} | {(total - before) / 1e6:.0f} |")
+            before = total
+        print(f"| total | {before / 1e6:.0f} |")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
@@ -79,9 +116,13 @@ def main() -> None:
         "to compare two installations in one run (default: this interpreter)",
     )
     ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
+    ap.add_argument("--breakdown", action="store_true", help="instructions by part of the cached plugin")
     a = ap.parse_args()
     pythons: list[str] = a.python or [sys.executable]
     path = write_scenario(8, 64)  # no host: a simulated kubelet server would be measured, not the plugin
+    if a.breakdown:
+        breakdown(pythons[-1], path)
+        return
     groups = [rows_for(py, path, f"{py}: " if len(pythons) > 1 else "") for py in pythons]
     cache = Path(tempfile.mkdtemp(prefix="bench-plugin-cache-"))
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
