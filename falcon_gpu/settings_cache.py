@@ -111,9 +111,13 @@ def _cache_file(directory: Path, config: Path | None) -> Path:
 
 
 def read_cached(path: Path, key: str) -> ResolvedSettings | None:
-    """The cached settings when ``key`` and every named file still match; None otherwise."""
+    """The cached settings when ``key`` and every named file still match and the file is this user's,
+    writable by no one else (a shared ``XDG_CACHE_HOME``); None otherwise."""
     try:
         with path.open("rb") as fh:
+            st = os.fstat(fh.fileno())
+            if st.st_uid != os.geteuid() or st.st_mode & 0o022:  # another user could have written it
+                return None
             data = json.load(fh)
         if data["key"] != key:
             return None

@@ -182,9 +182,8 @@ def build(
         from falcon_gpu.attribution import AttributionSettings, Attributor
 
         attributor = Attributor(AttributionSettings.of(settings), telemetry)
-        policies = (
-            _policy_engine(full, telemetry) if with_sinks and full else None
-        )  # alerts are an output too
+        # alerts are an output too
+        policies = _policy_engine(full, telemetry) if with_sinks and full is not None else None
     except BaseException:
         if listener is not None:
             listener.close()

@@ -274,6 +274,19 @@ def test_a_corrupt_cache_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
     assert plugin_settings(None, {}).node == "cache-node"
 
 
+def test_a_cache_file_others_could_write_is_not_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin_settings(None, {})
+    (cached,) = _cache_files()
+    body = json.loads(cached.read_text())
+    body["settings"]["node"] = "planted"
+    cached.write_text(json.dumps(body))
+    cached.chmod(0o666)
+    assert plugin_settings(None, {}).node == "cache-node"  # validated again, and rewritten 0600
+    assert cached.stat().st_mode & 0o777 == 0o600
+    _no_validation(monkeypatch)
+    assert plugin_settings(None, {}).node == "cache-node"
+
+
 def test_an_unwritable_cache_dir_only_costs_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
