@@ -308,3 +308,15 @@ def test_resolved_settings_round_trip_and_refuse_what_they_did_not_write() -> No
     ):
         with pytest.raises(ValueError):
             ResolvedSettings.from_json(broken)
+
+
+def test_the_cache_dir_under_falcon_agents_empty_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``env -i``: no XDG_CACHE_HOME, no HOME; the passwd entry names the home (a relative
+    XDG_CACHE_HOME is ignored, as the XDG spec says)."""
+    import pwd
+
+    monkeypatch.delenv("HOME", raising=False)
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    assert cache_dir({}) == home / ".cache" / "falcon-gpu"
+    assert cache_dir({"XDG_CACHE_HOME": "relative"}) == home / ".cache" / "falcon-gpu"
+    assert cache_dir({"XDG_CACHE_HOME": "/c"}) == Path("/c/falcon-gpu")
