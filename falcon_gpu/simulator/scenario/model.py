@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported by parse only for a scenario with a host: the plugin's start-up pays for it
+if TYPE_CHECKING:  # parse imports it only for a scenario with a host (else the plugin start pays for it)
     from falcon_gpu.simulator.scenario.host_model import HostScenario
 
 Series = tuple[float, ...]
