@@ -3,25 +3,32 @@
 Thin on purpose: parse flags, load settings, hand over to the agent. Exit codes:
 0 success, 2 invalid configuration, arguments or scenario (the message names
 the setting), 1 any other fatal error; never a traceback for a user's mistake.
-Imports are lazy so that ``plugin`` (forked by falcon-agent every minute) starts fast.
+Imports are lazy so that ``plugin`` (forked by falcon-agent every minute) starts fast: its
+usual flags are read by :func:`_plugin_args` without building the six-command argparse parser
+(which imports argparse, gettext and the help formatter's shutil); anything else it is given
+goes to that parser, so help, abbreviations and every error read exactly as they always did.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from falcon_gpu import __version__
+
+if TYPE_CHECKING:
+    import argparse
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE = 0, 1, 2
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
     p.add_argument("--version", action="version", version=f"falcon-gpu {__version__}")
     sub = p.add_subparsers(
@@ -74,12 +81,50 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _duration(text: str) -> float:
+    import argparse
+
     from falcon_gpu.jobs.stats import parse_duration
 
     try:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class _PluginArgs:
+    """What ``_parser()`` would return for ``plugin`` (the attributes :func:`main` reads)."""
+
+    __slots__ = ("config", "log_level", "simulate")
+    command = "plugin"
+
+    def __init__(self) -> None:
+        self.config: Path | None = None
+        self.simulate: str | None = None
+        self.log_level: str | None = None
+
+
+def _plugin_args(argv: list[str]) -> _PluginArgs | None:
+    """``plugin``'s flags as the full parser reads them (``--flag VALUE`` or ``--flag=VALUE``);
+    None for anything else (``--help``, an abbreviation, an unknown flag or value, a flag without
+    its value), which :func:`main` leaves to the full parser and its messages (exit 2)."""
+    args, i = _PluginArgs(), 0
+    while i < len(argv):
+        flag, eq, inline = argv[i].partition("=")
+        following = argv[i + 1] if i + 1 < len(argv) and not eq else None
+        value = inline if eq else None if following is None or following.startswith("-") else following
+        if flag == "--simulate":  # nargs="?": the next word is its value unless it is a flag
+            args.simulate = "default" if value is None else value
+        elif flag in ("--config", "--log-level") and value is not None:
+            if flag == "--config":
+                args.config = Path(value)
+            elif value.lower() in LOG_LEVELS:
+                args.log_level = value.lower()
+            else:
+                return None
+        else:
+            return None
+        i += 1 if eq or value is None else 2
+    return args
 
 
 def _setup_logging(level: str) -> None:
@@ -115,7 +160,10 @@ def _apply_level(command: str, configured: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    fast = _plugin_args(argv[1:]) if argv[:1] == ["plugin"] else None
+    args: Any = fast if fast is not None else _parser().parse_args(argv)  # the plugin path reads no more
     if args.command == "install-plugin":
         from falcon_gpu.plugin_install import install_plugin
 

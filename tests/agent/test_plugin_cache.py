@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import falcon_gpu.cli
 import falcon_gpu.settings
 import falcon_gpu.settings_cache
 from falcon_gpu.cli import main
@@ -30,6 +31,9 @@ PLUGIN = ROOT / "plugins" / "60_gpu_monitor.py"
 HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "grpc", "requests", "google", "apscheduler",
          "tenacity", "cramjam", "asyncio", "tomllib", "urllib3")  # fmt: skip
 """Packages the plugin's cached path must not import (each is tens of ms of every start)."""
+LAZY = ("argparse",)
+"""Modules the plugin path leaves alone unless it needs them (each was imported once; a top-level
+import coming back fails the guard): argparse, only for a flag the fast path leaves to it."""
 
 
 @pytest.fixture(autouse=True)
@@ -72,14 +76,14 @@ import contextlib, io, json, sys
 from falcon_gpu.cli import main
 with contextlib.redirect_stdout(io.StringIO()) as out:
     main(["plugin", "--simulate", sys.argv[1]])
-heavy = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2:]))
+heavy = sorted(set(sys.modules) & set(sys.argv[2:]))
 print(json.dumps({"heavy": heavy, "items": len(json.loads(out.getvalue()))}))
 """
 
 
 def _probe(scenario: Path) -> dict[str, object]:
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(scenario), *HEAVY],
+        [sys.executable, "-c", PROBE, str(scenario), *HEAVY, *LAZY],
         capture_output=True,
         text=True,
         timeout=60,
@@ -111,9 +115,11 @@ def test_importing_the_plugin_path_loads_none_of_them() -> None:
         "import sys\n"
         "import falcon_gpu.cli, falcon_gpu.agent.commands, falcon_gpu.agent.runtime\n"
         "import falcon_gpu.settings_cache\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1:])))\n"
+        "print(sorted(set(sys.modules) & set(sys.argv[1:])))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, *HEAVY], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *HEAVY, *LAZY], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -320,3 +326,51 @@ def test_the_cache_dir_under_falcon_agents_empty_environment(monkeypatch: pytest
     assert cache_dir({}) == home / ".cache" / "falcon-gpu"
     assert cache_dir({"XDG_CACHE_HOME": "relative"}) == home / ".cache" / "falcon-gpu"
     assert cache_dir({"XDG_CACHE_HOME": "/c"}) == Path("/c/falcon-gpu")
+
+
+# -- the plugin's flags without the full parser ----------------------------------------------
+PLUGIN_ARGVS = [
+    [],
+    ["--simulate"],
+    ["--simulate", "shared-gpu", "--config", "c.toml", "--log-level", "DEBUG"],
+    ["--simulate", "--config", "c.toml"],
+    ["--config=c.toml", "--simulate=-odd-name", "--log-level=error"],
+    ["--config", "a.toml", "--config", "b.toml", "--config="],
+]
+
+
+@pytest.mark.parametrize("argv", PLUGIN_ARGVS, ids=" ".join)
+def test_the_fast_path_reads_flags_as_the_full_parser_does(argv: list[str]) -> None:
+    fast = falcon_gpu.cli._plugin_args(argv)
+    full = falcon_gpu.cli._parser().parse_args(["plugin", *argv])
+    assert fast is not None
+    assert (fast.config, fast.simulate, fast.log_level) == (full.config, full.simulate, full.log_level)
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--bogus"], "--bogus"),
+        (["--simulate", "shared-gpu", "extra"], "extra"),
+        (["--log-level", "loud"], "--log-level"),
+        (["--config"], "--config"),
+        (["--log-level=", "--simulate"], "--log-level"),
+    ],
+)
+def test_a_bad_plugin_flag_exits_2_naming_it(argv: list[str], named: str) -> None:
+    """falcon-agent's log is where a typo in the plugin's line shows: the full parser's message."""
+    assert falcon_gpu.cli._plugin_args(argv) is None  # left to the full parser
+    proc = subprocess.run(
+        [sys.executable, str(PLUGIN), *argv], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert named in proc.stderr and proc.stderr.startswith("usage: falcon-gpu")
+
+
+def test_plugin_help_is_the_full_parsers() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(PLUGIN), "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert proc.returncode == 0
+    assert "--simulate [SCENARIO]" in proc.stdout and "--log-level {debug,info,warning,error}" in proc.stdout
