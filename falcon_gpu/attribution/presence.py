@@ -8,7 +8,12 @@ after the agent is picked up; a bare-metal host with ``auto`` stays quiet.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from falcon_gpu.attribution.settings import AttributionSettings
+
+PODMAN_FILE = Path("storage") / "overlay-containers" / "containers.json"
+"""Under ``containers_root``: Podman's list of its containers and their names."""
 
 
 def kubernetes_expected(settings: AttributionSettings) -> bool:
@@ -17,6 +22,21 @@ def kubernetes_expected(settings: AttributionSettings) -> bool:
         return settings.kubernetes == "on"
     log_root = settings.log_root
     return any(p.exists() for p in (settings.kubelet_socket, log_root / "pods", log_root / "containers"))
+
+
+def runtime_files_present(settings: AttributionSettings) -> bool:
+    """Whether Docker's or Podman's files are here (the ``containers`` source applies)."""
+    return (settings.docker_root / "containers").is_dir() or (settings.containers_root / PODMAN_FILE).exists()
+
+
+def passwd_present(settings: AttributionSettings) -> bool:
+    """Whether the host's passwd file is here (the ``passwd`` source applies)."""
+    return settings.passwd_file.exists()
+
+
+def kube_api_wanted(settings: AttributionSettings) -> bool:
+    """Whether labels or quotas are asked of the API server (else it is never contacted)."""
+    return bool(settings.pod_labels or settings.pod_requests)
 
 
 def not_kubernetes_reason(settings: AttributionSettings) -> str:

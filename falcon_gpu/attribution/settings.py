@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from falcon_gpu.attribution.kube_api import KubeApiConfig
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a type here; its module (an HTTP client) is imported only where labels are read
+    from falcon_gpu.attribution.kube_api import KubeApiConfig
     from falcon_gpu.settings import Settings
     from falcon_gpu.settings_resolved import ResolvedSettings
 

@@ -31,9 +31,14 @@ PLUGIN = ROOT / "plugins" / "60_gpu_monitor.py"
 HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "grpc", "requests", "google", "apscheduler",
          "tenacity", "cramjam", "asyncio", "tomllib", "urllib3")  # fmt: skip
 """Packages the plugin's cached path must not import (each is tens of ms of every start)."""
-LAZY = ("argparse",)
+LAZY = ("argparse", "falcon_gpu.attribution.sources.kubelet", "falcon_gpu.attribution.sources.logs",
+        "falcon_gpu.attribution.sources.pod_labels", "falcon_gpu.attribution.sources.containers",
+        "falcon_gpu.attribution.podresources", "falcon_gpu.attribution.dra_claims",
+        "falcon_gpu.attribution.logdirs", "falcon_gpu.attribution.kube_api")  # fmt: skip
 """Modules the plugin path leaves alone unless it needs them (each was imported once; a top-level
-import coming back fails the guard): argparse, only for a flag the fast path leaves to it."""
+import coming back fails the guard): argparse, only for a flag the fast path leaves to it; the
+attribution sources that do not apply on a node without a kubelet, Docker, Podman or
+``pod_labels`` (the registry imports a source's module once it applies) and what they import."""
 
 
 @pytest.fixture(autouse=True)
@@ -82,12 +87,19 @@ print(json.dumps({"heavy": heavy, "items": len(json.loads(out.getvalue()))}))
 
 
 def _probe(scenario: Path) -> dict[str, object]:
+    """One plugin run on a node without a kubelet, its log dirs, Docker or Podman, whatever the
+    machine running the test has."""
+    missing = scenario.parent / "not-on-this-node"
+    env = {**os.environ, "FALCON_GPU_KUBELET_SOCKET": str(missing / "kubelet.sock"),
+           "FALCON_GPU_LOG_ROOT": str(missing), "FALCON_GPU_DOCKER_ROOT": str(missing),
+           "FALCON_GPU_CONTAINERS_ROOT": str(missing)}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(scenario), *HEAVY, *LAZY],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=ROOT,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     result: dict[str, object] = json.loads(proc.stdout)

@@ -22,13 +22,13 @@ import json
 import os
 from pathlib import Path
 
+from falcon_gpu.attribution.presence import PODMAN_FILE
+from falcon_gpu.attribution.registry import MISS_REFRESH_GAP
 from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.attribution.source import EMPTY, SourceContext, SourceError, SourceView
-from falcon_gpu.attribution.sources.kubelet import MISS_REFRESH_GAP
 from falcon_gpu.checks import FAIL, OK, SKIP, Row
 
-PODMAN_FILE = Path("storage") / "overlay-containers" / "containers.json"
 ROW = "container names (Docker, Podman)"
 
 

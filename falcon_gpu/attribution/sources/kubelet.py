@@ -22,14 +22,13 @@ from falcon_gpu.attribution.podresources.client import (
     PodResourcesError,
 )
 from falcon_gpu.attribution.presence import kubernetes_expected, not_kubernetes_reason
+from falcon_gpu.attribution.registry import MISS_REFRESH_GAP
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.attribution.source import EMPTY, Allocation, PodKey, SourceContext, SourceError, SourceView
 from falcon_gpu.checks import FAIL, OK, SKIP, Row
 from falcon_gpu.telemetry import Telemetry
 
 KUBELET_STALE_GRACE = 120.0
-MISS_REFRESH_GAP = 5.0
-"""At most one early refresh per this many seconds when a cycle meets an unknown container."""
 
 
 def sole_containers(allocations: Sequence[Allocation]) -> dict[PodKey, str | None]:

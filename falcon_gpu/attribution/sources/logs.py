@@ -11,9 +11,9 @@ from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.ledger import ContainerKey
 from falcon_gpu.attribution.logdirs import LogDirScanner, NameMaps
 from falcon_gpu.attribution.presence import kubernetes_expected, not_kubernetes_reason
+from falcon_gpu.attribution.registry import MISS_REFRESH_GAP
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.attribution.source import EMPTY, PodKey, SourceContext, SourceError, SourceView
-from falcon_gpu.attribution.sources.kubelet import MISS_REFRESH_GAP
 from falcon_gpu.checks import FAIL, OK, SKIP, Row
 
 

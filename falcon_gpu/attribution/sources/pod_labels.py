@@ -13,12 +13,11 @@ from __future__ import annotations
 from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabels, PodLabelSource
 from falcon_gpu.attribution.ledger import ContainerKey
 from falcon_gpu.attribution.pod_requests import Requested
+from falcon_gpu.attribution.registry import KUBE_API_PERIOD
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.attribution.source import EMPTY, Labels, PodKey, SourceContext, SourceError, SourceView
 from falcon_gpu.checks import FAIL, Row, verdict
 
-KUBE_API_PERIOD = 60.0
-"""Relist of this node's pods for labels; labels rarely change, and a list per minute is cheap."""
 NOT_IN_CLUSTER = "pod_labels/pod_requests is set but KUBERNETES_SERVICE_HOST is not"
 ROW = "pod labels (Kubernetes API)"
 

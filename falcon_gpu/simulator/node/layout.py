@@ -36,7 +36,7 @@ from pathlib import Path
 
 from falcon_gpu.attribution.kube_api import KubeApiConfig
 from falcon_gpu.attribution.logdirs import parse_container_log, parse_pod_dir
-from falcon_gpu.attribution.sources.containers import PODMAN_FILE
+from falcon_gpu.attribution.presence import PODMAN_FILE
 from falcon_gpu.simulator.node.kube_api_server import KubeApiServer
 from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
 from falcon_gpu.simulator.scenario.host_model import HostScenario
