@@ -57,8 +57,8 @@ def instructions(cmd: list[str], env: dict[str, str]) -> int:
 
 BREAKDOWN = (  # cumulative: each step's code runs after the steps above it, so its count is its own cost
     ("interpreter", "pass"),
-    ("stdlib the plugin needs (argparse, logging, json, pathlib, typing, dataclasses, threading)",
-     "import argparse, logging, json, pathlib, typing, dataclasses, threading"),
+    ("stdlib the plugin needs (logging, json, pathlib, typing, dataclasses, threading)",
+     "import logging, json, pathlib, typing, dataclasses, threading"),
     ("cli + settings from the cache",
      "import falcon_gpu.cli, falcon_gpu.settings_cache as sc; sc.plugin_settings(None, {})"),
     ("pynvml", "import pynvml"),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from falcon_gpu.attribution import presence
 from falcon_gpu.attribution.settings import AttributionSettings
@@ -34,21 +33,34 @@ KUBE_API_PERIOD = 60.0
 """Relist of this node's pods for labels; labels rarely change, and a list per minute is cheap."""
 
 
-@dataclass(frozen=True, slots=True)
 class SourceEntry:
     """One registry line; a :data:`SourceFactory` that imports its module only when it applies.
 
     ``name``, ``period`` and ``min_gap`` are the built source's own (a test holds them equal):
-    the refresher is told them before the module is imported."""
+    the refresher is told them before the module is imported. A plain class, not a dataclass:
+    building a dataclass at import costs more than all of this module (this is on every plugin
+    start)."""
 
-    name: str
-    module: str
-    """Under ``falcon_gpu.attribution.sources``; its ``build(context)`` makes the source."""
-    applies: Callable[[AttributionSettings], bool]
-    """Whether the source may apply now (the source's own ``expected`` once built); imports nothing."""
-    min_gap: float | None = None
-    period: float | None = None
-    """Seconds between refreshes; None: the settings' ``refresh_period``."""
+    __slots__ = ("applies", "min_gap", "module", "name", "period")
+
+    def __init__(
+        self,
+        name: str,
+        module: str,
+        applies: Callable[[AttributionSettings], bool],
+        min_gap: float | None = None,
+        *,
+        period: float | None = None,
+    ) -> None:
+        self.name = name
+        self.module = module
+        """Under ``falcon_gpu.attribution.sources``; its ``build(context)`` makes the source."""
+        self.applies = applies
+        """Whether the source may apply now (the source's own ``expected`` once built); imports
+        nothing."""
+        self.min_gap = min_gap
+        self.period = period
+        """Seconds between refreshes; None: the settings' ``refresh_period``."""
 
     def load(self) -> SourceFactory:
         module = importlib.import_module(f"falcon_gpu.attribution.sources.{self.module}")
