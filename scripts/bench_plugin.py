@@ -11,13 +11,16 @@ machine slows every row alike; the cache lives in a temporary ``XDG_CACHE_HOME``
 ``--instructions`` adds each command's user-space instruction count, one run under valgrind's
 callgrind: it does not move with the machine's load, so before/after figures from a shared
 machine stay comparable (wall time there can triple while other jobs run).
+``--dataclasses`` counts the dataclasses a cached run builds and what building the same classes
+(same field counts and options) costs alone, by package.
 Usage: python scripts/bench_plugin.py [--runs 20] [--python VENV/bin/python [--python OTHER/bin/python]]
-[--instructions]
+[--instructions | --breakdown | --dataclasses]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -106,6 +109,68 @@ def breakdown(python: str, scenario: Path) -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
 
+COUNT_DATACLASSES = """
+import contextlib, dataclasses, io, json, sys
+seen = []
+build = dataclasses._process_class
+def counted(cls, *args):
+    made = build(cls, *args)
+    parts = cls.__module__.split(".")
+    package = parts[1] if parts[0] == "falcon_gpu" else parts[0]
+    seen.append([package, len(dataclasses.fields(made)), list(args)])
+    return made
+dataclasses._process_class = counted
+from falcon_gpu.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["plugin", "--simulate", sys.argv[1]])
+print(json.dumps(seen))
+"""
+OPTIONS = ("init", "repr", "eq", "order", "unsafe_hash", "frozen", "match_args", "kw_only", "slots")
+
+
+def classes_source(seen: list[tuple[str, int, list[bool]]], named_tuples: bool = False) -> str:
+    """The same classes with ``int`` fields: what building them costs, apart from their modules
+    (``named_tuples``: as ``typing.NamedTuple`` instead, what a conversion would leave)."""
+    out = ["import dataclasses, typing"]
+    for i, (_, fields, args) in enumerate(seen):
+        options = ", ".join(f"{k}={v}" for k, v in zip(OPTIONS, args, strict=False))
+        body = "".join(f"\n    f{j}: int" for j in range(fields)) or "\n    pass"
+        head = (
+            f"class C{i}(typing.NamedTuple):"
+            if named_tuples
+            else f"@dataclasses.dataclass({options})\nclass C{i}:"
+        )
+        out.append(head + body)
+    return "\n".join(out) + "\n"
+
+
+def dataclass_costs(python: str, scenario: Path) -> None:
+    """Dataclasses a cached plugin run builds, and their build cost alone, by package."""
+    cache = Path(tempfile.mkdtemp(prefix="bench-plugin-cache-"))
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    try:
+        subprocess.run([python, str(PLUGIN), "--simulate", str(scenario)], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip  # the cache
+        found = subprocess.run([python, "-c", COUNT_DATACLASSES, str(scenario)], env=env, check=True,
+                               capture_output=True, text=True).stdout  # fmt: skip
+        seen = json.loads(found.splitlines()[-1])
+        if not seen:
+            raise SystemExit(f"no dataclass counted:\n{found[-500:]}")
+        base = instructions([python, "-c", "import dataclasses, typing"], env)
+        print("| package | classes | fields | build cost (M) | as NamedTuples (M) |\n|---|---|---|---|---|")
+        for package in [*sorted({s[0] for s in seen}), None]:
+            mine = [s for s in seen if package is None or s[0] == package]
+            costs = []
+            for named_tuples in (False, True):
+                source = cache / "classes.py"
+                source.write_text(classes_source(mine, named_tuples))
+                costs.append(f"{(instructions([python, str(source)], env) - base) / 1e6:.0f}")
+            fields = sum(s[1] for s in mine)
+            print(f"| {package or 'all'} | {len(mine)} | {fields} | {' | '.join(costs)} |")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
@@ -117,11 +182,15 @@ def main() -> None:
     )
     ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
     ap.add_argument("--breakdown", action="store_true", help="instructions by part of the cached plugin")
+    ap.add_argument("--dataclasses", action="store_true", help="dataclasses the cached plugin builds")
     a = ap.parse_args()
     pythons: list[str] = a.python or [sys.executable]
     path = write_scenario(8, 64)  # no host: a simulated kubelet server would be measured, not the plugin
     if a.breakdown:
         breakdown(pythons[-1], path)
+        return
+    if a.dataclasses:
+        dataclass_costs(pythons[-1], path)
         return
     groups = [rows_for(py, path, f"{py}: " if len(pythons) > 1 else "") for py in pythons]
     cache = Path(tempfile.mkdtemp(prefix="bench-plugin-cache-"))
