@@ -10,6 +10,7 @@ rows (SKIP with the reason) read as they always did.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from falcon_gpu.attribution.source import EMPTY, AttributionSource, SourceContext, SourceView
@@ -31,12 +32,15 @@ class DeferredSource:
         self._real: AttributionSource | None = None
         self._absent = False
         """Its ``build`` returned None: not configured here, for good (settings do not change)."""
+        self._building = threading.Lock()
+        """The refresher's thread and ``doctor`` may both build it: one source, never two."""
 
     def _load(self) -> AttributionSource | None:
-        if self._real is None and not self._absent:
-            self._real = self._entry.load()(self._context)
-            self._absent = self._real is None
-        return self._real
+        with self._building:
+            if self._real is None and not self._absent:
+                self._real = self._entry.load()(self._context)
+                self._absent = self._real is None
+            return self._real
 
     def expected(self) -> bool:
         if self._real is None and not self._entry.applies(self._context.settings):

@@ -100,3 +100,20 @@ def test_docker_installed_after_start_up_is_picked_up_on_the_next_refresh(tmp_pa
     assert [(c.runtime, c.name) for c in before.containers] == [("docker", A[:12])]
     assert after.sources_ok == {"cgroup": True, "containers": True}
     assert [(c.runtime, c.name) for c in after.containers] == [("docker", "trainer")]
+
+
+def test_doctor_gets_the_real_sources_rows_from_a_stand_in(tmp_path: Path) -> None:
+    """doctor builds the source behind a stand-in: its SKIP row says why; an unconfigured one has none."""
+    context = _context(_settings(tmp_path))
+    by_name = {e.name: e(context) for e in ENTRIES}
+    try:
+        kubelet_rows, kubelet_view = by_name["kubelet"].diagnose()
+        assert by_name["kube_api"].diagnose() == ([], EMPTY)  # pod_labels unset: never configured
+        assert by_name["kube_api"].expected() is False
+    finally:
+        for source in by_name.values():
+            source.close()
+    assert kubelet_rows == [
+        ("kubelet socket", "SKIP", "no kubelet socket or pod log dirs here; not a Kubernetes node")
+    ]
+    assert kubelet_view is EMPTY
