@@ -16,20 +16,25 @@ instance (``nvidia-smi mig -cgi/-dci``, which needs MIG on and no process on tha
 instance); NVML has no event for it. So the slots are enumerated (4 calls per instance and
 one per slot: 23 for four instances on seven slots) once, and again when
 
-- the MIG mode changed (read once a minute; turning MIG off drops the layout),
+- the MIG mode changed (read once a minute, and at once when a kept handle fails, below;
+  MIG off drops the layout),
 - a minute has passed (:data:`~falcon_gpu.sources.nvml.slow.REFRESH_S`): an instance created
   since shows within 60 s, the promise of every slow reading,
 - a kept handle's memory info (the one call every instance makes every cycle) fails although
   NVML supports it there: a destroyed instance's handle answers NOT_FOUND or
-  INVALID_ARGUMENT. The layout is then enumerated again in the same cycle; an instance missing
-  from it is gone (logged once, at info: it is a reconfiguration, not a failure, so its
-  failed call is not counted); one still there failed for real (counted as usual);
-- the device was looked up again, or answered GPU_IS_LOST (the source forgets everything).
+  INVALID_ARGUMENT. The MIG mode, slot count and layout are then read again in the same
+  cycle: MIG off means no instances (the source logs the mode change); an instance missing
+  from the new layout is gone (logged once, at info: it is a reconfiguration, not a failure,
+  so its failed call is not counted); one still there failed for real (counted as usual);
+- the devices were looked up again (the source forgets every slow reading), or an instance
+  read answered GPU_IS_LOST (a GPU lost in its own reads comes back with kept handles, which
+  the rule above checks the first cycle it answers).
 
 What a user sees in the worst case: a new instance appears up to 60 s late (as a changed
 power limit does); a destroyed one disappears the cycle its memory info fails, which is
-the first cycle after it is destroyed. Left every cycle per instance: memory info, the
-process lists (the MPS list behind its gate) and the GPM MIG sample.
+the first cycle after it is destroyed (at the latest, the minute's enumeration). Left every
+cycle per instance: memory info, the process lists (the MPS list behind its gate) and the
+GPM MIG sample.
 
 Each GPU instance's placement start (``nvmlDeviceGetGpuInstanceById`` then
 ``nvmlGpuInstanceGetInfo``, ``placement.start``) tells two instances of one profile
@@ -58,6 +63,8 @@ log = logging.getLogger("falcon_gpu.nvml")
 MIG_NAME_MARK = " MIG "
 LAYOUT: Final = "mig_layout"
 """The kept layout's key in :class:`~falcon_gpu.sources.nvml.slow.SlowReadings`."""
+_VIEW: Final = (LAYOUT, "mig_mode", "mig_count")
+"""Everything kept about a GPU's MIG state: read again when a kept handle stops answering."""
 
 
 def profile_from_name(name: str) -> str:
@@ -102,9 +109,15 @@ def _layout(ctx: DeviceContext) -> tuple[MigSlot, ...]:
     return layout
 
 
-def _instances(ctx: DeviceContext) -> list[MigReading]:
-    """This cycle's readings of the kept layout's instances, less those found destroyed."""
-    errors = ctx.nvml.errors
+def _mig_on(ctx: DeviceContext) -> bool:
+    mode = ctx.slow.call(ctx.nvml, ctx.timestamp, ctx.scope, "mig_mode", "nvmlDeviceGetMigMode", ctx.handle)
+    return mode is not ABSENT and int(mode[0]) == pynvml.NVML_DEVICE_MIG_ENABLE
+
+
+def _instances(ctx: DeviceContext) -> list[MigReading] | None:
+    """This cycle's readings of the kept layout's instances, less those found destroyed; None when
+    a kept handle's failure showed MIG turned off."""
+    errors, slow, scope = ctx.nvml.errors, ctx.slow, ctx.scope
     fresh: dict[str, MigSlot] | None = None
     out: list[MigReading] = []
     for s in _layout(ctx):
@@ -112,8 +125,12 @@ def _instances(ctx: DeviceContext) -> list[MigReading]:
         memory = memory_info(ctx, s.handle, s.uuid)
         if memory is ABSENT and ctx.nvml.supported(s.uuid, "memory_info"):
             failed = len(errors)
-            if fresh is None:  # enumerate once more, at most once a cycle
-                ctx.slow.drop(ctx.scope, LAYOUT)
+            if fresh is None:  # read the mode, slot count and layout again, at most once a cycle
+                for field in _VIEW:
+                    slow.drop(scope, field)
+                if not _mig_on(ctx):
+                    del errors[before:failed]  # the instances went with MIG: no failure
+                    return None
                 fresh = {x.uuid: x for x in _layout(ctx)}
             if s.uuid not in fresh:
                 del errors[before:failed]  # the handle saying it is gone is no failure
@@ -170,16 +187,16 @@ def _int(value: Any) -> int | None:
 
 
 def read_mig(ctx: DeviceContext) -> Fields:
-    nvml, now, scope, h = ctx.nvml, ctx.timestamp, ctx.scope, ctx.handle
-    mode = ctx.slow.call(nvml, now, scope, "mig_mode", "nvmlDeviceGetMigMode", h)
-    if mode is ABSENT or int(mode[0]) != pynvml.NVML_DEVICE_MIG_ENABLE:
-        ctx.slow.drop(scope, LAYOUT)  # MIG turned on again starts from a fresh layout
+    if not _mig_on(ctx):
+        ctx.slow.drop(ctx.scope, LAYOUT)  # MIG turned on again starts from a fresh layout
         return {"mig_enabled": False}
     try:
         instances = _instances(ctx)
     except DeviceGone:
-        ctx.slow.drop(scope, LAYOUT)  # the GPU may come back reset, with other instances
+        ctx.slow.drop(ctx.scope, LAYOUT)  # the GPU may come back reset, with other instances
         raise
+    if instances is None:
+        return {"mig_enabled": False}
     processes: list[ProcessReading] = list(ctx.fields.get("processes", ()))
     known = {(p.pid, p.gpu_instance_id, p.compute_instance_id) for p in processes}
     for instance in instances:
