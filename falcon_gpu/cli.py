@@ -108,6 +108,12 @@ def _quiet_grpc(level: str) -> None:
     os.environ.pop("GRPC_TRACE", None)
 
 
+def _apply_level(command: str, configured: str) -> None:
+    level = _effective_level(command, configured)
+    logging.getLogger().setLevel(level.upper())
+    _quiet_grpc(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "install-plugin":
@@ -115,10 +121,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return install_plugin(args.dir, args.config)
     _setup_logging(_effective_level(args.command, getattr(args, "log_level", None) or "info"))
-    from falcon_gpu.settings import ConfigError, load_settings
+    from falcon_gpu.settings_sources import ConfigError
 
     try:
-        from falcon_gpu.simulator.scenario.parse import ScenarioError
+        from falcon_gpu.simulator.scenario.strict_json import ScenarioError
     except ImportError:  # pragma: no cover - the simulator ships with the package
         ScenarioError = ValueError  # type: ignore[misc,assignment]
     overrides: dict[str, Any] = {
@@ -126,18 +132,22 @@ def main(argv: list[str] | None = None) -> int:
         "log_level": getattr(args, "log_level", None),
     }
     try:
+        if args.command == "plugin":  # through the validated-settings cache: no pydantic while unchanged
+            from falcon_gpu.settings_cache import plugin_settings
+
+            resolved = plugin_settings(args.config, overrides)
+            _apply_level(args.command, resolved.log_level)
+            from falcon_gpu.agent.commands import plugin
+
+            return plugin(resolved, simulate=args.simulate)
+        from falcon_gpu.settings import load_settings
+
         settings = load_settings(args.config, **overrides)
-        level = _effective_level(args.command, settings.log_level)
-        logging.getLogger().setLevel(level.upper())
-        _quiet_grpc(level)
+        _apply_level(args.command, settings.log_level)
         if args.command == "run":
             from falcon_gpu.agent.commands import run
 
             return run(settings, simulate=args.simulate, once=args.once)
-        if args.command == "plugin":
-            from falcon_gpu.agent.commands import plugin
-
-            return plugin(settings, simulate=args.simulate)
         if args.command == "stats":
             from falcon_gpu.jobs.stats import stats
 

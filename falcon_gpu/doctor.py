@@ -82,7 +82,7 @@ def collect_rows(settings: Settings, simulate: str | None) -> list[Row]:
         snapshot = rt.source.collect(time.time())
         rows = _nvml_rows(snapshot)
         rows += rt.attributor.diagnose(snapshot)
-        rows.append(_spool_row(rt.settings))
+        rows.append(_spool_row(settings))  # spool_dir is never one of the simulated host's paths
         for sink in rt.sinks:
             try:
                 ok, detail = sink.check()

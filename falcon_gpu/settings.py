@@ -24,12 +24,17 @@ from pydantic_settings import (
 
 from falcon_gpu.policies.config import PolicyConfig, check_policies
 from falcon_gpu.schemas.extra_labels import check_extra_labels
-from falcon_gpu.settings_sources import ConfigError, read_env, read_toml
+from falcon_gpu.settings_sources import (
+    DEFAULT_CONFIG_FILE,
+    ConfigError,
+    config_file_in_use,
+    read_env,
+    read_toml,
+)
 from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig, types_taking
 
 __all__ = ["DEFAULT_CONFIG_FILE", "ConfigError", "Settings", "load_settings", "split_listen"]
 
-DEFAULT_CONFIG_FILE = Path("/etc/falcon-gpu/falcon-gpu.toml")
 NAMED_VALUES = ("schema_", "log_level", "kubernetes")
 """Settings whose values are names: matched case-insensitively (``--log-level INFO``)."""
 
@@ -215,8 +220,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
 
     Raises ConfigError naming the setting when any source holds an invalid value.
     """
-    if config_file is None and DEFAULT_CONFIG_FILE.exists():
-        config_file = DEFAULT_CONFIG_FILE
+    config_file = config_file_in_use(config_file)
     _TomlSource.data = read_toml(config_file) if config_file else {}
     given = {k: v for k, v in overrides.items() if v is not None}
     source = f"{config_file}, environment and flags" if config_file else "environment and flags"

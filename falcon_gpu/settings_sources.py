@@ -18,19 +18,26 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import tomllib
-from pydantic import BaseModel
-
 ENV_PREFIX = "FALCON_GPU_"
 NESTED = "__"
+DEFAULT_CONFIG_FILE = Path("/etc/falcon-gpu/falcon-gpu.toml")
 
 
 class ConfigError(Exception):
     """A setting is invalid; the message names it and says why."""
 
 
+def config_file_in_use(config_file: Path | None) -> Path | None:
+    """``--config``, else the default file when it exists, else none (defaults and environment only)."""
+    if config_file is None and DEFAULT_CONFIG_FILE.exists():
+        return DEFAULT_CONFIG_FILE
+    return config_file
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """The parsed file given by ``--config``; any reason it cannot be used names ``--config``."""
+    import tomllib  # here: the plugin's cached path reads no TOML
+
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
@@ -52,6 +59,8 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def _is_structured(annotation: Any) -> bool:
     """Lists, tables and models must be given as JSON in the environment."""
+    from pydantic import BaseModel  # here, not at the top: the plugin's cached path never loads pydantic
+
     origin = typing.get_origin(annotation)
     if origin in (list, dict, tuple, set):
         return True

@@ -4,15 +4,27 @@
 falcon-agent forks the plugin every minute on every node, so start-up is what counts.
 Peers in the same run: a bare ``python3 -c pass`` (the interpreter floor) and a
 python that only imports pynvml and prints ``[]`` (the least any NVML plugin does).
-Usage: python scripts/bench_plugin.py [--runs 20] [--python VENV/bin/python]
+The plugin is measured twice: with its settings cache emptied before every run (it
+validates with pydantic, as the first run after a config change does) and with the
+cache in place (every other run under falcon-agent). Commands alternate, so a busy
+machine slows every row alike; the cache lives in a temporary ``XDG_CACHE_HOME``.
+``--instructions`` adds each command's user-space instruction count, one run under valgrind's
+callgrind: it does not move with the machine's load, so before/after figures from a shared
+machine stay comparable (wall time there can triple while other jobs run).
+Usage: python scripts/bench_plugin.py [--runs 20] [--python VENV/bin/python [--python OTHER/bin/python]]
+[--instructions]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,13 +33,77 @@ from bench_common import write_scenario
 PLUGIN = Path(__file__).resolve().parent.parent / "plugins" / "60_gpu_monitor.py"
 
 
-def wall(cmd: list[str], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
+    return time.perf_counter() - t0
+
+
+def instructions(cmd: list[str], env: dict[str, str]) -> int:
+    """User-space instructions of one run (valgrind's callgrind, which prints ``Collected : N``)."""
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+        env=env,
+    )
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no instruction count:\n{proc.stderr[-500:]}")
+    return int(found.group(1))
+
+
+BREAKDOWN = (  # cumulative: each step's code runs after the steps above it, so its count is its own cost
+    ("interpreter", "pass"),
+    ("stdlib the plugin needs (argparse, logging, json, pathlib, typing, dataclasses, threading)",
+     "import argparse, logging, json, pathlib, typing, dataclasses, threading"),
+    ("cli + settings from the cache",
+     "import falcon_gpu.cli, falcon_gpu.settings_cache as sc; sc.plugin_settings(None, {})"),
+    ("pynvml", "import pynvml"),
+    ("model/ (its dataclasses)", "import falcon_gpu.model.cycle"),
+    ("sources/nvml/", "import falcon_gpu.sources.nvml.source, falcon_gpu.sources.nvml.xid"),
+    ("attribution/", "import falcon_gpu.attribution"),
+    ("agent/, health/, schemas/ (openfalcon)", "import falcon_gpu.agent.commands"),
+    ("simulator/ (--simulate only)",
+     "import falcon_gpu.simulator.scenario.parse, falcon_gpu.simulator.nvml.library"),
+    ("the run: build, one cycle, close", "import falcon_gpu.cli as c, sys, io; sys.stdout = io.StringIO(); "
+     "c.main(['plugin', '--simulate', SCENARIO])"),
+)  # fmt: skip
+"""Where the cached plugin's instructions go (``--breakdown``)."""
+
+Row = tuple[str, list[str], bool]
+"""(name, command, empty the settings cache before each run)"""
+
+
+def rows_for(python: str, scenario: Path, label: str) -> list[Row]:
+    plugin = [python, str(PLUGIN), "--simulate", str(scenario)]
+    return [
+        (f"{label}python3 -c pass (floor)", [python, "-c", "pass"], False),
+        (f"{label}python3: import pynvml, print []", [python, "-c", "import pynvml; print('[]')"], False),
+        (f"{label}60_gpu_monitor.py --simulate (8 GPUs, 64 processes), settings validated", plugin, True),
+        (f"{label}60_gpu_monitor.py --simulate (8 GPUs, 64 processes), settings cached", plugin, False),
+    ]
+
+
+def breakdown(python: str, scenario: Path) -> None:
+    """Instructions of each part of a cached plugin run, importing the parts one after another."""
+    cache = Path(tempfile.mkdtemp(prefix="bench-plugin-cache-"))
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    try:
+        subprocess.run([python, str(PLUGIN), "--simulate", str(scenario)], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        code, before = "", 0
+        print("| part | instructions (M) |\n|---|---|")
+        for name, step in BREAKDOWN:
+            code += step.replace("SCENARIO", repr(str(scenario))) + "\n"
+            total = instructions([python, "-c", code], env)
+            print(f"| {name} | {(total - before) / 1e6:.0f} |")
+            before = total
+        print(f"| total | {before / 1e6:.0f} |")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def main() -> None:
@@ -35,25 +111,48 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument(
         "--python",
-        default=sys.executable,
-        help="interpreter with falcon-gpu installed (e.g. a clean venv's, non-editable)",
+        action="append",
+        help="interpreter with falcon-gpu installed (e.g. a clean venv's, non-editable); give it twice "
+        "to compare two installations in one run (default: this interpreter)",
     )
+    ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
+    ap.add_argument("--breakdown", action="store_true", help="instructions by part of the cached plugin")
     a = ap.parse_args()
+    pythons: list[str] = a.python or [sys.executable]
     path = write_scenario(8, 64)  # no host: a simulated kubelet server would be measured, not the plugin
-    rows = [
-        ("python3 -c pass (floor)", [a.python, "-c", "pass"]),
-        ("python3: import pynvml, print []", [a.python, "-c", "import pynvml; print('[]')"]),
-        (
-            "60_gpu_monitor.py --simulate (8 GPUs, 64 processes)",
-            [a.python, str(PLUGIN), "--simulate", str(path)],
-        ),
-    ]
-    results = [(name, wall(cmd, a.runs)) for name, cmd in rows]
-    floor = results[0][1]
-    print("| command | median wall ms | vs floor |")
-    print("|---|---|---|")
-    for name, ms in results:
-        print(f"| {name} | {ms:.0f} | {ms / floor:.1f}x |")
+    if a.breakdown:
+        breakdown(pythons[-1], path)
+        return
+    groups = [rows_for(py, path, f"{py}: " if len(pythons) > 1 else "") for py in pythons]
+    cache = Path(tempfile.mkdtemp(prefix="bench-plugin-cache-"))
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    times: dict[str, list[float]] = {name: [] for rows in groups for name, _, _ in rows}
+    counts: dict[str, int] = {}
+    try:
+        for _ in range(a.runs):
+            for rows in groups:
+                for name, cmd, fresh in rows:
+                    if fresh:
+                        shutil.rmtree(cache / "falcon-gpu", ignore_errors=True)
+                    times[name].append(timed(cmd, env))
+        for name, cmd, fresh in [row for rows in groups for row in rows] if a.instructions else []:
+            if fresh:
+                shutil.rmtree(cache / "falcon-gpu", ignore_errors=True)
+            counts[name] = instructions(cmd, env)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    extra = " instructions (M) | vs floor |" if counts else ""
+    print("| command | median wall ms | vs floor |" + extra)
+    print("|---|---|---|" + ("---|---|" if counts else ""))
+    for rows in groups:
+        floor_name = rows[0][0]
+        floor = statistics.median(times[floor_name]) * 1000
+        for name, _, _ in rows:
+            ms = statistics.median(times[name]) * 1000
+            line = f"| {name} | {ms:.0f} | {ms / floor:.1f}x |"
+            if counts:
+                line += f" {counts[name] / 1e6:.0f} | {counts[name] / counts[floor_name]:.1f}x |"
+            print(line)
 
 
 if __name__ == "__main__":

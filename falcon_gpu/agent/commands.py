@@ -7,12 +7,16 @@ import logging
 import os
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from falcon_gpu.agent.cycle import CycleRunner
 from falcon_gpu.agent.runtime import Runtime, build
 from falcon_gpu.schemas.extra_labels import as_labels
-from falcon_gpu.settings import Settings
 from falcon_gpu.telemetry import Telemetry
+
+if TYPE_CHECKING:  # the plugin's path never imports pydantic: Settings is only a type here
+    from falcon_gpu.settings import Settings
+    from falcon_gpu.settings_resolved import ResolvedSettings
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +120,7 @@ def _exit_leaving_the_stuck_cycle() -> None:
     os._exit(1)
 
 
-def plugin(settings: Settings, *, simulate: str | None) -> int:
+def plugin(settings: Settings | ResolvedSettings, *, simulate: str | None) -> int:
     """Print exactly one JSON array; exit 0 even when GPUs fail (falcon-agent drops
     everything from a non-zero exit)."""
     items: list[dict[str, object]] = []

@@ -23,16 +23,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from falcon_gpu.policies.engine import PolicyEngine
 from falcon_gpu.schemas.extra_labels import as_labels
-from falcon_gpu.settings import ConfigError, Settings
+from falcon_gpu.settings_resolved import ResolvedSettings
+from falcon_gpu.settings_sources import ConfigError
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the plugin's path never imports pydantic (the settings and policy models)
     from falcon_gpu.attribution import Attributor
     from falcon_gpu.jobs.tracker import JobTracker
     from falcon_gpu.listen.server import ListenServer
+    from falcon_gpu.policies.engine import PolicyEngine
+    from falcon_gpu.settings import Settings
     from falcon_gpu.simulator.node.layout import SimulatedHost
     from falcon_gpu.sources.nvml.source import NvmlSource
     from falcon_gpu.sources.nvml.xid import XidWatcher
@@ -44,7 +46,8 @@ HOST_PATHS = ("proc_root", "kubelet_socket", "log_root", "docker_root", "contain
 
 @dataclass
 class Runtime:
-    settings: Settings
+    settings: Settings | ResolvedSettings
+    """``ResolvedSettings`` for the plugin: no sinks, policies or listen endpoint."""
     telemetry: Telemetry
     library: Any
     """pynvml, or the simulator standing in for it (an untyped module either way)."""
@@ -109,7 +112,7 @@ def _quietly(what: str, fn: Callable[[], object] | None) -> None:
 
 
 def build(
-    settings: Settings,
+    settings: Settings | ResolvedSettings,
     *,
     simulate: str | None,
     with_sinks: bool = True,
@@ -154,22 +157,23 @@ def build(
     listener = None
     try:
         jobs = _job_tracker(settings, telemetry) if with_jobs else None
-        if listen and settings.listen:
+        full = None if isinstance(settings, ResolvedSettings) else settings  # the plugin's have no outputs
+        if listen and full is not None and full.listen:
             from falcon_gpu.listen import LatestCycle, open_listener
 
-            latest = LatestCycle(settings.interval)
-            listener = open_listener(settings.listen, latest)
+            latest = LatestCycle(full.interval)
+            listener = open_listener(full.listen, latest)
             sinks.append(latest)
-        if with_sinks:
+        if with_sinks and full is not None:
             from falcon_gpu.sinks.registry import build_sink
 
-            for cfg in settings.sinks:
+            for cfg in full.sinks:
                 try:
                     sink = build_sink(
                         cfg,
-                        node=settings.node,
-                        spool_dir=settings.spool_dir,
-                        spool_max_bytes=settings.spool_max_bytes,
+                        node=full.node,
+                        spool_dir=full.spool_dir,
+                        spool_max_bytes=full.spool_max_bytes,
                         telemetry=telemetry,
                     )
                 except OSError as exc:  # the spool directory cannot be made or used
@@ -181,7 +185,8 @@ def build(
         from falcon_gpu.attribution import AttributionSettings, Attributor
 
         attributor = Attributor(AttributionSettings.of(settings, kube_api=kube_api), telemetry)
-        policies = _policy_engine(settings, telemetry) if with_sinks else None  # alerts are an output too
+        # alerts are an output too
+        policies = _policy_engine(full, telemetry) if with_sinks and full is not None else None
     except BaseException:
         if listener is not None:
             listener.close()
@@ -199,6 +204,7 @@ def build(
 def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | None:
     if not settings.policies:
         return None
+    from falcon_gpu.policies.engine import PolicyEngine
     from falcon_gpu.policies.notify import AlertNotifier
 
     return PolicyEngine(
@@ -209,7 +215,7 @@ def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | N
     )
 
 
-def _job_tracker(settings: Settings, telemetry: Telemetry) -> JobTracker | None:
+def _job_tracker(settings: Settings | ResolvedSettings, telemetry: Telemetry) -> JobTracker | None:
     """Raises ConfigError naming ``jobs_dir`` when one the user set cannot be created or written;
     the default one (``/var/lib/…``, not writable for a user trying the agent out) only costs the
     job records, with a warning."""

@@ -17,6 +17,7 @@ from falcon_gpu.attribution.kube_api import KubeApiConfig
 
 if TYPE_CHECKING:
     from falcon_gpu.settings import Settings
+    from falcon_gpu.settings_resolved import ResolvedSettings
 
 Kubernetes = Literal["auto", "on", "off"]
 
@@ -47,7 +48,9 @@ class AttributionSettings:
     """The API server for ``pod_labels``, ``pod_requests``; None: the in-cluster one, if any."""
 
     @classmethod
-    def of(cls, settings: Settings, *, kube_api: KubeApiConfig | None = None) -> AttributionSettings:
+    def of(
+        cls, settings: Settings | ResolvedSettings, *, kube_api: KubeApiConfig | None = None
+    ) -> AttributionSettings:
         """The attribution part of the agent's settings (``kube_api``: tests point it elsewhere)."""
         return cls(
             node=settings.node,

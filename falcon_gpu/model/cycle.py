@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from falcon_gpu.jobs.record import JobGroup, JobRecord
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.telemetry import TelemetryView
+
+if TYPE_CHECKING:  # types only: the plugin (no job records unless jobs_dir is set) never builds them
+    from falcon_gpu.jobs.record import JobGroup, JobRecord
 
 PASS, WARN, FAIL = 0, 1, 2
 

@@ -9,7 +9,6 @@ hash so distinct values stay distinct.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from collections import Counter
@@ -43,6 +42,8 @@ def sanitize(value: str) -> str:
 
 
 def _digest(value: str) -> str:
+    import hashlib  # only for an over-long tag: hashlib loads OpenSSL, a few ms of every plugin start
+
     return hashlib.blake2s(value.encode(), digest_size=4).hexdigest()
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import FalconItem, PromBatch, PromGroup
-from falcon_gpu.schemas import dcgm, falcon_gpu, falcon_gpu_jobs, openfalcon
+from falcon_gpu.schemas import openfalcon
 
 
 class RenderedCycle:
@@ -19,6 +19,8 @@ class RenderedCycle:
 
     @cached_property
     def prometheus(self) -> PromBatch:
+        from falcon_gpu.schemas import dcgm, falcon_gpu  # here: the plugin renders Open-Falcon only
+
         return dcgm.render(self.cycle) if self._schema == "dcgm" else falcon_gpu.render(self.cycle)
 
     @cached_property
@@ -28,4 +30,6 @@ class RenderedCycle:
     @cached_property
     def job_groups(self) -> tuple[PromGroup, ...]:
         """Pushgateway groups of the pods that finished a job this cycle (same names in both schemas)."""
+        from falcon_gpu.schemas import falcon_gpu_jobs
+
         return falcon_gpu_jobs.render(self.cycle.job_groups, self.cycle.snapshot.timestamp)

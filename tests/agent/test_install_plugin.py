@@ -28,9 +28,12 @@ def install(directory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def as_falcon_agent(plugin: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """How falcon-agent runs a plugin: the file itself, no environment, another directory."""
+    """How falcon-agent runs a plugin: the file itself, no environment, another directory. The one
+    variable given is the settings cache's directory, so that a test does not write into the home of
+    whoever runs it (without it the plugin uses ``~/.cache``, found through the passwd entry)."""
+    cache = f"XDG_CACHE_HOME={cwd / 'cache'}"
     return subprocess.run(
-        ["env", "-i", str(plugin), *args], capture_output=True, text=True, timeout=60, cwd=cwd
+        ["env", "-i", cache, str(plugin), *args], capture_output=True, text=True, timeout=60, cwd=cwd
     )
 
 

@@ -8,8 +8,10 @@ parser so that the simulator depends on the data, not on JSON handling.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from falcon_gpu.simulator.scenario.host_model import HostScenario
+if TYPE_CHECKING:  # parse imports it only for a scenario with a host (else the plugin start pays for it)
+    from falcon_gpu.simulator.scenario.host_model import HostScenario
 
 Series = tuple[float, ...]
 """One value per cycle from cycle 0; the last value repeats."""

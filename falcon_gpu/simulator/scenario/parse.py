@@ -11,9 +11,8 @@ A number may be a list: one value per cycle from cycle 0, the last repeating
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
 from falcon_gpu.readings.device import READINGS
@@ -33,8 +32,10 @@ from falcon_gpu.simulator.scenario.model import (
     XidEvent,
     at,
 )
-from falcon_gpu.simulator.scenario.parse_host import parse_host
 from falcon_gpu.simulator.scenario.strict_json import Obj, ScenarioError
+
+if TYPE_CHECKING:
+    from falcon_gpu.simulator.scenario.host_model import HostScenario
 
 __all__ = [
     "EccScenario",
@@ -232,6 +233,12 @@ def _gpu(o: Obj, index: int) -> GpuScenario:
     return gpu
 
 
+def _host(obj: Obj, gpus: tuple[GpuScenario, ...]) -> HostScenario:
+    from falcon_gpu.simulator.scenario.parse_host import parse_host  # only scenarios with a host
+
+    return parse_host(obj, gpus)
+
+
 def parse_scenario(data: Any) -> Scenario:
     """Build a :class:`Scenario` from parsed JSON. Raises ScenarioError naming the path."""
     top = Obj(data, "")
@@ -241,7 +248,7 @@ def parse_scenario(data: Any) -> Scenario:
         driver_version=top.string("driver_version", "550.54.15"),
         cuda_version=top.string("cuda_version", "12.4"),
         gpus=gpus,
-        host=parse_host(host_obj, gpus) if host_obj is not None else None,
+        host=_host(host_obj, gpus) if host_obj is not None else None,
     )
     top.done()
     uuids = [g.uuid for g in gpus] + [m.uuid for g in gpus for m in g.mig]
@@ -278,6 +285,8 @@ def load_scenario(path: Path) -> Scenario:
 
 def bundled_names() -> tuple[str, ...]:
     """Names accepted by :func:`resolve_scenario` besides paths (``mig-node``, ...)."""
+    from importlib import resources
+
     folder = resources.files("falcon_gpu.simulator").joinpath("scenarios")
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
 
@@ -292,12 +301,14 @@ def resolve_scenario(arg: str | None) -> Path:
     ``mig-node``: the package's copy; anything else: a filesystem path.
     Raises ScenarioError when no such scenario exists (listing the bundled names).
     """
-    package = resources.files("falcon_gpu.simulator")
     if not arg or arg == "default":
         arg = DEFAULT_SCENARIO
-    bundled = package.joinpath("scenarios").joinpath(f"{arg}.json")
-    if "/" not in arg and bundled.is_file():
-        return Path(str(bundled))
+    if "/" not in arg:  # a path skips importlib.resources (a few ms of every plugin start)
+        from importlib import resources
+
+        bundled = resources.files("falcon_gpu.simulator").joinpath("scenarios").joinpath(f"{arg}.json")
+        if bundled.is_file():
+            return Path(str(bundled))
     path = Path(arg)
     if path.is_file():
         return path

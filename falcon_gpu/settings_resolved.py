@@ -1,0 +1,115 @@
+"""The settings one plugin cycle reads, as a plain frozen dataclass: no pydantic.
+
+Why it exists: falcon-agent forks the plugin every minute on every node, and
+importing pydantic and pydantic-settings and building :class:`~falcon_gpu.settings.Settings`
+costs about 200 ms, many times the interpreter's own start-up. The plugin validates
+with the real model once, keeps here the values its cycle reads, and later runs
+rebuild this from :mod:`falcon_gpu.settings_cache` without importing pydantic.
+
+It holds no sinks, policies or ``listen`` endpoint (the plugin's output is its
+stdout), so no secret a sink could carry (``headers``) is ever in it. Field names
+and types are those of ``Settings``, so the runtime reads either the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+
+if TYPE_CHECKING:
+    from falcon_gpu.settings import Settings
+
+PATHS = (
+    "proc_root",
+    "kubelet_socket",
+    "log_root",
+    "docker_root",
+    "containers_root",
+    "passwd_file",
+    "jobs_dir",
+)
+FLAGS = ("pod_requests", "pod_uid", "process_metrics")
+STRING_LISTS = ("gpu_resources", "pod_labels")
+CHOICES: dict[str, tuple[str, ...]] = {
+    "schema_": ("falcon_gpu", "dcgm"),
+    "log_level": ("debug", "info", "warning", "error"),
+    "kubernetes": ("auto", "on", "off"),
+}
+
+
+class ResolvedSettings(NamedTuple):
+    """Immutable; a NamedTuple rather than a dataclass because building one costs a third as much,
+    and this module is on every plugin start."""
+
+    interval: float
+    node: str
+    labels: dict[str, str]
+    proc_root: Path
+    kubelet_socket: Path
+    log_root: Path
+    docker_root: Path
+    containers_root: Path
+    passwd_file: Path
+    gpu_resources: list[str]
+    pod_labels: list[str]
+    pod_requests: bool
+    pod_uid: bool
+    process_metrics: bool
+    schema_: Literal["falcon_gpu", "dcgm"]
+    jobs_dir: Path
+    log_level: Literal["debug", "info", "warning", "error"]
+    kubernetes: Literal["auto", "on", "off"]
+    explicit: frozenset[str]
+    """Settings the user gave (``Settings.explicit``): the simulator lays out a host only for the others."""
+
+    @classmethod
+    def of(cls, settings: Settings) -> ResolvedSettings:
+        """The plugin's part of validated settings (the one place that maps one to the other)."""
+        return cls(**{name: getattr(settings, name) for name in cls._fields})
+
+    def model_copy(self, *, update: Mapping[str, Any]) -> ResolvedSettings:
+        """As ``Settings.model_copy(update=…)``: the runtime points host paths at a simulated host."""
+        return self._replace(**update)
+
+    def to_json(self) -> dict[str, Any]:
+        out = self._asdict()
+        for name in PATHS:
+            out[name] = str(out[name])
+        out["explicit"] = sorted(self.explicit)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> ResolvedSettings:
+        """The inverse of :meth:`to_json`; ValueError on anything it would not have written."""
+        names = cls._fields
+        if not isinstance(data, dict) or sorted(data) != sorted(names):
+            raise ValueError("not the fields of this version")
+        for name in names:
+            _check(name, data[name])
+        values: dict[str, Any] = {name: Path(data[name]) if name in PATHS else data[name] for name in names}
+        values["interval"] = float(values["interval"])
+        values["explicit"] = frozenset(values["explicit"])
+        return cls(**values)
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _check(name: str, value: Any) -> None:
+    if name in PATHS or name == "node":
+        ok = isinstance(value, str) and value != ""
+    elif name in FLAGS:
+        ok = isinstance(value, bool)
+    elif name in STRING_LISTS or name == "explicit":
+        ok = _is_strings(value)
+    elif name in CHOICES:
+        ok = value in CHOICES[name]
+    elif name == "interval":
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    else:  # labels
+        labels = cast(dict[str, Any], value) if isinstance(value, dict) else None
+        ok = labels is not None and all(isinstance(v, str) for v in labels.values())
+    if not ok:
+        raise ValueError(f"{name}: {value!r}")
