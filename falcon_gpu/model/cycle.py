@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from falcon_gpu.jobs.record import JobGroup, JobRecord
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.policy import PolicyStatus
+from falcon_gpu.model.record import record
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.telemetry import TelemetryView
@@ -14,7 +15,7 @@ from falcon_gpu.telemetry import TelemetryView
 PASS, WARN, FAIL = 0, 1, 2
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HealthReport:
     """One device's health: ``checks`` maps a check name to PASS/WARN/FAIL."""
 
@@ -29,7 +30,7 @@ class HealthReport:
         return max(self.checks.values(), default=PASS)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CycleData:
     node: str
     step: int
