@@ -15,8 +15,9 @@ The NVML calls per GPU per cycle, counted by the simulator, are reported for bot
 ``--breakdown`` adds a second, separate pass that says where each side's time goes:
 every simulated NVML call timed (``perf_counter`` around it, on both sides), and
 falcon_gpu's stages timed by wrapping them (readers, the source around them, health,
-schema, encoder). Each part is its median over the cycles (so the parts need not add up exactly); the
-wrappers cost time of their own, so the totals are above the first table's: read the shares.
+schema, encoder). Each part is derived per cycle and its median over the cycles is shown (so the parts need
+not add up exactly); the wrappers cost time of their own, so the totals are above the first
+table's: read the shares.
 Usage: python scripts/bench_peer.py [--cycles 300] [--breakdown]
 """
 
@@ -316,22 +317,30 @@ def breakdown(gpus: int, procs: int, cycles: int) -> dict[str, float]:
             run()
             scrape()
             per_cycle.append(dict(watch.seconds))
-    keys = {k for c in per_cycle for k in c}
-    ms = {k: statistics.median(c.get(k, 0.0) for c in per_cycle) * 1000 for k in keys}
-    sim_readers = ms.get("sim:readers", 0.0)
-    sim_ours = sim_readers + ms.get("sim:collect", 0.0)
+    parts = [_parts(c) for c in per_cycle]
+    return {key: statistics.median(p[key] for p in parts) * 1000 for key in parts[0]}
+
+
+def _parts(s: dict[str, float]) -> dict[str, float]:
+    """One cycle's raw stage seconds as the parts of the table (derived per cycle, so that the
+    medians of differences are taken, not differences of medians)."""
+    get = s.get
+    sim_readers, sim_source = get("sim:readers", 0.0), get("sim:collect", 0.0)
+    collect, readers, health, schema, encoder = (
+        get(k, 0.0) for k in ("collect", "readers", "health", "schema", "encoder")
+    )
     return {
-        "ours": ms["cycle"],
-        "ours NVML (simulator)": sim_ours,
-        "readers' own work": ms["readers"] - sim_readers,
-        "source around the readers": ms["collect"] - ms["readers"] - ms.get("sim:collect", 0.0),
-        "health": ms["health"],
-        "schema": ms["schema"],
-        "encoder": ms["encoder"],
-        "rest of the cycle": ms["cycle"] - ms["collect"] - ms["health"] - ms["schema"] - ms["encoder"],
-        "peer": ms["peer"],
-        "peer NVML (simulator)": ms.get("sim:peer", 0.0),
-        "peer's own work": ms["peer"] - ms.get("sim:peer", 0.0),
+        "ours": s["cycle"],
+        "ours NVML (simulator)": sim_readers + sim_source,
+        "readers' own work": readers - sim_readers,
+        "source around the readers": collect - readers - sim_source,
+        "health": health,
+        "schema": schema,
+        "encoder": encoder,
+        "rest of the cycle": s["cycle"] - collect - health - schema - encoder,
+        "peer": s["peer"],
+        "peer NVML (simulator)": get("sim:peer", 0.0),
+        "peer's own work": s["peer"] - get("sim:peer", 0.0),
     }
 
 
