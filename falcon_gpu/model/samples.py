@@ -2,7 +2,7 @@
 
 Two families exist because the two worlds disagree on shape: Prometheus metric
 families (name, type, help, labelled series) and Open-Falcon items
-(endpoint/metric/tags/step/counterType). Both are immutable.
+(endpoint/metric/tags/step/counterType). Both are immutable (:func:`~falcon_gpu.model.record.record`).
 """
 
 from __future__ import annotations
