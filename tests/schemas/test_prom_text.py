@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from falcon_gpu.model.samples import Family, PromBatch, Series
 from falcon_gpu.sinks.encoding import prom_text
 
@@ -73,3 +75,26 @@ def test_the_cache_is_bounded() -> None:
         assert f'pod="job-{cycle - 1}-2"' not in text
         assert len(cache) <= 10
     assert cache.line("x_ratio", (("node", "n1"), ("pod", "job-0-0"))) is None  # dropped when full
+
+
+def test_sinks_encoding_in_their_own_threads_share_the_bounded_cache() -> None:
+    """Stdout, Pushgateway and the scrape endpoint encode the same cycle in different threads."""
+    cache = prom_text.SeriesText(limit=50)
+    failures: list[BaseException] = []
+
+    def encode_many(offset: int) -> None:
+        try:
+            for cycle in range(300):
+                pod = f"job-{(cycle + offset) % 40}-"
+                text = prom_text.encode(batch(float(cycle), 2.0, pod=pod), cache)
+                assert f'x_ratio{{node="n1",pod="{pod}0"}} {cycle}\n' in text
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=encode_many, args=(n * 7,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert len(cache) <= 50 + 3  # each thread may add its series to a dict just replaced

@@ -113,9 +113,8 @@ class SeriesText:
         if hit is not None:
             line = hit[1][: hit[1].rindex(" ") + 1] + format_value(value)
         else:
-            if self._size >= self.limit:
-                for lines in self._lines.values():
-                    lines.clear()
+            if self._size >= self.limit:  # a new dict, not cleared in place: sinks encode in
+                self._lines = {}  # threads of their own, and another may be walking this one
                 self._size = 0
             self._size += 1
             line = series_prefix(name, labels) + format_value(value)
