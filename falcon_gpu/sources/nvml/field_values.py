@@ -320,6 +320,8 @@ class FieldValues:
         """Per scope and key: (token, numbers) of :meth:`when_changed`."""
         self._shapes: dict[str, _Shape] = {}
         """Per scope: the decoder of its batch's request (rebuilt when the request changes)."""
+        self._any: dict[tuple[str, str], tuple[int, bool]] = {}
+        """Per scope and key: (the not-supported generation, :meth:`any_asked`'s answer then)."""
 
     def report(self, failed: Failed) -> None:
         self._nvml.errors.append(failed.error)
@@ -359,6 +361,17 @@ class FieldValues:
         )
         cached = self._ids[scope] = (generation, [s.request for s in specs], specs, parted)
         return cached
+
+    def any_asked(self, scope: str, key: str, specs: tuple[FieldSpec, ...]) -> bool:
+        """Whether any of ``specs`` (or of their fallback fields) is still asked on ``scope``: False once
+        the driver answered all of them NOT_SUPPORTED (cached until the not-supported set changes)."""
+        generation = self._nvml.generation
+        cached = self._any.get((scope, key))
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        asked = bool(self._askable(scope, specs))
+        self._any[(scope, key)] = (generation, asked)
+        return asked
 
     def parts_asked(self, scope: str, spec: FieldSpec) -> bool:
         """Whether ``spec``'s fallback fields are asked in place of it (some of them supported)."""
@@ -521,6 +534,11 @@ class FieldBatch:
     def supported(self, spec: FieldSpec) -> bool:
         """False once the driver answered ``spec`` NOT_SUPPORTED (its fallback fields are asked instead)."""
         return self._owner.supported(self._scope, spec)
+
+    def any_asked(self, key: str, specs: tuple[FieldSpec, ...]) -> bool:
+        """False once every one of ``specs`` and of their fallback fields is known not supported here
+        (``key`` names the group: the answer is cached per device and group)."""
+        return self._owner.any_asked(self._scope, key, specs)
 
     def parts_asked(self, spec: FieldSpec) -> bool:
         """True where ``spec`` is not supported and (some of) its fallback fields are asked instead."""
