@@ -12,7 +12,7 @@ from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import DeviceReading, MigReading
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
-from falcon_gpu.schemas.falcon_gpu_device import device_labels, mig_labels
+from falcon_gpu.schemas.falcon_gpu_device import device_label_set, mig_key
 
 P = "falcon_gpu_"
 
@@ -96,19 +96,13 @@ class DeviceIndex:
         dev = self.by_uuid.get(gpu_uuid)
         if dev is None:
             return None
-        base = device_labels(node, dev)  # node labels + gpu, uuid, model
+        labels = device_label_set(node, dev)  # node labels + gpu, uuid, model; kept per identity
         if mig_uuid is None:
-            return base
+            return labels.device
         found: tuple[DeviceReading, MigReading] | None = self.mig.get(mig_uuid)
         if found is None:
-            return (
-                *base,
-                ("gpu_instance", ""),
-                ("compute_instance", ""),
-                ("mig_profile", ""),
-                ("mig_uuid", mig_uuid),
-            )
-        return mig_labels(base, found[1])
+            return (*labels.device, ("mig_uuid", mig_uuid))  # its instance ids are unknown: no labels
+        return labels.migs.get(mig_key(found[1]))
 
 
 def container_labels(c: ContainerRef) -> Labels:
