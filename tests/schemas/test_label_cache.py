@@ -15,7 +15,6 @@ from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.sinks.encoding import prom_text
 from tests.schemas.fixtures import cycle, full_device
 
-
 PER_DEVICE = (
     "falcon_gpu_up",
     "falcon_gpu_ecc_errors_total",
