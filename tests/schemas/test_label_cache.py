@@ -120,3 +120,37 @@ def test_put_stores_clean_labels_as_given_and_skips_absent_values() -> None:
 def test_a_device_added_later_gets_labels_without_its_empty_values() -> None:
     dev = dataclasses.replace(full_device(index=3, uuid="GPU-dddd"), name="")
     assert device_labels((("node", "n"),), dev) == (("node", "n"), ("gpu", "3"), ("uuid", "GPU-dddd"))
+
+
+def with_attribution(c: CycleData, **changes: object) -> CycleData:
+    return dataclasses.replace(c, attribution=dataclasses.replace(c.attribution, **changes))
+
+
+def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
+    c = cycle(process_metrics=True)
+    one, two = falcon_gpu.render(c), falcon_gpu.render(cycle(process_metrics=True))
+    for name in (
+        "falcon_gpu_pod_info",
+        "falcon_gpu_pod_memory_used_bytes",
+        "falcon_gpu_process_memory_used_bytes",
+    ):
+        a = next(f for f in one.families if f.name == name).series
+        b = next(f for f in two.families if f.name == name).series
+        assert all(x.labels is y.labels for x, y in zip(a, b, strict=True)), name
+    pod = c.attribution.pods[0]
+    moved = dataclasses.replace(
+        pod,
+        container=dataclasses.replace(pod.container, pod="train-1", labels=(("label_team", "nlp"),)),
+        claim_name="gpu-claim",
+    )
+    proc = dataclasses.replace(
+        c.attribution.processes[0], pid=5151, command="torchrun", container=moved.container
+    )
+    out = falcon_gpu.render(with_attribution(c, pods=(moved, *c.attribution.pods[1:]), processes=(proc,)))
+    mem = [lb for lb in labels_of(out, "falcon_gpu_pod_memory_used_bytes") if lb["gpu"] == "0"]
+    assert [(lb["pod"], lb["label_team"]) for lb in mem] == [("train-1", "nlp")]
+    (info,) = [lb for lb in labels_of(out, "falcon_gpu_pod_info") if lb["gpu"] == "0"]
+    assert info["claim_name"] == "gpu-claim" and info["pod"] == "train-1"
+    (process,) = labels_of(out, "falcon_gpu_process_memory_used_bytes")
+    assert (process["pid"], process["command"], process["pod"]) == ("5151", "torchrun", "train-1")
+    assert "train-0" not in prom_text.encode(out)
