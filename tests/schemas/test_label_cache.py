@@ -34,6 +34,14 @@ def with_device(c: CycleData, **changes: object) -> CycleData:
     return dataclasses.replace(c, snapshot=dataclasses.replace(c.snapshot, devices=devices))
 
 
+def assert_same_label_objects(one: PromBatch, two: PromBatch, *names: str) -> None:
+    """Two renders of equal cycles: each series of ``names`` has the very same label tuple in both."""
+    for name in names:
+        a = next(f for f in one.families if f.name == name).series
+        b = next(f for f in two.families if f.name == name).series
+        assert a and all(x.labels is y.labels for x, y in zip(a, b, strict=True)), name
+
+
 def test_cache_builds_once_per_key_and_starts_again_when_full() -> None:
     built: list[int] = []
     cache: LabelCache[int, tuple[int]] = LabelCache(lambda k: (built.append(k), (k,))[1], limit=3)
@@ -47,15 +55,8 @@ def test_cache_builds_once_per_key_and_starts_again_when_full() -> None:
 
 def test_device_labels_are_the_same_tuple_every_cycle() -> None:
     one, two = falcon_gpu.render(cycle()), falcon_gpu.render(cycle())
-    for name in (
-        "falcon_gpu_up",
-        "falcon_gpu_info",
-        "falcon_gpu_ecc_errors_total",
-        "falcon_gpu_sm_active_ratio",
-    ):
-        a = next(f for f in one.families if f.name == name).series
-        b = next(f for f in two.families if f.name == name).series
-        assert all(x.labels is y.labels for x, y in zip(a, b, strict=True)), name
+    assert_same_label_objects(one, two, "falcon_gpu_up", "falcon_gpu_info", "falcon_gpu_ecc_errors_total")
+    assert_same_label_objects(one, two, "falcon_gpu_sm_active_ratio", "falcon_gpu_memory_used_bytes")
     assert prom_text.encode(one) == prom_text.encode(two)
 
 
@@ -129,14 +130,13 @@ def with_attribution(c: CycleData, **changes: object) -> CycleData:
 def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
     c = cycle(process_metrics=True)
     one, two = falcon_gpu.render(c), falcon_gpu.render(cycle(process_metrics=True))
-    for name in (
+    assert_same_label_objects(
+        one,
+        two,
         "falcon_gpu_pod_info",
         "falcon_gpu_pod_memory_used_bytes",
         "falcon_gpu_process_memory_used_bytes",
-    ):
-        a = next(f for f in one.families if f.name == name).series
-        b = next(f for f in two.families if f.name == name).series
-        assert all(x.labels is y.labels for x, y in zip(a, b, strict=True)), name
+    )
     pod = c.attribution.pods[0]
     moved = dataclasses.replace(
         pod,
