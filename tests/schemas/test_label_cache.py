@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.model.snapshot import MigReading, NvlinkErrors, NvlinkReading
-from falcon_gpu.schemas import falcon_gpu
+from falcon_gpu.schemas import dcgm, falcon_gpu
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 from falcon_gpu.schemas.falcon_gpu_device import device_labels
 from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.xid_catalog import xid_message
 from falcon_gpu.sinks.encoding import prom_text
 from tests.schemas.fixtures import cycle, full_device
 
@@ -63,14 +64,15 @@ def test_device_labels_are_the_same_tuple_every_cycle() -> None:
 def test_a_changed_identity_changes_every_label_it_is_in() -> None:
     c = cycle()
     before = device_labels(c.base_labels, c.snapshot.devices[0])
-    renamed = with_device(c, uuid="GPU-cccc", name="NVIDIA H200")
+    renamed = with_device(c, uuid="GPU-eeee", name="NVIDIA H200")
+    renamed = dataclasses.replace(renamed, health={**c.health, "GPU-eeee": c.health["GPU-aaaa"]})
     out = falcon_gpu.render(renamed)
     assert device_labels(renamed.base_labels, renamed.snapshot.devices[0]) is not before
     for name in PER_DEVICE:
         got = [lb for lb in labels_of(out, name) if lb.get("gpu") == "0"]
-        assert got and all(lb["uuid"] == "GPU-cccc" and lb["model"] == "NVIDIA H200" for lb in got), name
+        assert got and all(lb["uuid"] == "GPU-eeee" and lb["model"] == "NVIDIA H200" for lb in got), name
     text = prom_text.encode(out)
-    assert 'uuid="GPU-aaaa"' not in text and 'uuid="GPU-cccc"' in text
+    assert 'uuid="GPU-aaaa"' not in text and 'uuid="GPU-eeee"' in text
 
 
 def test_node_labels_driver_and_pci_bus_are_part_of_the_identity() -> None:
@@ -153,4 +155,24 @@ def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
     assert info["claim_name"] == "gpu-claim" and info["pod"] == "train-1"
     (process,) = labels_of(out, "falcon_gpu_process_memory_used_bytes")
     assert (process["pid"], process["command"], process["pod"]) == ("5151", "torchrun", "train-1")
+    assert "train-0" not in prom_text.encode(out)
+
+
+def test_dcgm_labels_are_reused_and_follow_the_gpu_its_pod_and_its_xid() -> None:
+    c = cycle()
+    one, two = dcgm.render(c), dcgm.render(cycle())
+    assert_same_label_objects(
+        one, two, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_USED"
+    )
+    pod = c.attribution.pods[0]
+    moved = dataclasses.replace(
+        pod, gpu_uuid="GPU-eeee", container=dataclasses.replace(pod.container, pod="train-1")
+    )
+    changed = with_device(with_attribution(c, pods=(moved, *c.attribution.pods[1:])), uuid="GPU-eeee")
+    health = {**c.health, "GPU-eeee": HealthReport({"xid": 2}, {48: 1}, last_xid=48)}
+    out = dcgm.render(dataclasses.replace(changed, health=health))
+    (temp,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_GPU_TEMP") if lb["gpu"] == "0"]
+    assert (temp["UUID"], temp["pod"]) == ("GPU-eeee", "train-1")
+    (xid,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_XID_ERRORS") if lb["gpu"] == "0"]
+    assert (xid["UUID"], xid["err_code"], xid["err_msg"]) == ("GPU-eeee", "48", xid_message(48))
     assert "train-0" not in prom_text.encode(out)
