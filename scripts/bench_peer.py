@@ -12,7 +12,13 @@ falcon_gpu's cycle is the one ``bench_cycle.py`` measures: NVML source, health,
 ``falcon_gpu`` schema, Prometheus text into a string (no attribution: the peer has none).
 
 The NVML calls per GPU per cycle, counted by the simulator, are reported for both.
-Usage: python scripts/bench_peer.py [--cycles 300]
+``--breakdown`` adds a second, separate pass that says where each side's time goes:
+every simulated NVML call timed (``perf_counter`` around it, on both sides), and
+falcon_gpu's stages timed by wrapping them (readers, the source around them, health,
+schema, encoder). Each part is derived per cycle and its median over the cycles is shown (so the parts need
+not add up exactly); the wrappers cost time of their own, so the totals are above the first
+table's: read the shares.
+Usage: python scripts/bench_peer.py [--cycles 300] [--breakdown]
 """
 
 from __future__ import annotations
@@ -21,12 +27,19 @@ import argparse
 import io
 import statistics
 import time
-from collections.abc import Callable
-from typing import Any
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO, cast
 
 import pynvml
 from bench_common import load_nvml, load_scenario, make_runner, write_scenario
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+import falcon_gpu.schemas.falcon_gpu as fg_schema
+import falcon_gpu.sources.nvml.source as nvml_source
+from falcon_gpu.sinks.encoding import prom_text
+from falcon_gpu.sources.nvml.readers import READERS
 
 LABELS = ("gpu", "uuid", "name")
 GAUGES = {
@@ -176,14 +189,27 @@ class PeerExporter:
         s("gpu_processes", lb, len(pids))
 
 
+class LastText(io.TextIOBase):
+    """The stdout sink's stream here: keeps the cycle's text, as the peer's ``generate_latest``
+    returns its own; neither side's shipping (a pipe, a socket) is part of the comparison.
+    (An ``io.StringIO`` would charge falcon_gpu about 0.3 ms a cycle at 16 x 256 for copying
+    the text into its buffer, a cost no real sink has.)"""
+
+    text = ""
+
+    def write(self, text: str) -> int:
+        self.text = text
+        return len(text)
+
+
 def calls_per_gpu(calls: dict[str, int], before: dict[str, int], cycles: int, gpus: int) -> float:
     return sum(n - before.get(fn, 0) for fn, n in calls.items()) / cycles / gpus
 
 
 def measure(gpus: int, procs: int, cycles: int) -> dict[str, float]:
     path = write_scenario(gpus, procs)
-    sink = io.StringIO()
-    runner = make_runner(path, sink)
+    sink = LastText()
+    runner = make_runner(path, cast(TextIO, sink))
     ours_lib = runner.source._nvml.lib  # type: ignore[attr-defined]
     peer_lib = load_nvml(load_scenario(path))
     peer = PeerExporter(peer_lib)
@@ -194,8 +220,6 @@ def measure(gpus: int, procs: int, cycles: int) -> dict[str, float]:
     ours, theirs = [], []
     size = (0, 0)
     for _ in range(cycles):
-        sink.seek(0)
-        sink.truncate()
         t0 = time.process_time()
         runner.run()
         t1 = time.process_time()
@@ -203,7 +227,7 @@ def measure(gpus: int, procs: int, cycles: int) -> dict[str, float]:
         t2 = time.process_time()
         ours.append(t1 - t0)
         theirs.append(t2 - t1)
-        size = (len(sink.getvalue()), len(text))
+        size = (len(sink.text), len(text))
     return {
         "ours_ms": statistics.median(ours) * 1000,
         "peer_ms": statistics.median(theirs) * 1000,
@@ -214,22 +238,137 @@ def measure(gpus: int, procs: int, cycles: int) -> dict[str, float]:
     }
 
 
+class Stopwatch:
+    """Seconds spent per stage, summed over a pass; ``stage`` names what runs now, so that
+    the simulator's time inside a reader is charged to the reader's NVML share."""
+
+    def __init__(self) -> None:
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.stage = "peer"
+
+    def wrap(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            outer, self.stage = self.stage, name
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - started
+                self.stage = outer
+
+        return timed
+
+
+class TimedLibrary:
+    """A simulated library whose ``nvml*`` calls are timed into ``watch`` under ``sim:<stage>``."""
+
+    def __init__(self, lib: Any, watch: Stopwatch) -> None:
+        self._lib, self._watch = lib, watch
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._lib, name)
+        if not name.startswith("nvml") or not callable(fn):
+            return fn
+        watch = self._watch
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                watch.seconds["sim:" + watch.stage] += time.perf_counter() - started
+
+        return call
+
+
+@contextmanager
+def patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
+    old = getattr(obj, attr)
+    setattr(obj, attr, value)
+    try:
+        yield
+    finally:
+        setattr(obj, attr, old)
+
+
+def breakdown(gpus: int, procs: int, cycles: int) -> dict[str, float]:
+    """ms per cycle of each part of both sides (see the module docstring)."""
+    watch = Stopwatch()
+    readers = tuple((name, watch.wrap(fn, "readers")) for name, fn in READERS)
+    with (
+        patched(nvml_source, "READERS", readers),
+        patched(fg_schema, "render", watch.wrap(fg_schema.render, "schema")),
+        patched(prom_text, "encode", watch.wrap(prom_text.encode, "encoder")),
+    ):
+        path = write_scenario(gpus, procs)
+        runner = make_runner(path, cast(TextIO, LastText()))
+        runner.source._nvml.lib = TimedLibrary(runner.source._nvml.lib, watch)  # type: ignore[attr-defined]
+        runner.source.collect = watch.wrap(runner.source.collect, "collect")  # type: ignore[method-assign]
+        runner.health.evaluate = watch.wrap(runner.health.evaluate, "health")  # type: ignore[method-assign]
+        run = watch.wrap(runner.run, "cycle")
+        peer = PeerExporter(TimedLibrary(load_nvml(load_scenario(path)), watch))
+        scrape = watch.wrap(peer.scrape, "peer")
+        for _ in range(3):
+            run()
+            scrape()
+        per_cycle: list[dict[str, float]] = []
+        for _ in range(cycles):
+            watch.seconds.clear()
+            run()
+            scrape()
+            per_cycle.append(dict(watch.seconds))
+    parts = [_parts(c) for c in per_cycle]
+    return {key: statistics.median(p[key] for p in parts) * 1000 for key in parts[0]}
+
+
+def _parts(s: dict[str, float]) -> dict[str, float]:
+    """One cycle's raw stage seconds as the parts of the table (derived per cycle, so that the
+    medians of differences are taken, not differences of medians)."""
+    get = s.get
+    sim_readers, sim_source = get("sim:readers", 0.0), get("sim:collect", 0.0)
+    collect, readers, health, schema, encoder = (
+        get(k, 0.0) for k in ("collect", "readers", "health", "schema", "encoder")
+    )
+    return {
+        "ours": s["cycle"],
+        "ours NVML (simulator)": sim_readers + sim_source,
+        "readers' own work": readers - sim_readers,
+        "source around the readers": collect - readers - sim_source,
+        "health": health,
+        "schema": schema,
+        "encoder": encoder,
+        "rest of the cycle": s["cycle"] - collect - health - schema - encoder,
+        "peer": s["peer"],
+        "peer NVML (simulator)": get("sim:peer", 0.0),
+        "peer's own work": s["peer"] - get("sim:peer", 0.0),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=300)
+    ap.add_argument("--breakdown", action="store_true", help="also time each part of both sides")
     a = ap.parse_args()
+    sizes = ((8, 64), (16, 256))
     print(
         "| node | falcon_gpu CPU ms/cycle | peer CPU ms/cycle | ratio (target <= 0.35) "
         "| NVML calls/GPU/cycle falcon_gpu / peer | text bytes falcon_gpu / peer |"
     )
     print("|---|---|---|---|---|---|")
-    for gpus, procs in ((8, 64), (16, 256)):
+    for gpus, procs in sizes:
         r = measure(gpus, procs, a.cycles)
         print(
             f"| {gpus} GPUs x {procs} processes | {r['ours_ms']:.2f} | {r['peer_ms']:.2f} "
             f"| {r['ours_ms'] / r['peer_ms']:.2f}x | {r['ours_calls']:.1f} / {r['peer_calls']:.1f} "
             f"| {r['ours_bytes']} / {r['peer_bytes']} |"
         )
+    if a.breakdown:
+        parts = [breakdown(gpus, procs, a.cycles) for gpus, procs in sizes]
+        print("\n| part, ms per cycle (wall, median) | " + " | ".join(f"{g} x {p}" for g, p in sizes) + " |")
+        print("|---|" + "---|" * len(sizes))
+        for key in parts[0]:
+            cells = " | ".join(f"{p[key]:.2f} ({p[key] / p['peer']:.2f} of peer)" for p in parts)
+            print(f"| {key} | {cells} |")
 
 
 if __name__ == "__main__":

@@ -89,13 +89,14 @@ def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
             for line in lines:
                 print(line, file=sys.stderr)
             return 1 if lines else 0
-        from falcon_gpu.agent.loop import install_stop_signals, run_every
+        from falcon_gpu.agent.loop import install_stop_signals, run_every, settle_heap
 
         stop = threading.Event()
         install_stop_signals(stop)
         rt.attributor.start()
         rt.xid.start()
         runner = _runner(rt, step=max(1, round(settings.interval)))
+        settle_heap()
         log.info(
             "falcon-gpu running on node %s every %gs with sinks %s",
             settings.node,

@@ -79,6 +79,8 @@ class CycleRunner:
         self.node_labels: Labels = (("node", node), *self.labels)
         self._first_wait: float | None = first_attribution_wait
         self.source, self.attributor, self.sinks = source, attributor, list(sinks)
+        self._sink_keys: dict[str, tuple[str, str]] = {}
+        """Sink name -> its log-once key and recovery message, formatted once, not every cycle."""
         self.telemetry, self.schema, self.process_metrics = telemetry, schema, process_metrics
         self.health = HealthEvaluator()
         self.policies = policies
@@ -117,9 +119,20 @@ class CycleRunner:
         )
         rendered = RenderedCycle(cycle, self.schema)
         for sink in self.sinks:
-            self._guard(f"sink:{sink.name}", lambda s=sink: s.submit(rendered))  # type: ignore[misc]
+            key, again = self._sink_keys.get(sink.name) or self._sink_key(sink.name)
+            try:
+                sink.submit(rendered)
+            except Exception as exc:  # one sink's bug must not cost the others their cycle
+                self.telemetry.failing(key, "sink", f"{key}: unexpected error: {exc!r}")
+                log.debug("%s failure", key, exc_info=True)
+            else:
+                self.telemetry.recovered(key, again)
         self.telemetry.cycle_done(time.perf_counter() - started)
         return rendered
+
+    def _sink_key(self, name: str) -> tuple[str, str]:
+        keys = self._sink_keys[name] = (f"sink:{name}", f"sink:{name}: works again")
+        return keys
 
     def _await_first_attribution(self) -> None:
         wait, self._first_wait = self._first_wait, None
@@ -141,13 +154,3 @@ class CycleRunner:
             return ()
         self.telemetry.recovered("policies", "policy evaluation works again")
         return statuses
-
-    def _guard(self, key: str, fn: Callable[[], object]) -> None:
-        try:
-            fn()
-        except Exception as exc:
-            kind = key.split(":", 1)[0]
-            self.telemetry.failing(key, kind, f"{key}: unexpected error: {exc!r}")
-            log.debug("%s failure", key, exc_info=True)
-        else:
-            self.telemetry.recovered(key, f"{key}: works again")

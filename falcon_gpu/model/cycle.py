@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.policy import PolicyStatus
+from falcon_gpu.model.record import record
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.telemetry import TelemetryView
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # types only: the plugin (no job records unless jobs_dir is s
 PASS, WARN, FAIL = 0, 1, 2
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HealthReport:
     """One device's health: ``checks`` maps a check name to PASS/WARN/FAIL."""
 
@@ -32,7 +33,7 @@ class HealthReport:
         return max(self.checks.values(), default=PASS)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CycleData:
     node: str
     step: int

@@ -5,10 +5,10 @@ Produced by :mod:`falcon_gpu.policies`; kept here so the schemas need not import
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from falcon_gpu.model.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PolicyStatus:
     policy: str
     gpu_uuid: str

@@ -2,25 +2,26 @@
 
 Two families exist because the two worlds disagree on shape: Prometheus metric
 families (name, type, help, labelled series) and Open-Falcon items
-(endpoint/metric/tags/step/counterType). Both are immutable.
+(endpoint/metric/tags/step/counterType). Both are immutable (:func:`~falcon_gpu.model.record.record`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from falcon_gpu.model.record import record
 
 MetricKind = Literal["gauge", "counter"]
 Labels = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Series:
     labels: Labels
     value: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Family:
     """A Prometheus metric family: every series of one metric name in one cycle."""
 
@@ -30,7 +31,7 @@ class Family:
     series: tuple[Series, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FalconItem:
     """One Open-Falcon data point, exactly the fields of falcon-agent's push API."""
 
@@ -55,7 +56,7 @@ class FalconItem:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PromBatch:
     """One cycle in the Prometheus schema; ``timestamp_ms`` is the cycle's single timestamp."""
 
@@ -66,7 +67,7 @@ class PromBatch:
         return sum(len(f.series) for f in self.families)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PromGroup:
     """A batch for one Pushgateway group of its own, e.g. ``job=falcon_gpu_job/namespace/ml/pod/x``:
     ``grouping`` is the group's key as (name, value) pairs, in URL order."""

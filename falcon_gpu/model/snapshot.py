@@ -8,7 +8,9 @@ emit no series for it. Units are the base units of the Prometheus schema
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
+
+from falcon_gpu.model.record import record
 
 CLOCK_EVENT_REASONS: tuple[str, ...] = (
     "idle",
@@ -24,7 +26,7 @@ CLOCK_EVENT_REASONS: tuple[str, ...] = (
 """Clock event (throttle) reason names, in NVML bit order (bit 0 = idle)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProcessReading:
     """A process NVML lists on a device (compute, graphics and MPS lists merged by PID)."""
 
@@ -38,7 +40,7 @@ class ProcessReading:
     compute_instance_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpmReading:
     """NVML GPM (Hopper and later) metrics between two consecutive cycles' samples, as ratios 0-1.
 
@@ -59,7 +61,7 @@ GPM_METRICS: tuple[str, ...] = tuple(f.name for f in fields(GpmReading))
 """The GPM metric names, in :class:`GpmReading` field order."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NvlinkErrors:
     """NVLink error counters since the driver loaded: of one link, or summed over a GPU's links."""
 
@@ -72,7 +74,7 @@ class NvlinkErrors:
 NVLINK_ERROR_TYPES: tuple[str, ...] = tuple(f.name for f in fields(NvlinkErrors))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NvlinkReading:
     """One NVLink that has counted errors (links without any are not listed: 18 per GPU)."""
 
@@ -80,7 +82,7 @@ class NvlinkReading:
     errors: NvlinkErrors
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MigReading:
     """One MIG instance (a populated slot of the parent's MIG device handles)."""
 
@@ -98,7 +100,7 @@ class MigReading:
     of one profile apart for DRA device names. None: not known (NVML wants a privileged user)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EccCounts:
     corrected_volatile: int | None = None
     uncorrected_volatile: int | None = None
@@ -106,14 +108,14 @@ class EccCounts:
     uncorrected_aggregate: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RetiredPages:
     single_bit: int
     double_bit: int
     pending: bool | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RemappedRows:
     correctable: int
     uncorrectable: int
@@ -121,7 +123,7 @@ class RemappedRows:
     failed: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeviceReading:
     """Everything read from one physical GPU in one cycle.
 
@@ -190,7 +192,7 @@ class DeviceReading:
     """The XID of the most recent event since the agent started (arrival order; counts have none)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Snapshot:
     """One cycle of the node: every device, plus whether NVML itself answered."""
 

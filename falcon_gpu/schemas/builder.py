@@ -51,6 +51,12 @@ class FamilyBuilder:
             self._last_out = without_empty(labels)
         self._series[name][self._last_out] = float(value)
 
+    def put(self, name: str, labels: Labels, value: float | int | bool | None) -> None:
+        """:meth:`add` for ``labels`` that have no empty value already (a schema's label tuples
+        kept per identity, :mod:`falcon_gpu.schemas.label_cache`): nothing to filter."""
+        if value is not None:
+            self._series[name][labels] = float(value)
+
     def columns(
         self, names: tuple[str, ...], labels: Labels
     ) -> tuple[tuple[dict[Labels, float], ...], Labels]:
@@ -60,14 +66,19 @@ class FamilyBuilder:
         if labels is not self._last_in:
             self._last_in = labels
             self._last_out = without_empty(labels)
+        return self.columns_of(names), self._last_out
+
+    def columns_of(self, names: tuple[str, ...]) -> tuple[dict[Labels, float], ...]:
+        """The series of each of ``names``, to store under labels with no empty value (as :meth:`put`);
+        ``names`` must stay the same tuple object."""
         found = self._columns.get(id(names))
         if found is None:
             found = self._columns[id(names)] = tuple(self._series[name] for name in names)
-        return found, self._last_out
+        return found
 
     def families(self) -> tuple[Family, ...]:
         return tuple(
-            Family(s.name, s.kind, s.help, tuple(Series(lb, v) for lb, v in self._series[s.name].items()))
+            Family(s.name, s.kind, s.help, tuple(map(Series, series.keys(), series.values())))
             for s in self._specs
-            if self._series[s.name]
+            if (series := self._series[s.name])
         )

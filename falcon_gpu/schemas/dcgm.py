@@ -43,7 +43,8 @@ from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
 from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
+from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 from falcon_gpu.schemas.xid_catalog import xid_message
 
@@ -164,17 +165,37 @@ class Owners:
         return (("container", c.container), ("namespace", c.namespace), ("pod", c.pod), *hpc)
 
 
-def _base_labels(cycle: CycleData, dev: DeviceReading) -> Labels:
-    return (
-        ("gpu", str(dev.index)),
-        ("UUID", dev.uuid),
-        ("device", f"nvidia{dev.index}"),
-        ("modelName", dev.name),
-        ("Hostname", cycle.node),
-        ("pci_bus_id", dev.pci_bus_id),
-        ("DCGM_FI_DRIVER_VERSION", cycle.snapshot.driver_version or ""),
-        *cycle.extra_labels,
+BaseKey = tuple[str, int, str, str, str, str, Labels]
+"""Node, index, UUID, model, PCI bus id, driver version, the ``labels`` setting: a GPU's labels."""
+
+
+def _base_labels(key: BaseKey) -> Labels:
+    node, index, uuid, name, pci_bus_id, driver, extra = key
+    return without_empty(
+        (
+            ("gpu", str(index)),
+            ("UUID", uuid),
+            ("device", f"nvidia{index}"),
+            ("modelName", name),
+            ("Hostname", node),
+            ("pci_bus_id", pci_bus_id),
+            ("DCGM_FI_DRIVER_VERSION", driver),
+            *extra,
+        )
     )
+
+
+_BASES: LabelCache[BaseKey, Labels] = LabelCache(_base_labels)
+"""Per GPU identity, its labels: the same tuple every cycle (:mod:`falcon_gpu.schemas.label_cache`)."""
+_EXTENDED: LabelCache[tuple[Labels, Labels], Labels] = LabelCache(lambda k: without_empty((*k[0], *k[1])))
+"""(a GPU's labels, what a series adds: its pod, its GPU instance, its XID) -> the series' labels."""
+
+
+def _xid_labels(code: int) -> Labels:
+    return (("err_code", str(code)), ("err_msg", xid_message(code)))
+
+
+_XID: LabelCache[int, Labels] = LabelCache(_xid_labels, limit=256)
 
 
 def _memory(b: FamilyBuilder, lb: Labels, used: int | None, free: int | None) -> None:
@@ -188,7 +209,7 @@ def _xid(b: FamilyBuilder, lb: Labels, dev: DeviceReading, health: HealthReport 
     last = health.last_xid if health else None
     code = last if last is not None else (0 if dev.up else None)
     if code is not None:
-        b.add(F + "XID_ERRORS", (*lb, ("err_code", str(code)), ("err_msg", xid_message(code))), code)
+        b.add(F + "XID_ERRORS", _EXTENDED.get((lb, _XID.get(code))), code)
 
 
 def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
@@ -234,10 +255,11 @@ def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:
 def render(cycle: CycleData) -> PromBatch:
     b = FamilyBuilder(SPECS)
     owners = Owners(cycle)
+    node, driver, extra = cycle.node, cycle.snapshot.driver_version or "", cycle.extra_labels
     for dev in cycle.snapshot.devices:
-        base = _base_labels(cycle, dev)
+        base = _BASES.get((node, dev.index, dev.uuid, dev.name, dev.pci_bus_id, driver, extra))
         instances = gpu_instances(dev) if dev.mig_enabled else ()
-        whole = base if dev.mig_enabled else (*base, *owners.labels((dev.uuid,)))
+        whole = base if dev.mig_enabled else _EXTENDED.get((base, owners.labels((dev.uuid,))))
         _xid(b, whole, dev, cycle.health.get(dev.uuid))
         if not dev.up:
             continue
@@ -246,11 +268,11 @@ def render(cycle: CycleData) -> PromBatch:
             _memory(b, whole, dev.memory_used_bytes, dev.memory_free_bytes)
             _gpm(b, whole, dev.gpm)
         for gi in instances:
-            lb = (
-                *base,
-                ("GPU_I_PROFILE", gi.profile),
-                ("GPU_I_ID", str(gi.id)),
-                *owners.labels(gi.mig_uuids),
+            lb = _EXTENDED.get(
+                (
+                    base,
+                    (("GPU_I_PROFILE", gi.profile), ("GPU_I_ID", str(gi.id)), *owners.labels(gi.mig_uuids)),
+                )
             )
             _memory(b, lb, gi.memory_used_bytes, gi.memory_free_bytes)
             _gpm(b, lb, gi.gpm)

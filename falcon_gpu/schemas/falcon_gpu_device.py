@@ -7,6 +7,8 @@ MIG instances) and the order of the families.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import (
@@ -18,7 +20,8 @@ from falcon_gpu.model.snapshot import (
     MigReading,
 )
 from falcon_gpu.readings.device import BOARD, INTERCONNECT, READINGS
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
+from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 
 P = "falcon_gpu_"
@@ -62,83 +65,138 @@ GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
 """(GpmReading field, series name)."""
 
 
-def device_labels(base: Labels, dev: DeviceReading) -> Labels:
+_GPM_NAMES = tuple(name for _, name in GPM_SERIES)
+_GPM_VALUES = attrgetter(*GPM_METRICS)
+_ECC_LABELS = tuple((k, s) for k in ("corrected", "uncorrected") for s in ("volatile", "aggregate"))
+_ECC_VALUES = attrgetter(*(f"{kind}_{scope}" for kind, scope in _ECC_LABELS))
+"""ECC counters in the order the series are added, and their ``type``/``scope``."""
+_NVLINK_VALUES = attrgetter(*NVLINK_ERROR_TYPES)
+MigKey = tuple[int, int, str, str]
+"""(GPU instance id, compute instance id, profile, MIG uuid): what a MIG device's labels say."""
+
+
+class DeviceLabels:
+    """The label tuples of one GPU's series (empty values left out), built once per identity:
+    the GPU's (node labels, index, UUID, model), then per check, XID, link and MIG device on
+    first use. A GPU whose identity changes gets a new ``DeviceLabels`` (see :data:`_DEVICES`)."""
+
+    __slots__ = ("checks", "device", "ecc", "info", "links", "migs", "reasons", "remapped", "retired", "xids")
+
+    def __init__(self, key: tuple[Labels, int, str, str]) -> None:
+        base, index, uuid, name = key
+        lb = self.device = without_empty((*base, ("gpu", str(index)), ("uuid", uuid), ("model", name)))
+        self.ecc = tuple((*lb, ("type", kind), ("scope", scope)) for kind, scope in _ECC_LABELS)
+        self.retired = ((*lb, ("cause", "single_bit")), (*lb, ("cause", "double_bit")))
+        self.remapped = ((*lb, ("type", "correctable")), (*lb, ("type", "uncorrectable")))
+        self.reasons = tuple((reason, (*lb, ("reason", reason))) for reason in CLOCK_EVENT_REASONS)
+        self.info: LabelCache[tuple[str, str, str], Labels] = LabelCache(
+            lambda k: without_empty(
+                (*lb, ("driver_version", k[0]), ("cuda_version", k[1]), ("pci_bus_id", k[2]))
+            ),
+            limit=16,
+        )
+        """(driver version, CUDA version, PCI bus id) -> the ``info`` series' labels."""
+        self.checks: LabelCache[str, Labels] = LabelCache(lambda check: (*lb, ("check", check)), limit=256)
+        self.xids: LabelCache[int, Labels] = LabelCache(lambda xid: (*lb, ("xid", str(xid))), limit=256)
+        self.links: LabelCache[int, tuple[Labels, ...]] = LabelCache(
+            lambda link: tuple((*lb, ("link", str(link)), ("type", kind)) for kind in NVLINK_ERROR_TYPES),
+            limit=256,
+        )
+        """Link number -> the labels of its error series, in NVLINK_ERROR_TYPES order."""
+        self.migs: LabelCache[MigKey, Labels] = LabelCache(
+            lambda k: without_empty(_mig_labels(lb, *k)), limit=256
+        )
+
+
+_DEVICES: LabelCache[tuple[Labels, int, str, str], DeviceLabels] = LabelCache(DeviceLabels)
+"""(base labels, index, UUID, model) -> that GPU's label tuples, shared by every cycle and schema part."""
+
+
+def device_label_set(base: Labels, dev: DeviceReading) -> DeviceLabels:
     """``base``: the cycle's :attr:`~falcon_gpu.model.cycle.CycleData.base_labels`."""
-    return (*base, ("gpu", str(dev.index)), ("uuid", dev.uuid), ("model", dev.name))
+    return _DEVICES.get((base, dev.index, dev.uuid, dev.name))
 
 
-def mig_labels(base: Labels, mig: MigReading) -> Labels:
+def device_labels(base: Labels, dev: DeviceReading) -> Labels:
+    """The GPU's labels (the same tuple every cycle while its identity holds; empty values left out)."""
+    return _DEVICES.get((base, dev.index, dev.uuid, dev.name)).device
+
+
+def mig_key(mig: MigReading) -> MigKey:
+    return (mig.gpu_instance_id, mig.compute_instance_id, mig.profile, mig.uuid)
+
+
+def _mig_labels(base: Labels, gpu_instance: int, compute_instance: int, profile: str, uuid: str) -> Labels:
     return (
         *base,
-        ("gpu_instance", str(mig.gpu_instance_id)),
-        ("compute_instance", str(mig.compute_instance_id)),
-        ("mig_profile", mig.profile),
-        ("mig_uuid", mig.uuid),
+        ("gpu_instance", str(gpu_instance)),
+        ("compute_instance", str(compute_instance)),
+        ("mig_profile", profile),
+        ("mig_uuid", uuid),
     )
 
 
 def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
     snap = cycle.snapshot
     base = cycle.base_labels
+    driver, cuda = snap.driver_version or "", snap.cuda_version or ""
     for dev in snap.devices:
-        lb = device_labels(base, dev)
-        b.add(
-            P + "info",
-            (
-                *lb,
-                ("driver_version", snap.driver_version or ""),
-                ("cuda_version", snap.cuda_version or ""),
-                ("pci_bus_id", dev.pci_bus_id),
-            ),
-            1,
-        )
-        b.add(P + "up", lb, dev.up)
+        ls = _DEVICES.get((base, dev.index, dev.uuid, dev.name))
+        lb = ls.device
+        b.put(P + "info", ls.info.get((driver, cuda, dev.pci_bus_id)), 1)
+        b.put(P + "up", lb, dev.up)
         health = cycle.health.get(dev.uuid)
         if health is not None:
+            checks = ls.checks.get
             for check, level in sorted(health.checks.items()):
-                b.add(P + "health", (*lb, ("check", check)), level)
-        for xid, n in sorted(dev.xid_counts.items()):
-            b.add(P + "xid_errors_total", (*lb, ("xid", str(xid))), n)
+                b.put(P + "health", checks(check), level)
+        if dev.xid_counts:
+            xids = ls.xids.get
+            for xid, n in sorted(dev.xid_counts.items()):
+                b.put(P + "xid_errors_total", xids(xid), n)
         if dev.up:
-            _readings(b, lb, dev)
+            _readings(b, ls, dev)
 
 
-def _readings(b: FamilyBuilder, lb: Labels, dev: DeviceReading) -> None:
+def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading) -> None:
+    lb = ls.device
     SCALARS.add_to(b, lb, dev)
     if dev.ecc is not None:
-        for kind in ("corrected", "uncorrected"):
-            for scope in ("volatile", "aggregate"):
-                value = getattr(dev.ecc, f"{kind}_{scope}")
-                b.add(P + "ecc_errors_total", (*lb, ("type", kind), ("scope", scope)), value)
+        for labels, value in zip(ls.ecc, _ECC_VALUES(dev.ecc)):  # noqa: B905 (hot path)
+            b.put(P + "ecc_errors_total", labels, value)
     if dev.retired_pages is not None:
-        b.add(P + "retired_pages", (*lb, ("cause", "single_bit")), dev.retired_pages.single_bit)
-        b.add(P + "retired_pages", (*lb, ("cause", "double_bit")), dev.retired_pages.double_bit)
-        b.add(P + "retired_pages_pending", lb, dev.retired_pages.pending)
+        b.put(P + "retired_pages", ls.retired[0], dev.retired_pages.single_bit)
+        b.put(P + "retired_pages", ls.retired[1], dev.retired_pages.double_bit)
+        b.put(P + "retired_pages_pending", lb, dev.retired_pages.pending)
     if dev.remapped_rows is not None:
         rr = dev.remapped_rows
-        b.add(P + "remapped_rows", (*lb, ("type", "correctable")), rr.correctable)
-        b.add(P + "remapped_rows", (*lb, ("type", "uncorrectable")), rr.uncorrectable)
-        b.add(P + "remapped_rows_pending", lb, rr.pending)
-        b.add(P + "remapped_rows_failed", lb, rr.failed)
+        b.put(P + "remapped_rows", ls.remapped[0], rr.correctable)
+        b.put(P + "remapped_rows", ls.remapped[1], rr.uncorrectable)
+        b.put(P + "remapped_rows_pending", lb, rr.pending)
+        b.put(P + "remapped_rows_failed", lb, rr.failed)
     if dev.clock_event_reasons is not None:
-        for reason in CLOCK_EVENT_REASONS:
-            b.add(P + "clock_event_active", (*lb, ("reason", reason)), reason in dev.clock_event_reasons)
+        active = dev.clock_event_reasons
+        for reason, labels in ls.reasons:
+            b.put(P + "clock_event_active", labels, reason in active)
     _gpm(b, lb, dev.gpm)
     # only links that counted errors: 18 links x 4 types of zeros would double the output
-    for link in dev.nvlink:
-        ll = (*lb, ("link", str(link.link)))
-        for kind in NVLINK_ERROR_TYPES:
-            b.add(P + "nvlink_errors_total", (*ll, ("type", kind)), getattr(link.errors, kind))
+    if dev.nvlink:
+        links = ls.links.get
+        for link in dev.nvlink:
+            for labels, value in zip(links(link.link), _NVLINK_VALUES(link.errors)):  # noqa: B905 (hot)
+                b.put(P + "nvlink_errors_total", labels, value)
     for mig in dev.mig:
-        ml = mig_labels(lb, mig)
+        ml = ls.migs.get(mig_key(mig))
         _gpm(b, ml, mig.gpm)
-        b.add(_USED, ml, mig.memory_used_bytes)
-        b.add(_TOTAL, ml, mig.memory_total_bytes)
+        b.put(_USED, ml, mig.memory_used_bytes)
+        b.put(_TOTAL, ml, mig.memory_total_bytes)
         if mig.memory_total_bytes is not None and mig.memory_used_bytes is not None:
-            b.add(_FREE, ml, mig.memory_total_bytes - mig.memory_used_bytes)
+            b.put(_FREE, ml, mig.memory_total_bytes - mig.memory_used_bytes)
 
 
 def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:
+    """``lb``: labels with no empty value (from :class:`DeviceLabels`)."""
     if gpm is not None:
-        for attr, name in GPM_SERIES:
-            b.add(name, lb, getattr(gpm, attr))
+        for column, value in zip(b.columns_of(_GPM_NAMES), _GPM_VALUES(gpm)):  # noqa: B905 (hot path)
+            if value is not None:
+                column[lb] = float(value)

@@ -11,8 +11,9 @@ from falcon_gpu.model.attribution import ContainerRef
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import DeviceReading, MigReading
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
-from falcon_gpu.schemas.falcon_gpu_device import device_labels, mig_labels
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
+from falcon_gpu.schemas.falcon_gpu_device import device_label_set, mig_key
+from falcon_gpu.schemas.label_cache import LabelCache
 
 P = "falcon_gpu_"
 
@@ -96,23 +97,54 @@ class DeviceIndex:
         dev = self.by_uuid.get(gpu_uuid)
         if dev is None:
             return None
-        base = device_labels(node, dev)  # node labels + gpu, uuid, model
+        labels = device_label_set(node, dev)  # node labels + gpu, uuid, model; kept per identity
         if mig_uuid is None:
-            return base
+            return labels.device
         found: tuple[DeviceReading, MigReading] | None = self.mig.get(mig_uuid)
         if found is None:
-            return (
-                *base,
-                ("gpu_instance", ""),
-                ("compute_instance", ""),
-                ("mig_profile", ""),
-                ("mig_uuid", mig_uuid),
-            )
-        return mig_labels(base, found[1])
+            return (*labels.device, ("mig_uuid", mig_uuid))  # its instance ids are unknown: no labels
+        return labels.migs.get(mig_key(found[1]))
 
 
 def container_labels(c: ContainerRef) -> Labels:
     return (("namespace", c.namespace), ("pod", c.pod), ("container", c.container), *c.labels)
+
+
+PodKey = tuple[Labels, str, str, str, Labels, str, bool, str, str]
+"""Device labels, namespace, pod, container, copied pod labels, resource, allocated, claim name and
+namespace: all that a pod's series' labels say (its requests and readings are values, not labels)."""
+
+
+def _pod_labels(key: PodKey) -> tuple[Labels, Labels]:
+    """(the pod's series' labels, its ``pod_info`` labels), empty values left out."""
+    dl, namespace, pod, container, copied, resource, allocated, claim, claim_ns = key
+    lb = without_empty((*dl, ("namespace", namespace), ("pod", pod), ("container", container), *copied))
+    info = (
+        *lb,
+        ("resource", resource),
+        ("allocated", "true" if allocated else "false"),
+        ("claim_name", claim),  # DRA only; empty labels are left out
+        ("claim_namespace", claim_ns),
+    )
+    return lb, without_empty(info)
+
+
+_PODS: LabelCache[PodKey, tuple[Labels, Labels]] = LabelCache(_pod_labels)
+"""A pod's label tuples, built once per pod on a device (a pod that goes is dropped when the cache
+fills and starts again)."""
+
+ProcessKey = tuple[Labels, "ContainerRef | None", int, str]
+"""Device labels, container (None: in no pod), pid, command."""
+
+
+def _process_labels(key: ProcessKey) -> Labels:
+    dl, container, pid, command = key
+    cl = container_labels(container) if container else (("namespace", ""), ("pod", ""), ("container", ""))
+    return without_empty((*dl, *cl, ("pid", str(pid)), ("command", command)))
+
+
+_PROCESSES: LabelCache[ProcessKey, Labels] = LabelCache(_process_labels)
+"""A process's labels, built once per process (its pid, command and container hold for its life)."""
 
 
 def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
@@ -124,23 +156,29 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         dl = index.labels(node, use.gpu_uuid, use.mig_uuid)
         if dl is None:
             continue
-        lb = (*dl, *container_labels(use.container))
-        info = (
-            *lb,
-            ("resource", use.resource or ""),
-            ("allocated", "true" if use.allocated else "false"),
-            ("claim_name", use.claim_name or ""),  # DRA only; empty labels are left out
-            ("claim_namespace", use.claim_namespace or ""),
+        c = use.container
+        lb, info = _PODS.get(
+            (
+                dl,
+                c.namespace,
+                c.pod,
+                c.container,
+                c.labels,
+                use.resource or "",
+                use.allocated,
+                use.claim_name or "",
+                use.claim_namespace or "",
+            )
         )
-        b.add(P + "pod_info", info, 1)
-        b.add(P + "pod_memory_used_bytes", lb, use.memory_used_bytes)
-        b.add(P + "pod_utilization_ratio", lb, _capped(use.utilization_ratio))
-        b.add(P + "pod_processes", lb, use.processes)
-        b.add(P + "pod_requested_memory_bytes", lb, use.container.requested_memory_bytes)
-        b.add(P + "pod_requested_compute_ratio", lb, use.container.requested_compute_ratio)
-        b.add(P + "pod_energy_joules_total", lb, use.energy_joules_total)
+        b.put(P + "pod_info", info, 1)
+        b.put(P + "pod_memory_used_bytes", lb, use.memory_used_bytes)
+        b.put(P + "pod_utilization_ratio", lb, _capped(use.utilization_ratio))
+        b.put(P + "pod_processes", lb, use.processes)
+        b.put(P + "pod_requested_memory_bytes", lb, c.requested_memory_bytes)
+        b.put(P + "pod_requested_compute_ratio", lb, c.requested_compute_ratio)
+        b.put(P + "pod_energy_joules_total", lb, use.energy_joules_total)
         if use.allocated:
-            b.add(P + "pod_allocation_idle_seconds", lb, use.allocation_idle_seconds)
+            b.put(P + "pod_allocation_idle_seconds", lb, use.allocation_idle_seconds)
     for un in att.unattributed:
         dl = index.labels(node, un.gpu_uuid, un.mig_uuid)
         if dl is None:
@@ -178,14 +216,9 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         dl = index.labels(node, proc.gpu_uuid, proc.mig_uuid)
         if dl is None:
             continue
-        cl = (
-            container_labels(proc.container)
-            if proc.container
-            else (("namespace", ""), ("pod", ""), ("container", ""))
-        )
-        lb = (*dl, *cl, ("pid", str(proc.pid)), ("command", proc.command))
-        b.add(P + "process_memory_used_bytes", lb, proc.memory_used_bytes)
-        b.add(P + "process_utilization_ratio", lb, proc.utilization_ratio)
+        lb = _PROCESSES.get((dl, proc.container, proc.pid, proc.command))
+        b.put(P + "process_memory_used_bytes", lb, proc.memory_used_bytes)
+        b.put(P + "process_utilization_ratio", lb, proc.utilization_ratio)
 
 
 def _capped(ratio: float | None) -> float | None:

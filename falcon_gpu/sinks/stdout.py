@@ -13,14 +13,14 @@ from typing import TextIO
 from falcon_gpu.sinks.base import Rendered, Sink
 from falcon_gpu.sinks.config import StdoutSinkConfig
 from falcon_gpu.sinks.context import SinkContext
-from falcon_gpu.sinks.encoding import prom_text
+from falcon_gpu.sinks.encoding import falcon_json, prom_text
 from falcon_gpu.telemetry import Telemetry
 
 
 def encode(rendered: Rendered, fmt: str) -> str:
     """The text one cycle becomes in ``fmt``; ends with a newline."""
     if fmt == "falcon":
-        return json.dumps([i.as_json() for i in rendered.falcon], separators=(",", ":")) + "\n"
+        return falcon_json.text(rendered.falcon, allow_nan=True) + "\n"
     batch = rendered.prometheus
     if fmt == "prometheus":
         return prom_text.encode(batch)

@@ -17,7 +17,7 @@ from pathlib import Path
 from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
 
 ROOT = Path(__file__).resolve().parents[2]
-GOAWAY_WAIT = {"info": 3.0, "debug": 15.0}
+GOAWAY_WAIT = {"info": 3.0, "debug": 25.0}
 """Seconds for the GOAWAY to reach the agent and be logged: at info it never shows, so the wait is
 short; at debug the loop ends as soon as it shows, and a loaded machine may take a while."""
 CORE_LINE = re.compile(r"^[DIWEF]\d{4} ", re.MULTILINE)  # absl/gpr format: severity + MMDD
@@ -56,11 +56,13 @@ def stderr_across_a_goaway(tmp_path: Path, level: str) -> str:
         deadline = time.monotonic() + 30
         while "\n" not in out.read_text() and time.monotonic() < deadline:  # the first cycle is out
             time.sleep(0.05)
-        deadline = time.monotonic() + 10
-        while server.calls == 0 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 20
+        # Both calls of the first refresh answered: the channel is connected and idle, so the stop below
+        # reaches it as a GOAWAY (not as a failed call in flight, which a loaded machine made flaky).
+        while (server.calls == 0 or server.allocatable_calls == 0) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert server.calls > 0
-        time.sleep(0.5)  # the refresh's second call (GetAllocatableResources) is done too
+        assert server.calls > 0 and server.allocatable_calls > 0
+        time.sleep(0.2)  # the answer is back at the agent
         server.stop()  # GOAWAY to the agent's open channel
         deadline = time.monotonic() + GOAWAY_WAIT[level]
         while time.monotonic() < deadline and "goaway" not in log.read_text().lower():

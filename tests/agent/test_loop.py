@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
-from falcon_gpu.agent.loop import run_every
+from falcon_gpu.agent.loop import run_every, settle_heap
 from falcon_gpu.telemetry import Telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,3 +89,21 @@ def test_run_loop_cycles_then_stops_on_sigterm(tmp_path: Path) -> None:
     stamps = [__import__("json").loads(line)[0]["timestamp"] for line in lines]
     assert stamps == sorted(stamps)
     assert "SIGTERM" in err
+
+
+def test_settle_heap_frees_start_up_garbage_and_freezes_what_lives_on() -> None:
+    class Node:
+        me: object
+
+    garbage = Node()
+    garbage.me = garbage  # a reference cycle: only the cyclic collector frees it
+    gone = weakref.ref(garbage)
+    del garbage
+    alive = Node()
+    try:
+        settle_heap()
+        assert gone() is None  # collected first, not frozen for the life of the process
+        assert gc.get_freeze_count() > 0
+        assert all(o is not alive for o in gc.get_objects())  # out of the collector's sight
+    finally:
+        gc.unfreeze()

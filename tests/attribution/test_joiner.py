@@ -7,13 +7,19 @@ import dataclasses
 
 import pytest
 
+from falcon_gpu.attribution import joiner as joiner_module
 from falcon_gpu.attribution.cgroup import CgroupIdentity
+from falcon_gpu.attribution.chain import Chain
 from falcon_gpu.attribution.device_ids import DeviceRef, parse_device_ids
 from falcon_gpu.attribution.device_index import DeviceIndex
 from falcon_gpu.attribution.joiner import Joiner
+from falcon_gpu.attribution.kube_api import PodLabels
 from falcon_gpu.attribution.logdirs import ContainerName, NameMaps, PodName
 from falcon_gpu.attribution.podresources.client import KubeletAllocations
 from falcon_gpu.attribution.source import Allocation
+from falcon_gpu.attribution.sources.kubelet import KubeletView
+from falcon_gpu.attribution.sources.logs import NameView
+from falcon_gpu.attribution.sources.pod_labels import LabelView
 from falcon_gpu.model.attribution import PodUsage
 from falcon_gpu.model.snapshot import MigReading, Snapshot
 
@@ -345,3 +351,50 @@ def test_gke_device_node_names_follow_the_minor_number_not_the_nvml_index() -> N
     assert index.resolve(DeviceRef(gpu_index=0)) == (gpu(1).uuid, None)
     assert index.resolve(DeviceRef(gpu_index=1)) == (gpu(0).uuid, None)
     assert index.resolve(DeviceRef(gpu_index=2)) == (gpu(2).uuid, None)  # no minor known: the index
+
+
+class CountingLabels(LabelView):
+    """The kube_api view, counting how often the join asks it for a pod's labels."""
+
+    def __init__(self, labels: PodLabels) -> None:
+        super().__init__(labels)
+        self.asked = 0
+
+    def labels(self, pod_uid: str | None, pod: tuple[str, str]) -> tuple[tuple[str, str], ...] | None:
+        self.asked += 1
+        return super().labels(pod_uid, pod)
+
+
+def labelled(team: str) -> tuple[Chain, CountingLabels]:
+    view = CountingLabels(PodLabels(by_uid={pod_uid(ALICE[3]): (("label_team", team),)}, by_name={}))
+    return Chain((KubeletView(kubelet()), NameView(names()), view)), view
+
+
+def test_container_names_and_labels_are_looked_up_once_per_chain_not_per_cycle() -> None:
+    joiner = Joiner()
+    chain, view = labelled("red")
+    for cycle in range(3):
+        result = joiner.join(node((1000.0 * (cycle + 1),) * 5), identities(), chain, 30.0 * cycle)
+        assert by_container(result.attribution.pods)[key(ALICE, 0)].container.labels == (
+            ("label_team", "red"),
+        )
+    assert view.asked == 8  # the 8 containers, once each, in the first cycle only
+    # a refresh builds a new chain: what it says now is what the next cycle reports
+    chain, view = labelled("blue")
+    result = joiner.join(node((4000.0,) * 5), identities(), chain, 90.0)
+    assert by_container(result.attribution.pods)[key(ALICE, 0)].container.labels == (("label_team", "blue"),)
+    assert view.asked == 8
+
+
+def test_the_names_kept_for_a_chain_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(joiner_module, "MAX_NAMED", 3)
+    joiner = Joiner()
+    chain, view = labelled("red")
+    for cycle in range(3):
+        result = joiner.join(node((1000.0 * (cycle + 1),) * 5), identities(), chain, 30.0 * cycle)
+        assert len(result.attribution.pods) == 8
+        assert by_container(result.attribution.pods)[key(ALICE, 0)].container.labels == (
+            ("label_team", "red"),
+        )
+    assert view.asked > 8  # emptied when full, so asked again
+    assert len(joiner._named.refs(chain)) <= 8

@@ -28,6 +28,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,13 +84,23 @@ def _cycles(name: str) -> list[CycleData]:
     telemetry.register_sink(SINK)
     telemetry.spool_bytes(SINK, 0)
     kube_api = paths.kube_api if paths is not None else None
+    # A scenario without a host reads an empty node, never this machine's /proc, /var/lib/docker or
+    # /etc/passwd: a real process that happens to have a scenario PID would change the output.
+    nowhere = Path(tempfile.mkdtemp(prefix="golden-empty-node-"))
     settings = Settings(
         node=NODE,
         interval=INTERVAL,
         process_metrics=True,
         pod_requests=kube_api is not None,  # the scenario's API server lists its pods' GPU quotas
         **(
-            {}
+            {
+                "proc_root": nowhere / "proc",
+                "log_root": nowhere / "log",
+                "kubelet_socket": nowhere / "kubelet.sock",
+                "docker_root": nowhere / "docker",
+                "containers_root": nowhere / "containers",
+                "passwd_file": nowhere / "passwd",
+            }
             if paths is None
             else {
                 "proc_root": paths.proc_root,
@@ -135,6 +146,7 @@ def _cycles(name: str) -> list[CycleData]:
         source.close()
         if host is not None:
             host.stop()
+        shutil.rmtree(nowhere, ignore_errors=True)
     return out
 
 

@@ -289,6 +289,8 @@ def test_mig_empty_slots_are_skipped_and_processes_carry_instances() -> None:
     assert device.mig[3].processes == ()
     assert telemetry.view().errors_total == {}
     source.collect(30.0)
+    assert sim.calls["nvmlDeviceGetMigDeviceHandleByIndex"] == 7  # the layout is kept within the minute
+    source.collect(61.0)
     assert sim.calls["nvmlDeviceGetMigDeviceHandleByIndex"] == 14  # empty slots are not "not supported"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
+import threading
 
 from falcon_gpu.model.samples import Family, PromBatch, Series
 from falcon_gpu.sinks.encoding import prom_text
@@ -35,21 +35,66 @@ def test_exact_text_with_escaping_and_values() -> None:
 
 
 def test_cached_series_text_is_reused_and_changed_values_are_formatted() -> None:
-    first = prom_text.encode(batch(1.0, 2.0))
-    assert prom_text.encode(batch(1.0, 2.0)) == first
-    assert prom_text.encode(batch(7.0, 8.0)) == first.replace("} 1\n", "} 7\n").replace("} 2\n", "} 8\n")
+    cache = prom_text.SeriesText()
+    first = prom_text.encode(batch(1.0, 2.0), cache)
+    assert prom_text.encode(batch(1.0, 2.0), cache) == first
+    assert len(cache) == 3
+    changed = first.replace("} 1\n", "} 7\n").replace("} 2\n", "} 8\n")
+    assert prom_text.encode(batch(7.0, 8.0), cache) == changed
     prefix = 'x_ratio{node="n1",pod="a\\"b\\\\c\\nd0"} '
-    assert prom_text._series_text[("x_ratio", (("node", "n1"), ("pod", 'a"b\\c\nd0')))] == (
-        prefix,
-        7.0,
-        prefix + "7",
-    )
+    assert cache.line("x_ratio", (("node", "n1"), ("pod", 'a"b\\c\nd0'))) == (7.0, prefix + "7")
+    assert len(cache) == 3  # a changed value replaces its line, it adds none
 
 
-def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prom_text, "MAX_CACHED", 10)
-    monkeypatch.setattr(prom_text, "_series_text", {})
+def test_a_changed_label_set_is_a_new_series_and_the_old_one_is_not_written() -> None:
+    cache = prom_text.SeriesText()
+    prom_text.encode(batch(1.0, pod="a"), cache)
+    text = prom_text.encode(batch(1.0, pod="b"), cache)
+    assert 'x_ratio{node="n1",pod="b0"} 1\n' in text
+    assert 'pod="a0"' not in text
+    assert len(cache) == 3  # a0, b0 and the unlabelled x_total
+
+
+def test_nan_is_written_every_cycle_and_a_value_after_it_too() -> None:
+    cache = prom_text.SeriesText()
+    assert "} NaN\n" in prom_text.encode(batch(float("nan")), cache)
+    assert "} NaN\n" in prom_text.encode(batch(float("nan")), cache)
+    assert "} 0.25\n" in prom_text.encode(batch(0.25), cache)
+
+
+def test_the_shared_cache_gives_the_same_text_as_a_fresh_one() -> None:
+    b = batch(0.5, 2.0, float("inf"))
+    assert prom_text.encode(b) == prom_text.encode(b, prom_text.SeriesText()) == prom_text.encode(b)
+
+
+def test_the_cache_is_bounded() -> None:
+    cache = prom_text.SeriesText(limit=10)
     for cycle in range(20):  # pods churning: new label sets every cycle
-        text = prom_text.encode(batch(1.0, 2.0, 3.0, pod=f"job-{cycle}-"))
+        text = prom_text.encode(batch(1.0, 2.0, 3.0, pod=f"job-{cycle}-"), cache)
         assert f'pod="job-{cycle}-2"}} 3' in text
-        assert len(prom_text._series_text) <= 10
+        assert f'pod="job-{cycle - 1}-2"' not in text
+        assert len(cache) <= 10
+    assert cache.line("x_ratio", (("node", "n1"), ("pod", "job-0-0"))) is None  # dropped when full
+
+
+def test_sinks_encoding_in_their_own_threads_share_the_bounded_cache() -> None:
+    """Stdout, Pushgateway and the scrape endpoint encode the same cycle in different threads."""
+    cache = prom_text.SeriesText(limit=50)
+    failures: list[BaseException] = []
+
+    def encode_many(offset: int) -> None:
+        try:
+            for cycle in range(300):
+                pod = f"job-{(cycle + offset) % 40}-"
+                text = prom_text.encode(batch(float(cycle), 2.0, pod=pod), cache)
+                assert f'x_ratio{{node="n1",pod="{pod}0"}} {cycle}\n' in text
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=encode_many, args=(n * 7,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert len(cache) <= 50 + 3  # each thread may add its series to a dict just replaced

@@ -422,3 +422,37 @@ def test_a_process_runs_from_its_from_cycle_up_to_not_including_its_until_cycle(
 
 def mig_with(processes: list[dict[str, object]]) -> dict[str, object]:
     return {"gpu_instance_id": 1, "profile": "1g.10gb", "uuid": "MIG-1", "processes": processes}
+
+
+def test_mig_instances_exist_from_their_from_cycle_up_to_their_until_cycle_and_only_while_mig_is_on() -> None:
+    instances = [
+        {"gpu_instance_id": 1, "profile": "1g.10gb", "uuid": "MIG-1", "memory_total_bytes": GIB,
+         "memory_used_bytes": 1, "until_cycle": 2},
+        {"gpu_instance_id": 2, "profile": "1g.10gb", "uuid": "MIG-2", "memory_total_bytes": GIB,
+         "memory_used_bytes": 2, "from_cycle": 1},
+    ]  # fmt: skip
+    sim = sim_of(
+        gpu(mig=instances, mig_mode=[1, 1, 1, 0, 1], utilization_gpu_percent=30, utilization_memory_percent=5)
+    )
+    seen, modes, kept = [], [], None
+    for cycle in range(5):
+        sim.nvmlDeviceGetCount()
+        h = sim.nvmlDeviceGetHandleByIndex(0)
+        modes.append(sim.nvmlDeviceGetMigMode(h)[0])
+        handles = []
+        for slot in range(sim.nvmlDeviceGetMaxMigDeviceCount(h)):
+            with contextlib.suppress(pynvml.NVMLError):
+                handles.append(sim.nvmlDeviceGetMigDeviceHandleByIndex(h, slot))
+        seen.append([sim.nvmlDeviceGetUUID(m) for m in handles])
+        if cycle == 1:
+            kept = handles[0]  # MIG-1's handle, kept past its destruction
+        if cycle == 3:  # MIG off: no instance, GPU utilisation answered
+            assert sim.nvmlDeviceGetUtilizationRates(h).gpu == 30
+            assert (
+                code_of(sim.nvmlDeviceGetMigDeviceHandleByIndex, h, 0) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+            )
+            assert code_of(sim.nvmlDeviceGetGpuInstanceById, h, 2) == pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert seen == [["MIG-1"], ["MIG-1", "MIG-2"], ["MIG-2"], [], ["MIG-2"]]
+    assert modes == [1, 1, 1, 0, 1]
+    assert code_of(sim.nvmlDeviceGetMemoryInfo, kept) == pynvml.NVML_ERROR_NOT_FOUND  # a destroyed instance
+    assert sim.nvmlDeviceGetMemoryInfo(sim.nvmlDeviceGetMigDeviceHandleByIndex(h, 0)).used == 2

@@ -278,6 +278,20 @@ def test_path_is_resolved_as_a_file(tmp_path: Path) -> None:
             },
             "gpus[0].mig[0].processes[0].until_cycle: expected a cycle after from_cycle (2), got 2",
         ),
+        (
+            {
+                "gpus": [
+                    minimal_gpu(
+                        mig=[{"gpu_instance_id": 1, "profile": "1g.5gb", "uuid": "M", "until_cycle": 0}]
+                    )
+                ]
+            },
+            "gpus[0].mig[0].until_cycle: expected a cycle after from_cycle (0), got 0",
+        ),
+        (
+            {"gpus": [minimal_gpu(mig_mode=[1, 2])]},
+            "gpus[0].mig_mode: expected 1 (MIG on) or 0 (off) per cycle",
+        ),
         ({"gpus": {"uuid": "x"}}, "gpus: expected a list"),
         ({"gpus": [], "extra": 1}, "extra: unknown key"),
         ({"gpus": [minimal_gpu(), minimal_gpu()]}, "gpus: uuid 'GPU-1' appears twice"),

@@ -50,6 +50,7 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):  # type: ignore[misc]
         )
 
     def GetAllocatableResources(self, request: Any, context: Any) -> Any:
+        self._owner.allocatable_calls += 1
         _, allocatable = self._owner.state()
         return api_pb2.AllocatableResourcesResponse(devices=[_devices(d) for d in allocatable])
 
@@ -85,6 +86,8 @@ class PodResourcesServer:
         self._server: grpc.Server | None = None
         self.calls = 0
         """List calls answered (tests check the client does not call per cycle)."""
+        self.allocatable_calls = 0
+        """GetAllocatableResources calls answered (the second call of a refresh)."""
 
     def state(self) -> tuple[tuple[PodResourcesPod, ...], tuple[PodResourcesDevice, ...]]:
         with self._lock:

@@ -124,15 +124,31 @@ class SimCore:
         return handle
 
     def _any(self, handle: Any, fn: str, *, identity: bool = False) -> tuple[SimDevice, SimMigDevice | None]:
+        """A device or MIG handle; a MIG handle whose instance no longer exists answers NOT_FOUND."""
         self._enter(fn)
         if isinstance(handle, SimMigDevice):
             self._check_lost(handle.parent)
+            if handle.mig not in self.instances(handle.parent):
+                fail(pynvml.NVML_ERROR_NOT_FOUND)
             return handle.parent, handle
         if not isinstance(handle, SimDevice):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if not identity:
             self._check_lost(handle)
         return handle, None
+
+    # -- MIG layout ----------------------------------------------------------
+    def mig_on(self, dev: SimDevice) -> bool:
+        """The MIG mode this cycle (``mig_mode``; without it: on when the GPU lists instances)."""
+        mode = dev.gpu.mig_mode
+        return bool(dev.gpu.mig) if mode is None else at(mode, self.cycle) == 1
+
+    def instances(self, dev: SimDevice) -> tuple[MigScenario, ...]:
+        """The MIG instances that exist this cycle (created and not yet destroyed; none while MIG is off)."""
+        if not dev.gpu.mig or not self.mig_on(dev):
+            return ()
+        cycle = self.cycle
+        return tuple(m for m in dev.gpu.mig if m.present(cycle))
 
     def _value(self, dev: SimDevice, key: str) -> float:
         """The scenario value of ``key`` this cycle; NOT_SUPPORTED when missing or listed so."""

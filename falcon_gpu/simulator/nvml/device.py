@@ -117,7 +117,7 @@ class DeviceCalls(SimCore):
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> NvmlStruct:
         dev = self._device(handle, "nvmlDeviceGetUtilizationRates")
-        if dev.gpu.mig:  # NVML: "utilization is not supported on MIG-enabled GPUs"
+        if self.mig_on(dev):  # NVML: "utilization is not supported on MIG-enabled GPUs"
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         members = SERVED_STRUCTS["nvmlDeviceGetUtilizationRates"]
         return NvmlStruct(**{member: self._answer(dev, served) for member, served in members})

@@ -106,7 +106,7 @@ class GpmCalls(SimCore):
     def nvmlGpmMigSampleGet(self, device: Any, gpuInstanceId: int, gpmSample: Any) -> Any:
         dev = self._device(device, "nvmlGpmMigSampleGet")
         self._gpm_of(dev)
-        mig = next((m for m in dev.gpu.mig if m.gpu_instance_id == gpuInstanceId), None)
+        mig = next((m for m in self.instances(dev) if m.gpu_instance_id == gpuInstanceId), None)
         if mig is None:
             fail(pynvml.NVML_ERROR_NOT_FOUND)
         if mig.gpm is None:

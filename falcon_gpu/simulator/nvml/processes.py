@@ -61,7 +61,7 @@ class ProcessCalls(SimCore):
             m = mig.mig
             return [_info(p, c, m.gpu_instance_id, m.compute_instance_id) for p in running(m.processes)]
         out = [_info(p, c, NOT_AVAILABLE_UINT, NOT_AVAILABLE_UINT) for p in running(dev.gpu.processes)]
-        for m in dev.gpu.mig:
+        for m in self.instances(dev):
             out += [_info(p, c, m.gpu_instance_id, m.compute_instance_id) for p in running(m.processes)]
         return out
 
@@ -95,8 +95,8 @@ class ProcessCalls(SimCore):
     def nvmlSystemGetProcessName(self, pid: int) -> str:
         """NOT_FOUND for a PID no GPU lists (or one the scenario gives no name)."""
         self._enter("nvmlSystemGetProcessName")
-        for gpu in self.scenario.gpus:
-            for p in (*gpu.processes, *(q for m in gpu.mig for q in m.processes)):
+        for dev in self._devices:
+            for p in (*dev.gpu.processes, *(q for m in self.instances(dev) for q in m.processes)):
                 if p.pid == pid and p.name is not None and p.present(self.cycle):
                     return p.name
         fail(pynvml.NVML_ERROR_NOT_FOUND)
@@ -110,9 +110,9 @@ class ProcessCalls(SimCore):
     def nvmlDeviceGetProcessUtilization(self, handle: Any, timeStamp: int) -> list[NvmlStruct]:
         dev, mig = self._any(handle, "nvmlDeviceGetProcessUtilization")
         # NVML: "On MIG-enabled GPUs, querying process utilization is not currently supported."
-        if mig is not None or dev.gpu.mig or not dev.gpu.supports("process_utilization"):
+        if mig is not None or self.mig_on(dev) or not dev.gpu.supports("process_utilization"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        procs = [*dev.gpu.processes, *(p for m in dev.gpu.mig for p in m.processes)]
+        procs = dev.gpu.processes
         samples = []
         for cycle in range(max(0, self.cycle - STAMPS_KEPT + 1), self.cycle + 1):
             stamp = self.stamp(cycle)
@@ -138,23 +138,24 @@ class ProcessCalls(SimCore):
         dev = self._device(device, "nvmlDeviceGetMigMode")
         if not dev.gpu.supports("mig"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        mode = pynvml.NVML_DEVICE_MIG_ENABLE if dev.gpu.mig else pynvml.NVML_DEVICE_MIG_DISABLE
+        mode = pynvml.NVML_DEVICE_MIG_ENABLE if self.mig_on(dev) else pynvml.NVML_DEVICE_MIG_DISABLE
         return [mode, mode]
 
     def nvmlDeviceGetMaxMigDeviceCount(self, device: Any) -> int:
         dev = self._device(device, "nvmlDeviceGetMaxMigDeviceCount")
         if not dev.gpu.supports("mig"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return MAX_MIG_DEVICES if dev.gpu.mig else 0
+        return MAX_MIG_DEVICES if self.mig_on(dev) else 0
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, device: Any, index: int) -> SimMigDevice:
-        """Instances fill slots in scenario order; the rest answer NOT_FOUND."""
+        """The instances that exist this cycle fill slots in scenario order; the rest answer NOT_FOUND."""
         dev = self._device(device, "nvmlDeviceGetMigDeviceHandleByIndex")
-        if not dev.gpu.mig or not 0 <= index < MAX_MIG_DEVICES:
+        if not self.mig_on(dev) or not 0 <= index < MAX_MIG_DEVICES:
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        if index >= len(dev.gpu.mig):
+        present = self.instances(dev)
+        if index >= len(present):
             fail(pynvml.NVML_ERROR_NOT_FOUND)
-        return SimMigDevice(dev, index, dev.gpu.mig[index])
+        return SimMigDevice(dev, index, present[index])
 
     def nvmlDeviceIsMigDeviceHandle(self, device: Any) -> int:
         _, mig = self._any(device, "nvmlDeviceIsMigDeviceHandle")
@@ -178,9 +179,9 @@ class ProcessCalls(SimCore):
     def nvmlDeviceGetGpuInstanceById(self, device: Any, gpuInstanceId: int) -> SimGpuInstance:
         """The GPU instance ``id`` of a physical GPU; NOT_FOUND where it has none of that ID."""
         dev = self._device(device, "nvmlDeviceGetGpuInstanceById")
-        if not dev.gpu.mig:
+        if not self.mig_on(dev):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        for mig in dev.gpu.mig:
+        for mig in self.instances(dev):
             if mig.gpu_instance_id == gpuInstanceId:
                 return SimGpuInstance(dev, mig)
         fail(pynvml.NVML_ERROR_NOT_FOUND)
@@ -193,6 +194,8 @@ class ProcessCalls(SimCore):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         self._check_lost(gpuInstance.parent)
         mig = gpuInstance.mig
+        if mig not in self.instances(gpuInstance.parent):
+            fail(pynvml.NVML_ERROR_NOT_FOUND)  # destroyed since it was looked up
         if mig.placement_start is None:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         slices = int(mig.profile.split("g", 1)[0]) if mig.profile[:1].isdigit() else 1

@@ -75,6 +75,13 @@ class MigScenario:
     """The GPU instance's GPM activity (a device without ``gpm`` serves no instance GPM either)."""
     placement_start: int | None = None
     """The GPU instance's placement start (``nvmlGpuInstanceGetInfo``); None: NOT_SUPPORTED."""
+    from_cycle: int = 0
+    until_cycle: int | None = None
+    """Created in ``from_cycle``, destroyed in ``until_cycle`` (an administrator's reconfiguration)."""
+
+    def present(self, cycle: int) -> bool:
+        """Exists in ``cycle``: from ``from_cycle`` up to, not including, ``until_cycle``."""
+        return self.from_cycle <= cycle and (self.until_cycle is None or cycle < self.until_cycle)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +135,9 @@ class GpuScenario:
     pcie: dict[str, Series] | None = None
     """``tx_bytes`` / ``rx_bytes`` counters."""
     nvlink: tuple[NvlinkScenario, ...] = ()
+    mig_mode: Series | None = None
+    """Per cycle 1 (MIG on) or 0 (off); None: on when the GPU lists ``mig`` instances. While it is
+    off no instance exists, whatever their cycles say."""
 
     def supports(self, name: str) -> bool:
         return name not in self.not_supported

@@ -65,6 +65,19 @@ NOT_SUPPORTED_NAMES = frozenset(NUMERIC_KEYS) | {
 """Names accepted in ``not_supported``: every numeric key, plus readings without a key of their own."""
 
 
+def _cycles(o: Obj) -> tuple[int, int | None]:
+    """``from_cycle`` (default 0) and ``until_cycle`` (default None: to the end) of a process or
+    MIG instance; present from the first up to, not including, the second."""
+    first, until = o.integer("from_cycle", 0), o.opt_integer("until_cycle")
+    if first < 0:
+        raise ScenarioError(f"{o.sub('from_cycle')}: expected a cycle number (0 or more), got {first}")
+    if until is not None and until <= first:
+        raise ScenarioError(
+            f"{o.sub('until_cycle')}: expected a cycle after from_cycle ({first}), got {until}"
+        )
+    return first, until
+
+
 def _process(o: Obj) -> ProcessScenario:
     raw_type = o.raw("type")
     types: tuple[str, ...]
@@ -79,13 +92,7 @@ def _process(o: Obj) -> ProcessScenario:
     for t in types:
         if t not in PROCESS_TYPES:
             raise ScenarioError(f"{o.sub('type')}: expected one of {PROCESS_TYPES}, got {t!r}")
-    first, until = o.integer("from_cycle", 0), o.opt_integer("until_cycle")
-    if first < 0:
-        raise ScenarioError(f"{o.sub('from_cycle')}: expected a cycle number (0 or more), got {first}")
-    if until is not None and until <= first:
-        raise ScenarioError(
-            f"{o.sub('until_cycle')}: expected a cycle after from_cycle ({first}), got {until}"
-        )
+    first, until = _cycles(o)
     proc = ProcessScenario(
         pid=o.integer("pid"),
         name=o.opt_string("name"),
@@ -129,6 +136,7 @@ def _nvlink(o: Obj) -> NvlinkScenario:
 
 
 def _mig(o: Obj) -> MigScenario:
+    first, until = _cycles(o)
     mig = MigScenario(
         gpu_instance_id=o.integer("gpu_instance_id"),
         compute_instance_id=o.integer("compute_instance_id", 0),
@@ -139,9 +147,18 @@ def _mig(o: Obj) -> MigScenario:
         processes=tuple(_process(p) for p in o.objects("processes")),
         gpm=_gpm(o),
         placement_start=o.opt_integer("placement_start"),
+        from_cycle=first,
+        until_cycle=until,
     )
     o.done()
     return mig
+
+
+def _mig_mode(o: Obj) -> Series | None:
+    mode = o.series("mig_mode")
+    if mode is not None and any(v not in (0.0, 1.0) for v in mode):
+        raise ScenarioError(f"{o.sub('mig_mode')}: expected 1 (MIG on) or 0 (off) per cycle")
+    return mode
 
 
 def _ecc(o: Obj) -> EccScenario:
@@ -210,6 +227,7 @@ def _gpu(o: Obj, index: int) -> GpuScenario:
         gpm=_gpm(o),
         pcie=_keyed(o.obj("pcie"), PCIE_KEYS),
         nvlink=tuple(_nvlink(n) for n in o.objects("nvlink")),
+        mig_mode=_mig_mode(o),
     )
     o.done()
     return gpu

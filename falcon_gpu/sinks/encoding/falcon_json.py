@@ -5,6 +5,12 @@ JSON has no NaN or infinity: Python would write the bare words ``NaN`` /
 is lost) and transfer's Go decoder answers by closing the connection (the same
 body is then re-sent for ever at the head of the spool). So an item whose value
 is not finite is taken out before batching, alone, and counted by the sink.
+
+The text is exactly ``json.dumps([item.as_json(), ...], separators=(",", ":"))``,
+but built without a dictionary and a generic encoder pass per item: the same series
+(endpoint, metric, tags, step, counter type) come back every cycle, so the JSON
+around an item's timestamp and value is rendered (and its strings escaped) once
+(:class:`ItemText`, bounded), and a cycle formats only the two numbers.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.telemetry import Telemetry
@@ -36,9 +42,82 @@ def sendable(items: Sequence[FalconItem], telemetry: Telemetry, sink: str, key: 
     return [i for i in items if math.isfinite(i.value)]
 
 
+MAX_CACHED: Final = 65_536
+_NOT_FINITE: Final = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+"""What ``json.dumps`` writes for a float that is not finite (when ``allow_nan``)."""
+
+_Series = tuple[str, str, str, int, str]
+
+
+class ItemText:
+    """Per series, the JSON text before the timestamp, between it and the value, and after the
+    value (``'{"endpoint":..,"metric":..,"timestamp":'``, ``',"step":60,"value":'``,
+    ``',"counterType":..,"tags":..}'``). Bounded by ``limit`` series (a new dict when full)."""
+
+    __slots__ = ("_parts", "limit")
+
+    def __init__(self, limit: int = MAX_CACHED) -> None:
+        self.limit = limit
+        self._parts: dict[_Series, tuple[str, str, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def text(self, items: Sequence[FalconItem], *, allow_nan: bool = False) -> str:
+        """The JSON array of ``items``. Raises ValueError for a value that is not finite unless
+        ``allow_nan`` (then ``NaN``/``Infinity``, as ``json.dumps`` writes them)."""
+        parts = self._parts
+        out: list[str] = []
+        append = out.append
+        for i in items:
+            key = (i.endpoint, i.metric, i.tags, i.step, i.counter_type)
+            around = parts.get(key)
+            if around is None:
+                around = self._render(key)
+                parts = self._parts
+            value = i.value
+            number = float.__repr__(value) if type(value) is float else _number(value)
+            if number in _NOT_FINITE:
+                if not allow_nan:
+                    raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+                number = _NOT_FINITE[number]
+            stamp = i.timestamp
+            stamp_text = int.__repr__(stamp) if type(stamp) is int else _number(stamp)
+            append(f"{around[0]}{stamp_text}{around[1]}{number}{around[2]}")
+        return "[" + ",".join(out) + "]"
+
+    def _render(self, key: _Series) -> tuple[str, str, str]:
+        endpoint, metric, tags, step, counter_type = key
+        if len(self._parts) >= self.limit:  # a new dict, not cleared in place: sinks run in threads
+            self._parts = {}
+        dumps = json.dumps
+        around = self._parts[key] = (
+            f'{{"endpoint":{dumps(endpoint)},"metric":{dumps(metric)},"timestamp":',
+            f',"step":{dumps(step)},"value":',
+            f',"counterType":{dumps(counter_type)},"tags":{dumps(tags)}}}',
+        )
+        return around
+
+
+def _number(value: object) -> str:
+    """A value that is not a float, as ``json.dumps`` writes it (an int, a bool, a float subclass)."""
+    if isinstance(value, float):
+        return float.__repr__(value)
+    return json.dumps(value)
+
+
+_CACHE = ItemText()
+"""The process's cache, shared by every Open-Falcon sink and the stdout sink."""
+
+
+def text(items: Sequence[FalconItem], *, allow_nan: bool = False, cache: ItemText = _CACHE) -> str:
+    """The JSON array as text (the stdout sink's ``falcon`` format passes ``allow_nan``)."""
+    return cache.text(items, allow_nan=allow_nan)
+
+
 def encode(items: Sequence[FalconItem]) -> bytes:
     """The JSON array. Raises ValueError for a value that is not finite (see :func:`sendable`)."""
-    return json.dumps([i.as_json() for i in items], separators=(",", ":"), allow_nan=False).encode()
+    return _CACHE.text(items).encode()
 
 
 class FalconJsonBatches:

@@ -1,15 +1,19 @@
 """Prometheus text exposition format 0.0.4, as a pure function of a batch.
 
-Used by the stdout sink and the Pushgateway sink. Label values are escaped
-(backslash, double quote, newline) as the format requires. No timestamps:
-Pushgateway rejects them, and a scrape or stdout reader takes the time it reads.
+Used by the stdout sink, the Pushgateway sink and the scrape endpoint. Label
+values are escaped (backslash, double quote, newline) as the format requires. No
+timestamps: Pushgateway rejects them, and a scrape or stdout reader takes the
+time it reads.
 
 The same series (metric name and label set) come back every cycle, and most of
 their values do not change between cycles (memory total, limits, clocks, error
 counters), so each series' rendered ``name{labels} value`` line is cached with its
-value: an unchanged value reuses the line, a changed one formats only the value.
-The cache is bounded (:data:`MAX_CACHED` entries, dropped all at once when full,
-so a node whose pods churn cannot grow it without bound).
+value (:class:`SeriesText`): an unchanged value reuses the line, a changed one
+formats only the value, and a label set is escaped once in its life. The
+``# HELP``/``# TYPE`` header of a family is rendered once too. So the per-cycle
+work is one dictionary look-up and one comparison per series, plus formatting
+for what changed. The cache is bounded (:data:`MAX_CACHED` series, dropped all
+at once when full, so a node whose pods churn cannot grow it without bound).
 """
 
 from __future__ import annotations
@@ -21,9 +25,6 @@ from falcon_gpu.model.samples import Family, Labels, PromBatch
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_CACHED: Final = 65_536
-
-_series_text: dict[tuple[str, Labels], tuple[str, float, str]] = {}
-"""(name, labels) -> (``name{labels} ``, the last value, its whole line)."""
 
 
 def escape_label_value(value: str) -> str:
@@ -44,37 +45,101 @@ def format_value(value: float) -> str:
     return repr(float(value))
 
 
-def _render_series(name: str, labels: Labels) -> str:
+def series_prefix(name: str, labels: Labels) -> str:
+    """``name{k="v",...} `` (with the space before the value), label values escaped."""
     if not labels:
         return name + " "
     inner = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels)
     return f"{name}{{{inner}}} "
 
 
-def series_line(name: str, labels: Labels, value: float) -> str:
-    """``name{k="v",...} value``: the label text rendered once per series, the line once per value."""
-    key = (name, labels)
-    cached = _series_text.get(key)
-    if cached is not None:
-        if cached[1] == value:
-            return cached[2]
-        prefix = cached[0]
-    else:
-        if len(_series_text) >= MAX_CACHED:
-            _series_text.clear()
-        prefix = _render_series(name, labels)
-    line = prefix + format_value(value)
-    _series_text[key] = (prefix, value, line)
-    return line
+class SeriesText:
+    """Rendered text kept across cycles: per metric name, label set -> (last value, its line),
+    and per family its header. Bounded by ``limit`` series in all (cleared at once when full)."""
+
+    __slots__ = ("_headers", "_lines", "_size", "limit")
+
+    def __init__(self, limit: int = MAX_CACHED) -> None:
+        self.limit = limit
+        self._lines: dict[str, dict[Labels, tuple[float, str]]] = {}
+        self._headers: dict[tuple[str, str, str], str] = {}
+        self._size = 0
+
+    def __len__(self) -> int:
+        """Series lines held (for tests and memory checks)."""
+        return self._size
+
+    def line(self, name: str, labels: Labels) -> tuple[float, str] | None:
+        """The cached (value, line) of a series, if any (for tests)."""
+        return self._lines.get(name, {}).get(labels)
+
+    def header(self, family: Family) -> str:
+        key = (family.name, family.kind, family.help)
+        text = self._headers.get(key)
+        if text is None:
+            if len(self._headers) >= self.limit:
+                self._headers.clear()
+            name = family.name
+            text = self._headers[key] = (
+                f"# HELP {name} {_escape_help(family.help)}\n# TYPE {name} {family.kind}"
+            )
+        return text
+
+    def lines(self, family: Family, out: list[str]) -> None:
+        """Append the family's header and one line per series to ``out``."""
+        out.append(self.header(family))
+        name = family.name
+        cache = self._lines.get(name)
+        if cache is None:
+            cache = self._lines[name] = {}
+        append = out.append
+        for series in family.series:
+            labels, value = series.labels, series.value
+            hit = cache.get(labels)
+            if hit is not None and hit[0] == value:
+                append(hit[1])
+            else:
+                append(self._render(cache, name, labels, value, hit))
+
+    def _render(
+        self,
+        cache: dict[Labels, tuple[float, str]],
+        name: str,
+        labels: Labels,
+        value: float,
+        hit: tuple[float, str] | None,
+    ) -> str:
+        """A changed value (format the value only) or a new series (escape its labels once)."""
+        if hit is not None:
+            line = hit[1][: hit[1].rindex(" ") + 1] + format_value(value)
+        else:
+            if self._size >= self.limit:  # a new dict, not cleared in place: sinks encode in
+                self._lines = {}  # threads of their own, and another may be walking this one
+                self._size = 0
+            self._size += 1
+            line = series_prefix(name, labels) + format_value(value)
+        cache[labels] = (value, line)
+        return line
+
+
+_CACHE = SeriesText()
+"""The process's cache: every sink encoding Prometheus text shares it (they render the same series)."""
 
 
 def encode_family(family: Family) -> str:
-    name = family.name
-    lines = [f"# HELP {name} {_escape_help(family.help)}", f"# TYPE {name} {family.kind}"]
-    lines.extend(series_line(name, s.labels, s.value) for s in family.series)
-    return "\n".join(lines) + "\n"
+    out: list[str] = []
+    _CACHE.lines(family, out)
+    out.append("")
+    return "\n".join(out)
 
 
-def encode(batch: PromBatch) -> str:
+def encode(batch: PromBatch, cache: SeriesText = _CACHE) -> str:
     """The whole batch; families with no series are left out (the format allows it, but it is noise)."""
-    return "".join(encode_family(f) for f in batch.families if f.series)
+    out: list[str] = []
+    for family in batch.families:
+        if family.series:
+            cache.lines(family, out)
+    if not out:
+        return ""
+    out.append("")
+    return "\n".join(out)

@@ -250,6 +250,43 @@ def _decoded(raw: Any) -> list[Decoded]:
 
 LITTLE_ENDIAN: Final = sys.byteorder == "little" and ctypes.sizeof(pynvml.c_nvmlFieldValue_t) == LAYOUT.size
 
+_ROW: Final = "24xIIQ"
+"""One ``c_nvmlFieldValue_t`` as :data:`LAYOUT`, its first 24 bytes (IDs, timestamp, latency) skipped."""
+
+
+class _Shape:
+    """The decoder of one request (a device's list of field IDs), built once per list: its whole
+    answer unpacked by one ``struct`` call, the numbers of the value types not already exact
+    (not unsigned long long) converted by position. Only for the usual answer: every field SUCCESS,
+    with the value types of the answer before (else :meth:`decode` answers None: the general path)."""
+
+    __slots__ = ("_convert", "_layout", "_success", "_types", "ids")
+
+    def __init__(self, ids: list[int | tuple[int, int]]) -> None:
+        self.ids = ids
+        self._layout = struct.Struct("@" + _ROW * len(ids))
+        self._success = (pynvml.NVML_SUCCESS,) * len(ids)
+        self._types: tuple[int, ...] = ()
+        self._convert: tuple[tuple[int, Callable[[int], float]], ...] = ()
+
+    def decode(self, raw: Any) -> dict[int | tuple[int, int], Answer | Failed] | None:
+        if len(raw) != len(self.ids):
+            return None
+        flat = self._layout.unpack(memoryview(raw).cast("B"))
+        if flat[1::3] != self._success:
+            return None
+        types = flat[0::3]
+        if types != self._types:
+            if not all(t in _FROM_U64 for t in types):
+                return None
+            self._types = types
+            self._convert = tuple((i, _FROM_U64[t]) for i, t in enumerate(types) if t != _ULL)
+        numbers: list[Answer | Failed] = list(flat[2::3])
+        for i, convert in self._convert:
+            numbers[i] = convert(numbers[i])  # type: ignore[arg-type]
+        return dict(zip(self.ids, numbers, strict=True))
+
+
 _OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 
 Answer = float | None | UseCall
@@ -281,6 +318,10 @@ class FieldValues:
         """Fields found replaced by their fallback fields in the current fetch."""
         self._kept: dict[tuple[str, str], tuple[Any, list[float | None]]] = {}
         """Per scope and key: (token, numbers) of :meth:`when_changed`."""
+        self._shapes: dict[str, _Shape] = {}
+        """Per scope: the decoder of its batch's request (rebuilt when the request changes)."""
+        self._any: dict[tuple[str, str], tuple[int, bool]] = {}
+        """Per scope and key: (the not-supported generation, :meth:`any_asked`'s answer then)."""
 
     def report(self, failed: Failed) -> None:
         self._nvml.errors.append(failed.error)
@@ -321,6 +362,17 @@ class FieldValues:
         cached = self._ids[scope] = (generation, [s.request for s in specs], specs, parted)
         return cached
 
+    def any_asked(self, scope: str, key: str, specs: tuple[FieldSpec, ...]) -> bool:
+        """Whether any of ``specs`` (or of their fallback fields) is still asked on ``scope``: False once
+        the driver answered all of them NOT_SUPPORTED (cached until the not-supported set changes)."""
+        generation = self._nvml.generation
+        cached = self._any.get((scope, key))
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        asked = bool(self._askable(scope, specs))
+        self._any[(scope, key)] = (generation, asked)
+        return asked
+
     def parts_asked(self, scope: str, spec: FieldSpec) -> bool:
         """Whether ``spec``'s fallback fields are asked in place of it (some of them supported)."""
         return spec.name in self._ids_for(scope)[3]
@@ -343,7 +395,7 @@ class FieldValues:
         _, ids, specs, _ = self._ids_for(scope)
         self._quiet = 0
         self._fell_back = []
-        answers = self._ask(scope, handle, ids, specs)
+        answers = self._ask(scope, handle, ids, specs, self._shape(scope, ids))
         if answers is not None and self._fell_back:  # their parts, in the same cycle (once per device)
             parts = self._askable(scope, tuple(f for s in self._fell_back for f in s.fallback))
             more = self._ask(scope, handle, [s.request for s in parts], parts)
@@ -379,14 +431,32 @@ class FieldValues:
             out.append(None if isinstance(got, UseCall) else got)
         return out
 
+    def _shape(self, scope: str, ids: list[int | tuple[int, int]]) -> _Shape | None:
+        """The decoder of ``scope``'s batch request ``ids`` (None where the bytes cannot be read)."""
+        if not LITTLE_ENDIAN or not ids:
+            return None
+        shape = self._shapes.get(scope)
+        if shape is None or shape.ids is not ids:  # a new request (cached per not-supported generation)
+            shape = self._shapes[scope] = _Shape(ids)
+        return shape
+
     def _ask(
-        self, scope: str, handle: Any, ids: list[int | tuple[int, int]], specs: list[FieldSpec]
+        self,
+        scope: str,
+        handle: Any,
+        ids: list[int | tuple[int, int]],
+        specs: list[FieldSpec],
+        shape: _Shape | None = None,
     ) -> dict[int | tuple[int, int], Answer | Failed] | None:
         if not ids:
             return {}
         raw = self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids)
         if raw is ABSENT:
             return None
+        if shape is not None and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
+            fast = shape.decode(raw)
+            if fast is not None:
+                return fast
         # NVML answers in request order (the array it was given, filled in place).
         return {
             spec.request: number
@@ -438,13 +508,15 @@ class FieldBatch:
 
     def get(self, spec: FieldSpec) -> Answer:
         """The field's number, None (no value), or USE_CALL (ask its dedicated function)."""
-        if self._owner.uses_call(self._scope, spec):
+        values = self._values
+        if isinstance(values, UseCall):
+            values = self._values = self._owner.fetch(self._scope, self._handle)
+        if values is None:
             return USE_CALL
-        if isinstance(self._values, UseCall):
-            self._values = self._owner.fetch(self._scope, self._handle)
-        if self._values is None:
-            return USE_CALL
-        got = self._values.get(spec.request)
+        request = spec.request
+        if request not in values:  # not asked: not supported (None), or read by its own call
+            return USE_CALL if self._owner.uses_call(self._scope, spec) else None
+        got = values[request]
         if isinstance(got, Failed):
             self._owner.report(got)
             return None
@@ -462,6 +534,11 @@ class FieldBatch:
     def supported(self, spec: FieldSpec) -> bool:
         """False once the driver answered ``spec`` NOT_SUPPORTED (its fallback fields are asked instead)."""
         return self._owner.supported(self._scope, spec)
+
+    def any_asked(self, key: str, specs: tuple[FieldSpec, ...]) -> bool:
+        """False once every one of ``specs`` and of their fallback fields is known not supported here
+        (``key`` names the group: the answer is cached per device and group)."""
+        return self._owner.any_asked(self._scope, key, specs)
 
     def parts_asked(self, spec: FieldSpec) -> bool:
         """True where ``spec`` is not supported and (some of) its fallback fields are asked instead."""

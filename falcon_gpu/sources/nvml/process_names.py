@@ -2,15 +2,18 @@
 
 ``nvmlSystemGetProcessName`` is a syscall-backed lookup; names do not change
 while a process lives, so the cache is filled once per PID (a failed lookup
-included: None is cached too) and pruned at the end
-of every cycle to the PIDs seen in that cycle (bounded by the running processes,
-and a reused PID is looked up again once the old process disappeared). A hard
-cap guards against a pathological process count.
+included: None is cached too) and kept only for the PIDs seen in the cycle
+before (bounded by the running processes, and a reused PID is looked up again
+once the old process disappeared). A hard cap guards against a pathological
+process count.
+
+Written for the hot path (every process of every GPU asks, some twice a cycle): a
+cycle's names live in a dict of their own, a PID's first ask in a cycle moves its
+entry over from the previous cycle's dict, and the end of the cycle drops what
+was not moved, so no per-PID bookkeeping is left for :meth:`ProcessNames.end_cycle`.
 """
 
 from __future__ import annotations
-
-from collections import OrderedDict
 
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller, text
 
@@ -21,26 +24,30 @@ class ProcessNames:
     def __init__(self, nvml: NvmlCaller, max_names: int = MAX_NAMES) -> None:
         self._nvml = nvml
         self._max = max_names
-        self._names: OrderedDict[int, str | None] = OrderedDict()
-        self._seen: set[int] = set()
+        self._now: dict[int, str | None] = {}
+        """The names asked this cycle."""
+        self._before: dict[int, str | None] = {}
+        """The names of the previous cycle not asked yet in this one."""
 
     def get(self, pid: int) -> str | None:
         """The process name, or None when NVML cannot tell (exited, no permission)."""
-        self._seen.add(pid)
-        if pid in self._names:
-            self._names.move_to_end(pid)
-            return self._names[pid]
-        value = self._nvml.call("system", "process_name", "nvmlSystemGetProcessName", pid)
-        name = None if value is ABSENT else text(value) or None
-        self._names[pid] = name  # a name NVML cannot give is not asked again while the PID lives
-        while len(self._names) > self._max:
-            self._names.popitem(last=False)
+        now = self._now
+        if pid in now:
+            return now[pid]
+        before = self._before
+        if pid in before:
+            name = before.pop(pid)
+        else:
+            value = self._nvml.call("system", "process_name", "nvmlSystemGetProcessName", pid)
+            name = None if value is ABSENT else text(value) or None
+        if len(now) < self._max:  # a name NVML cannot give is not asked again while the PID lives
+            now[pid] = name
         return name
 
     def end_cycle(self) -> None:
-        for pid in [p for p in self._names if p not in self._seen]:
-            del self._names[pid]
-        self._seen.clear()
+        """Forget the PIDs not seen in this cycle (exited: a reused PID is asked again)."""
+        self._before = self._now
+        self._now = {}
 
     def __len__(self) -> int:
-        return len(self._names)
+        return len(self._now) + len(self._before)

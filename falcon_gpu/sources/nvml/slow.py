@@ -1,7 +1,7 @@
 """Readings not asked every cycle because their answer is known not to have changed.
 
 On a real driver every NVML call is an ioctl; a reading whose answer cannot have
-changed since it was last asked is reused instead of asked again. Three kinds:
+changed since it was last asked is reused instead of asked again. Four kinds:
 
 - Administrator settings (:meth:`SlowReadings.call`): the enforced power limit changes
   when someone runs ``nvidia-smi -pl`` (or a power-capping daemon does), the infoROM
@@ -14,6 +14,9 @@ changed since it was last asked is reused instead of asked again. Three kinds:
   memory clock; ``nvidia-smi -lmc`` locks it, seen within a minute); the fan's
   *intended* speed (what ``nvmlDeviceGetFanSpeed`` answers) follows the GPU temperature
   through the fan curve (a manual fan setting is seen within a minute).
+- Answers built from several calls (:meth:`SlowReadings.kept`): a MIG GPU's layout (each
+  instance's handle and identity, :mod:`falcon_gpu.sources.nvml.readers.mig`), built again
+  every :data:`REFRESH_S` or as soon as the caller sees it changed (:meth:`SlowReadings.drop`).
 - Readings that are zero while nothing uses what they measure (:meth:`SlowReadings.gated`):
   asked while the caller sees a use this cycle, while the last answer was not "idle" (to see
   it fall back), and at least every :data:`REFRESH_S` whatever the caller sees (so a wrong
@@ -81,6 +84,20 @@ class SlowReadings:
             if kept is not None and 0 <= now - kept[0] < self._refresh and idle(kept[2]):
                 return kept[2]
         return self._ask(nvml, now, scope, field, None, ask, args, None)
+
+    def kept(
+        self, nvml: NvmlCaller, now: float, scope: str, field: str, build: Callable[..., Any], *args: Any
+    ) -> Any:
+        """``build(*args)`` (NVML calls that together make one answer, such as a MIG layout), or
+        its answer of less than REFRESH_S ago; :meth:`drop` makes the next call build it again."""
+        kept = self._kept.get((scope, field))
+        if kept is not None and 0 <= now - kept[0] < self._refresh:
+            return kept[2]
+        return self._ask(nvml, now, scope, field, None, build, args, None)
+
+    def drop(self, scope: str, field: str) -> None:
+        """Ask ``field`` again next time (what it was built from is known to have changed)."""
+        self._kept.pop((scope, field), None)
 
     def _ask(
         self,

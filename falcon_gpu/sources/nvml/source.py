@@ -250,33 +250,39 @@ class NvmlSource:
         )  # fmt: skip
         errors = self._nvml.errors
         keys = self._keys(scope)
+        fields, seconds, failing = ctx.fields, stats.seconds, self._failing
         clock = time.perf_counter
+        started = clock()
         for i, (name, reader) in enumerate(READERS):
-            errors.clear()
-            started = clock()
+            if errors:
+                errors.clear()
             try:
                 answer = reader(ctx)
                 check_fields(name, answer)
-                ctx.fields.update(answer)
+                fields.update(answer)
             except DeviceGone:
                 raise
             except Exception as exc:  # a reader must never take the device (or the agent) down
                 log.debug("NVML reader %s failed", name, exc_info=True)
                 errors.append(f"{type(exc).__name__}: {exc}")
-            stats.seconds[i] += clock() - started
-            key = keys[i]
+            now = clock()  # one clock read per reader: its end is the next one's start
+            seconds[i] += now - started
+            started = now
             if errors:
-                stats.ok[i] = False
-                self._failing.add(key)
-                problem = "; ".join(errors)
-                self._telemetry.failing(
-                    key, "nvml_field", f"GPU {index} ({scope}): reading {name}: {problem}"
-                )
-            elif key in self._failing:
-                self._failing.discard(key)
-                self._telemetry.recovered(key, f"GPU {index} ({scope}): reading {name} works again")
+                self._reader_failed(stats, i, keys[i], index, scope, name, errors)
+            elif failing and keys[i] in failing:
+                failing.discard(keys[i])
+                self._telemetry.recovered(keys[i], f"GPU {index} ({scope}): reading {name} works again")
         self._note_mig_mode(index, scope, ctx.fields.get("mig_enabled"))
         return ctx.fields
+
+    def _reader_failed(
+        self, stats: _ReaderStats, i: int, key: str, index: int, scope: str, name: str, errors: list[str]
+    ) -> None:
+        stats.ok[i] = False
+        self._failing.add(key)
+        problem = "; ".join(errors)
+        self._telemetry.failing(key, "nvml_field", f"GPU {index} ({scope}): reading {name}: {problem}")
 
     def _note_mig_mode(self, index: int, scope: str, enabled: bool | None) -> None:
         if enabled is None:

@@ -29,8 +29,19 @@ _REASONS: tuple[Variant, ...] = (
 )
 
 
+_BY_MASK: dict[int, frozenset[str]] = {}
+"""Each mask's reasons, built once: a GPU shows a handful of masks, asked every cycle."""
+_MASKS_KEPT = 1024
+"""At most this many masks kept (a mask is a bit set: a driver could in principle answer any)."""
+
+
 def reasons_from_mask(mask: int) -> frozenset[str]:
-    return frozenset(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
+    found = _BY_MASK.get(mask)
+    if found is None:
+        found = frozenset(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
+        if len(_BY_MASK) < _MASKS_KEPT:
+            _BY_MASK[mask] = found
+    return found
 
 
 def read_clocks(ctx: DeviceContext) -> Fields:

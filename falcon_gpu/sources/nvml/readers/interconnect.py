@@ -14,7 +14,9 @@ stay put the links' counters cannot have moved, and their last answer is publish
 totals are all zero has no per-link series and makes no such call. Where a driver answers an aggregate
 NOT_SUPPORTED or INVALID_ARGUMENT, its per-link fields are asked instead, in every cycle's batch from
 that cycle on (18 links per direction for traffic, 12 per error kind). A GPU without NVLink answers
-NOT_SUPPORTED for those too, once, and is not asked again. The per-second rates
+NOT_SUPPORTED for those too, once, and is not asked again; from then on the reader does nothing for
+NVLink on it (no per-field look-ups: the answer "nothing asked" is kept until the set of fields NVML
+refused changes, e.g. after a MIG mode change). The per-second rates
 (:class:`~falcon_gpu.sources.nvml.rates.CounterRates`) are absent on the first cycle and over a
 counter reset.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from falcon_gpu.model.snapshot import NvlinkErrors, NvlinkReading
 from falcon_gpu.sources.nvml.field_values import (
+    NVLINK,
     NVLINK_ERROR_LINKS,
     NVLINK_ERROR_TOTALS,
     NVLINK_ERRORS,
@@ -118,6 +121,8 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
         "pcie_tx_bytes_per_second": rates.rate(scope, "pcie_tx", tx, now),
         "pcie_rx_bytes_per_second": rates.rate(scope, "pcie_rx", rx, now),
     }
+    if not batch.any_asked("nvlink", NVLINK):  # no NVLink on this GPU (all refused): nothing to read
+        return out
     link_tx, link_rx = _traffic(batch)
     if link_tx is not None or link_rx is not None:
         out["nvlink_tx_bytes"] = link_tx

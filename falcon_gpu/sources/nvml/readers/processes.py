@@ -32,7 +32,6 @@ list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import pynvml
@@ -81,9 +80,10 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
     """The merged process lists of ``handle`` (a device or MIG handle).
 
     Written for the hot path (hundreds of processes per node per cycle): one dict
-    entry per process, the types tuple built only when a PID is in several lists."""
-    kinds: dict[ProcessKey, tuple[str, ...]] = {}
-    memory: dict[ProcessKey, int | None] = {}
+    entry per process (its types and memory), the types tuple built only when a PID
+    is in several lists, the instance IDs looked for once per list (a list's entries
+    are all of one struct version)."""
+    entries: dict[ProcessKey, list[Any]] = {}
     nvml = ctx.nvml
     call_first = nvml.call_first
     compute: Any = ABSENT
@@ -97,35 +97,38 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
             found = call_first(scope, field, field, variants, handle)
         if kind == "compute":
             compute = found
-        if found is ABSENT:
+        if found is ABSENT or not found:
             continue
+        ids = hasattr(found[0], "gpuInstanceId")  # v1 structs have no instance IDs
         for info in found:
-            gi = getattr(info, "gpuInstanceId", None)
-            ci = getattr(info, "computeInstanceId", None)
-            key = (
-                int(info.pid),
-                None if gi is None or gi == NOT_AVAILABLE_UINT else int(gi),
-                None if ci is None or ci == NOT_AVAILABLE_UINT else int(ci),
-            )
+            if ids:
+                gi, ci = info.gpuInstanceId, info.computeInstanceId
+                key = (
+                    int(info.pid),
+                    None if gi is None or gi == NOT_AVAILABLE_UINT else int(gi),
+                    None if ci is None or ci == NOT_AVAILABLE_UINT else int(ci),
+                )
+            else:
+                key = (int(info.pid), None, None)
             used = getattr(info, "usedGpuMemory", None)
             used = None if used is None or used == NOT_AVAILABLE_ULL else int(used)
-            seen = kinds.get(key)
-            if seen is None:
-                kinds[key] = alone
-                memory[key] = used
+            entry = entries.get(key)
+            if entry is None:
+                entries[key] = [alone, used]
                 continue
-            if kind not in seen:
-                kinds[key] = (*seen, kind)
-            if used is not None and used > (memory[key] or 0):
-                memory[key] = used
+            if kind not in entry[0]:
+                entry[0] = (*entry[0], kind)
+            if used is not None and used > (entry[1] or 0):
+                entry[1] = used
     names, shares = ctx.names.get, ctx.sm_by_pid
     if shares is None:  # NVML gives no per-process utilisation here: every share is absent
         return tuple(
-            ProcessReading(k[0], names(k[0]), t, memory[k], None, k[1], k[2]) for k, t in kinds.items()
+            ProcessReading(k[0], names(k[0]), t, used, None, k[1], k[2]) for k, (t, used) in entries.items()
         )
+    share = shares.get
     return tuple(
-        ProcessReading(k[0], names(k[0]), t, memory[k], shares.get(k[0], 0.0), k[1], k[2])
-        for k, t in kinds.items()
+        ProcessReading(k[0], names(k[0]), t, used, share(k[0], 0.0), k[1], k[2])
+        for k, (t, used) in entries.items()
     )
 
 
@@ -147,18 +150,28 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     if samples is ABSENT:
         return ProcessSamples(None, encoder_in_use=True, decoder_in_use=True)
     newest = max(last_seen, int(ctx.timestamp * 1_000_000))
-    by_pid: dict[int, list[float]] = defaultdict(list)
+    total: dict[int, float] = {}  # per PID: the sum of its SM shares and their count
+    count: dict[int, int] = {}
     encoder = decoder = False
     for sample in samples:
-        stamp = int(sample.timeStamp)
+        stamp = sample.timeStamp
         if stamp <= last_seen:
             continue
-        newest = max(newest, stamp)
-        by_pid[int(sample.pid)].append(ratio(sample.smUtil))
-        encoder = encoder or bool(sample.encUtil)
-        decoder = decoder or bool(sample.decUtil)
-    ctx.last_seen_us[ctx.scope] = newest
-    shares = {pid: sum(v) / len(v) for pid, v in by_pid.items()}
+        if stamp > newest:
+            newest = stamp
+        pid = sample.pid
+        if pid in count:
+            total[pid] += ratio(sample.smUtil)
+            count[pid] += 1
+        else:
+            total[pid] = ratio(sample.smUtil)
+            count[pid] = 1
+        if not encoder and sample.encUtil:
+            encoder = True
+        if not decoder and sample.decUtil:
+            decoder = True
+    ctx.last_seen_us[ctx.scope] = int(newest)
+    shares = {int(pid): total[pid] / n for pid, n in count.items()}
     return ProcessSamples(shares, encoder_in_use=encoder, decoder_in_use=decoder)
 
 

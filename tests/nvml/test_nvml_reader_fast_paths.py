@@ -1,0 +1,191 @@
+"""The readers' fast paths (issue 9: the readers' own CPU per cycle) give what the general paths give:
+the field-values answer decoded by one struct call per request shape, a GPU without NVLink doing
+nothing for NVLink after its first cycle, the process names asked once per PID, the clock event
+reason sets built once per mask."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pynvml
+import pytest
+
+from falcon_gpu.model.snapshot import NvlinkErrors, Snapshot
+from falcon_gpu.simulator.nvml.library import SimulatedNvml
+from falcon_gpu.sources.nvml import field_values
+from falcon_gpu.sources.nvml.calls import NvmlCaller
+from falcon_gpu.sources.nvml.field_values import NVLINK, FieldValues, _Shape
+from falcon_gpu.sources.nvml.process_names import ProcessNames
+from falcon_gpu.sources.nvml.readers import clocks, interconnect
+from tests.nvml.helpers import gpu, scenario_named, scenario_of, source_on
+from tests.nvml.test_nvml_interconnect import link
+
+TYPES = {  # value type -> (union member, a number that needs that type's decoding)
+    pynvml.NVML_VALUE_TYPE_DOUBLE: ("dVal", 2.5),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: ("uiVal", 4_000_000_000),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: ("ulVal", 1 << 40),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: ("ullVal", (1 << 63) + 5),
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: ("sllVal", -7),
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: ("siVal", -3),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: ("usVal", 65535),
+}
+
+
+def _array(types: list[int], returns: list[int] | None = None) -> Any:
+    values = (pynvml.c_nvmlFieldValue_t * len(types))()
+    for i, value_type in enumerate(types):
+        member, number = TYPES[value_type]
+        values[i].fieldId, values[i].valueType = 100 + i, value_type
+        values[i].nvmlReturn = pynvml.NVML_SUCCESS if returns is None else returns[i]
+        setattr(values[i].value, member, number)
+    return values
+
+
+def _general(ids: list[Any], values: Any) -> dict[Any, Any]:
+    return {i: number for i, (_, _, number) in zip(ids, field_values._decoded(values), strict=True)}
+
+
+def test_the_shape_decoder_gives_what_the_general_decode_gives_for_every_value_type() -> None:
+    types = list(TYPES)
+    ids: list[Any] = [100 + i for i in range(len(types))]
+    ids[1] = (101, 3)  # a scoped request is a key like any other
+    shape = _Shape(ids)
+    values = _array(types)
+    got = shape.decode(values)
+    assert got == _general(ids, values)
+    assert got is not None and got[ids[3]] == (1 << 63) + 5 and isinstance(got[ids[3]], int)  # exact ints
+    assert got[ids[4]] == -7.0 and got[ids[0]] == 2.5
+    again = list(reversed(types))  # the same request answered with other value types: decoded anew
+    assert shape.decode(_array(again)) == _general(ids, _array(again))
+
+
+def test_the_shape_decoder_leaves_anything_unusual_to_the_general_path() -> None:
+    ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+    shape = _Shape([1, 2, 3])
+    assert shape.decode(_array([ull] * 3)) == {1: (1 << 63) + 5, 2: (1 << 63) + 5, 3: (1 << 63) + 5}
+    not_found = [pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_SUCCESS]
+    assert shape.decode(_array([ull] * 3, not_found)) is None  # a per-field code: handled per field
+    unknown = _array([ull] * 3)
+    unknown[2].valueType = 99
+    assert shape.decode(unknown) is None  # a type not known here: that field's reader fails
+    assert shape.decode(_array([ull] * 2)) is None  # not the request's length
+
+
+def _cycles(monkeypatch: pytest.MonkeyPatch, general: bool) -> tuple[list[Snapshot], list[int]]:
+    """Six cycles of a node with every kind of field value, and how many field-values answers per
+    cycle the general decode read."""
+    if general:
+        monkeypatch.setattr(_Shape, "decode", lambda self, raw: None)
+    decoded: list[int] = []
+    real = field_values._decoded
+
+    def counting(raw: Any) -> Any:
+        decoded[-1] += 1
+        return real(raw)
+
+    monkeypatch.setattr(field_values, "_decoded", counting)
+    source, _ = source_on(SimulatedNvml(scenario_named("mixed-4gpu")))
+    snaps = []
+    for t in range(6):
+        decoded.append(0)
+        snaps.append(source.collect(1000.0 + 10 * t))
+    monkeypatch.undo()
+    return snaps, decoded
+
+
+def test_steady_cycles_decode_the_batch_the_fast_way_and_read_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast, fast_general = _cycles(monkeypatch, general=False)
+    slow, slow_general = _cycles(monkeypatch, general=True)
+    assert fast == slow
+    assert any(d.energy_joules for s in fast for d in s.devices)  # values really came through
+    assert fast_general[0] > 0 and fast_general[2:] == [0, 0, 0, 0]  # learning cycles only
+    assert all(n > 0 for n in slow_general)
+
+
+def test_a_gpu_without_nvlink_does_nothing_for_nvlink_after_its_first_cycle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source, telemetry = source_on(_two_gpus())
+    first = source.collect(1000.0)
+    touched: list[str] = []
+    real = interconnect._traffic
+
+    def traffic(batch: Any) -> Any:
+        touched.append(batch._scope)
+        return real(batch)
+
+    monkeypatch.setattr(interconnect, "_traffic", traffic)
+    second = source.collect(1010.0)
+    assert touched == ["GPU-b"]  # GPU-a's NVLink fields were all refused in the first cycle
+    a, b = second.devices
+    assert (a.pcie_tx_bytes, a.pcie_tx_bytes_per_second, a.nvlink_errors, a.nvlink) == (3000, 200.0, None, ())
+    assert first.devices[0].nvlink_errors is None and b.nvlink_errors == NvlinkErrors(0, 0, 2, 0)
+    assert telemetry.view().errors_total == {}
+
+
+def test_any_asked_is_asked_again_once_the_refused_fields_are_forgotten() -> None:
+    sim = SimulatedNvml(scenario_of(gpu()))
+    source, _ = source_on(sim)
+    source.collect(1000.0)
+    values: FieldValues = source._field_values
+    assert not values.any_asked("GPU-a", "nvlink", NVLINK)
+    source.caller.forget_not_supported("GPU-a")  # as after a MIG mode change
+    assert values.any_asked("GPU-a", "nvlink", NVLINK)
+
+
+class _Names:
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        self.asked.append(pid)
+        if pid == 3:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return f"p{pid}"
+
+
+def test_process_names_are_asked_once_per_pid_kept_while_it_runs_and_capped() -> None:
+    lib = _Names()
+    names = ProcessNames(NvmlCaller(lib), max_names=3)
+    assert [names.get(p) for p in (1, 2, 3, 1, 3)] == ["p1", "p2", None, "p1", None]
+    assert lib.asked == [1, 2, 3]  # twice in a cycle (MPS gate, then the readings): asked once
+    names.end_cycle()
+    assert [names.get(p) for p in (2, 1)] == ["p2", "p1"] and lib.asked == [1, 2, 3]
+    names.end_cycle()  # 3 was not seen in that cycle: gone, asked again when it comes back
+    assert names.get(3) is None and lib.asked == [1, 2, 3, 3] and len(names) == 3
+    capped = ProcessNames(NvmlCaller(lib), max_names=1)
+    assert [capped.get(p) for p in (5, 4, 4, 5)] == ["p5", "p4", "p4", "p5"]  # over the cap: not kept
+    assert lib.asked[4:] == [5, 4, 4]
+
+
+def test_clock_event_reason_sets_are_built_once_per_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clocks, "_BY_MASK", {})
+    monkeypatch.setattr(clocks, "_MASKS_KEPT", 2)
+    first = clocks.reasons_from_mask(0x1 | 0x4)
+    assert first == frozenset({"idle", "sw_power_cap"}) and clocks.reasons_from_mask(0x5) is first
+    clocks.reasons_from_mask(0)
+    assert clocks.reasons_from_mask(0x100) == frozenset({"display_clocks"})  # over the cap: still right
+    assert set(clocks._BY_MASK) == {0x5, 0}
+
+
+def _two_gpus() -> SimulatedNvml:
+    return SimulatedNvml(scenario_of(
+        gpu(pcie={"tx_bytes": [1000, 3000], "rx_bytes": 2}),
+        gpu("GPU-b", pcie={"tx_bytes": 5, "rx_bytes": 6}, nvlink=[link(0, replay_errors=[0, 2])],
+            temperature_celsius=50),
+    ))  # fmt: skip
+
+
+def test_a_wrong_reader_still_costs_only_its_own_fields_where_it_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source, telemetry = source_on(_two_gpus())
+    source.collect(1000.0)
+    monkeypatch.setattr(interconnect, "_traffic", lambda batch: ("x", "y"))  # a str where bytes belong
+    a, b = source.collect(1010.0).devices
+    assert a.pcie_tx_bytes == 3000  # no NVLink: the broken part is not reached
+    assert b.pcie_tx_bytes is None and b.nvlink_errors is None  # the interconnect reader's fields only
+    assert b.temperature_celsius == 50.0 and b.processes == ()
+    assert telemetry.view().errors_total == {"nvml_field": 1}
