@@ -24,6 +24,7 @@ CORE_LINE = re.compile(r"^[DIWEF]\d{4} ", re.MULTILINE)  # absl/gpr format: seve
 
 
 def stderr_across_a_goaway(tmp_path: Path, level: str) -> str:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     sock = tmp_path / "kubelet.sock"
     server = PodResourcesServer(sock)
     server.start()
@@ -83,6 +84,14 @@ def test_grpc_core_is_silent_at_info(tmp_path: Path) -> None:
 
 
 def test_grpc_core_speaks_at_debug(tmp_path: Path) -> None:
-    """The same run at debug shows the core's line: the test above can fail."""
-    err = stderr_across_a_goaway(tmp_path, "debug")
-    assert CORE_LINE.search(err) and "goaway" in err.lower(), err[-3000:]
+    """The same run at debug shows the core's line: the test above can fail.
+
+    Whether the stop reaches the agent's channel as a GOAWAY frame (the line this looks for) or as a
+    closed socket the core does not log is a race on a loaded machine, so the run is tried up to three
+    times; it fails only if the core never speaks at debug."""
+    err = ""
+    for attempt in range(3):
+        err = stderr_across_a_goaway(tmp_path / str(attempt), "debug")
+        if CORE_LINE.search(err) and "goaway" in err.lower():
+            return
+    raise AssertionError(err[-3000:])
