@@ -63,9 +63,10 @@ def agent(tmp_path: Path, policy: str) -> Iterator[subprocess.Popen[str]]:
         f'node = "policy-node"\nspool_dir = "{tmp_path / "spool"}"\ninterval = 0.5\n'
         '[[sinks]]\ntype = "stdout"\nformat = "json"\n' + policy
     )
+    out = (tmp_path / "cycles.jsonl").open("w")  # one line per cycle: see cycles_out()
     proc = subprocess.Popen(
         [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "policy-node", "--config", str(cfg)],
-        stdout=subprocess.DEVNULL,
+        stdout=out,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
@@ -75,7 +76,14 @@ def agent(tmp_path: Path, policy: str) -> Iterator[subprocess.Popen[str]]:
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
+        out.close()
         assert proc.returncode == 0, err
+
+
+def cycles_out(tmp_path: Path) -> int:
+    """Cycles the agent has finished (its stdout sink writes one JSON line per cycle)."""
+    path = tmp_path / "cycles.jsonl"
+    return path.read_text().count("\n") if path.exists() else 0
 
 
 def policy(name: str, gpu: str, *, for_: float, hold_down: float, am: str = "", webhook: str = "") -> str:
@@ -147,7 +155,9 @@ def test_an_alert_that_cleared_while_alertmanager_was_down_arrives_resolved(tmp_
     port = free_port()
     am = alertmanager(tmp_path, port)
     with agent(tmp_path, policy("GpuHot", "0", for_=0.5, hold_down=0.5, am=f"http://127.0.0.1:{port}")):
-        time.sleep(6.0)  # fired at about 1.5 s, resolved at about 4.5 s
+        # Fired at cycle 3 (91 °C from cycle 2, for 0.5 s), resolved at about cycle 9 (55 °C from cycle 8,
+        # hold-down 0.5 s): counted in cycles, not seconds from launch, which a loaded machine stretches.
+        wait_until(lambda: cycles_out(tmp_path) >= 12, 60, "12 cycles")
         am.start()
         try:
             wait_until(lambda: received(am, "resolved") >= 1, 20, "the resolution")
