@@ -112,9 +112,25 @@ def _errors(batch: FieldBatch) -> tuple[list[int | None], list[list[float | None
     return out, per_kind
 
 
+_AGGREGATES: tuple[FieldSpec, ...] = PCIE_TRAFFIC + NVLINK_TRAFFIC + NVLINK_ERROR_TOTALS
+"""The eight values of a steady cycle (PCIe TX/RX, NVLink TX/RX, the four error totals), taken in one
+look-up of the batch."""
+_SUMS: tuple[str, ...] = tuple(spec.name for spec in NVLINK_TRAFFIC + NVLINK_ERROR_TOTALS)
+_ZERO_ERRORS = NvlinkErrors(0, 0, 0, 0)
+"""Shared by every cycle of every GPU whose links counted no error (a record is never changed)."""
+
+
+def _summed(ctx: DeviceContext) -> bool:
+    """Whether the driver answers every NVLink sum (traffic and error totals): no per-link fields."""
+    supported, scope = ctx.nvml.supported, ctx.scope
+    return all(supported(scope, name) for name in _SUMS)
+
+
 def read_interconnect(ctx: DeviceContext) -> Fields:
     batch, rates, now, scope = ctx.field_values, ctx.rates, ctx.timestamp, ctx.scope
-    tx, rx = (None if v is None else int(v) for v in batch.numbers(PCIE_TRAFFIC))
+    pcie_tx, pcie_rx, sum_tx, sum_rx, *sums = batch.numbers(_AGGREGATES)
+    tx = None if pcie_tx is None else int(pcie_tx)
+    rx = None if pcie_rx is None else int(pcie_rx)
     out: Fields = {
         "pcie_tx_bytes": tx,
         "pcie_rx_bytes": rx,
@@ -123,14 +139,25 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
     }
     if not batch.any_asked("nvlink", NVLINK):  # no NVLink on this GPU (all refused): nothing to read
         return out
-    link_tx, link_rx = _traffic(batch)
+    if not _summed(ctx):  # an older driver: (some) per-link fields in the batch
+        link_tx, link_rx = _traffic(batch)
+        totals, per_kind = _errors(batch)
+    else:  # the usual: the driver's sums; the per-link errors only where a total is not 0
+        link_tx, link_rx = _kib(sum_tx), _kib(sum_rx)
+        if any(sums):
+            totals, per_kind = _errors(batch)
+        else:
+            totals = [None if t is None else int(t) for t in sums]
+            per_kind = []
     if link_tx is not None or link_rx is not None:
         out["nvlink_tx_bytes"] = link_tx
         out["nvlink_rx_bytes"] = link_rx
         out["nvlink_tx_bytes_per_second"] = rates.rate(scope, "nvlink_tx", link_tx, now)
         out["nvlink_rx_bytes_per_second"] = rates.rate(scope, "nvlink_rx", link_rx, now)
-    totals, per_kind = _errors(batch)
-    if any(t is not None for t in totals):
+    if any(totals):
         out["nvlink_errors"] = NvlinkErrors(*totals)
-        out["nvlink"] = _per_link(per_kind) if any(totals) else ()
+        out["nvlink"] = _per_link(per_kind)
+    elif any(t is not None for t in totals):
+        out["nvlink_errors"] = _ZERO_ERRORS if None not in totals else NvlinkErrors(*totals)
+        out["nvlink"] = ()
     return out
