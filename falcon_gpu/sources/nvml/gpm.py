@@ -64,19 +64,22 @@ _LAYOUT_OK: Final = (
 _ALL_SUCCESS: Final = (pynvml.NVML_SUCCESS,) * len(GPM_METRICS)
 
 
-def reading(request: Any, *, from_bytes: bool = True, view: memoryview | None = None) -> GpmReading:
-    """The metrics ``nvmlGpmMetricsGet`` wrote into ``request`` (percent -> ratio; None where refused).
+def _from_bytes(view: memoryview) -> GpmReading:
+    """The metrics in a request's bytes (``view``: kept with the request, which is reused)."""
+    flat = _METRICS_LAYOUT.unpack_from(view, _FIRST)
+    values = flat[2::3]
+    if flat[1::3] == _ALL_SUCCESS:  # the usual answer: every metric
+        return GpmReading(*[value / 100.0 for value in values])
+    return GpmReading(*[
+        value / 100.0 if ret == pynvml.NVML_SUCCESS else None
+        for ret, value in zip(flat[1::3], values, strict=True)
+    ])  # fmt: skip
 
-    ``view``: ``request``'s bytes, kept by the caller (the request is reused every cycle)."""
+
+def reading(request: Any, *, from_bytes: bool = True) -> GpmReading:
+    """The metrics ``nvmlGpmMetricsGet`` wrote into ``request`` (percent -> ratio; None where refused)."""
     if from_bytes and _LAYOUT_OK:  # pynvml's structs route every attribute read through Python
-        flat = _METRICS_LAYOUT.unpack_from(memoryview(request).cast("B") if view is None else view, _FIRST)
-        values = flat[2::3]
-        if flat[1::3] == _ALL_SUCCESS:  # the usual answer: every metric
-            return GpmReading(*[value / 100.0 for value in values])
-        return GpmReading(*[
-            value / 100.0 if ret == pynvml.NVML_SUCCESS else None
-            for ret, value in zip(flat[1::3], values, strict=True)
-        ])  # fmt: skip
+        return _from_bytes(memoryview(request).cast("B"))
     metrics = request.metrics
     return GpmReading(*(
         float(m.value) / 100.0 if m.nvmlReturn == pynvml.NVML_SUCCESS else None
@@ -147,9 +150,8 @@ class GpmSamples:
 
     def sample(self, scope: str, fn: str, *args: Any, parent: str | None = None) -> GpmReading | None:
         """Take this cycle's sample of ``scope`` with ``fn(*args, sample)``; the metrics since the
-        previous one, or None (first sample, not supported, failed)."""
-        if not self._nvml.supported(scope, "gpm"):
-            return None
+        previous one, or None (first sample, not supported, failed). A scope found not supported has
+        no samples, and every call on it answers ABSENT: no separate support look-up per cycle."""
         state = self._scopes.get(scope)
         if state is None:
             state = self._allocate(scope)
@@ -167,7 +169,10 @@ class GpmSamples:
         previous, state.previous = state.previous, current
         if previous is None:
             return None
-        return self._metrics(scope, state.requests[current])
+        request, view = state.requests[current]
+        if self._nvml.call(scope, "gpm_metrics", "nvmlGpmMetricsGet", request) is ABSENT:
+            return None
+        return _from_bytes(view) if _LAYOUT_OK else reading(request, from_bytes=False)
 
     def _allocate(self, scope: str) -> _Scope | None:
         first = self._nvml.call(scope, "gpm", "nvmlGpmSampleAlloc")
@@ -179,12 +184,6 @@ class GpmSamples:
             return None
         state = self._scopes[scope] = _Scope((first, second))
         return state
-
-    def _metrics(self, scope: str, request: tuple[Any, memoryview]) -> GpmReading | None:
-        answer = self._nvml.call(scope, "gpm_metrics", "nvmlGpmMetricsGet", request[0])
-        if answer is ABSENT:
-            return None
-        return reading(request[0], view=request[1])
 
     def forget(self, scope: str) -> None:
         """Free ``scope``'s samples, and its instances' (a lost GPU, an instance gone, close)."""
