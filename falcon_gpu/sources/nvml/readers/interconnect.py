@@ -19,6 +19,11 @@ NVLink on it (no per-field look-ups: the answer "nothing asked" is kept until th
 refused changes, e.g. after a MIG mode change). The per-second rates
 (:class:`~falcon_gpu.sources.nvml.rates.CounterRates`) are absent on the first cycle and over a
 counter reset.
+
+Cost: a steady cycle takes its eight values (PCIe 2, NVLink traffic 2, error totals 4) in one look-up
+of the batch; where every NVLink sum was answered and no error total is above 0 (a healthy GPU on a
+current driver), nothing else is looked at and the zero totals are one shared record, which also
+lets the health check's nvlink comparison stop at identity.
 """
 
 from __future__ import annotations
@@ -115,20 +120,28 @@ def _errors(batch: FieldBatch) -> tuple[list[int | None], list[list[float | None
 _AGGREGATES: tuple[FieldSpec, ...] = PCIE_TRAFFIC + NVLINK_TRAFFIC + NVLINK_ERROR_TOTALS
 """The eight values of a steady cycle (PCIe TX/RX, NVLink TX/RX, the four error totals), taken in one
 look-up of the batch."""
-_SUMS: tuple[str, ...] = tuple(spec.name for spec in NVLINK_TRAFFIC + NVLINK_ERROR_TOTALS)
 _ZERO_ERRORS = NvlinkErrors(0, 0, 0, 0)
 """Shared by every cycle of every GPU whose links counted no error (a record is never changed)."""
 
 
-def _summed(ctx: DeviceContext) -> bool:
-    """Whether the driver answers every NVLink sum (traffic and error totals): no per-link fields."""
-    supported, scope = ctx.nvml.supported, ctx.scope
-    return all(supported(scope, name) for name in _SUMS)
+_Links = tuple[int | None, int | None, list[int | None], list[list[float | None]]]
+"""NVLink bytes sent and received, the error totals per kind, and the per-link error counters."""
+
+
+def _nvlink(batch: FieldBatch, values: list[float | None]) -> _Links:
+    """The NVLink readings of a GPU that has NVLink (``values``: this cycle's :data:`_AGGREGATES`)."""
+    if None in values[2:]:  # a sum refused (an older driver: per-link fields in the batch) or unanswered
+        return (*_traffic(batch), *_errors(batch))
+    tx, rx = values[2:4]
+    if any(values[4:]):  # a link counted an error: name it
+        return (int(tx) * KIB, int(rx) * KIB, *_errors(batch))  # type: ignore[arg-type]
+    return int(tx) * KIB, int(rx) * KIB, [0, 0, 0, 0], []  # type: ignore[arg-type]
 
 
 def read_interconnect(ctx: DeviceContext) -> Fields:
     batch, rates, now, scope = ctx.field_values, ctx.rates, ctx.timestamp, ctx.scope
-    pcie_tx, pcie_rx, sum_tx, sum_rx, *sums = batch.numbers(_AGGREGATES)
+    values = batch.numbers(_AGGREGATES)
+    pcie_tx, pcie_rx = values[0], values[1]
     tx = None if pcie_tx is None else int(pcie_tx)
     rx = None if pcie_rx is None else int(pcie_rx)
     out: Fields = {
@@ -137,18 +150,10 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
         "pcie_tx_bytes_per_second": rates.rate(scope, "pcie_tx", tx, now),
         "pcie_rx_bytes_per_second": rates.rate(scope, "pcie_rx", rx, now),
     }
-    if not batch.any_asked("nvlink", NVLINK):  # no NVLink on this GPU (all refused): nothing to read
+    # the usual: the driver answered every sum; else: no NVLink on this GPU (all refused), nothing to read
+    if None in values[2:] and not batch.any_asked("nvlink", NVLINK):
         return out
-    if not _summed(ctx):  # an older driver: (some) per-link fields in the batch
-        link_tx, link_rx = _traffic(batch)
-        totals, per_kind = _errors(batch)
-    else:  # the usual: the driver's sums; the per-link errors only where a total is not 0
-        link_tx, link_rx = _kib(sum_tx), _kib(sum_rx)
-        if any(sums):
-            totals, per_kind = _errors(batch)
-        else:
-            totals = [None if t is None else int(t) for t in sums]
-            per_kind = []
+    link_tx, link_rx, totals, per_kind = _nvlink(batch, values)
     if link_tx is not None or link_rx is not None:
         out["nvlink_tx_bytes"] = link_tx
         out["nvlink_rx_bytes"] = link_rx
