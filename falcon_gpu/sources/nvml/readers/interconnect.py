@@ -138,10 +138,19 @@ def _nvlink(batch: FieldBatch, values: list[float | None]) -> _Links:
     return int(tx) * KIB, int(rx) * KIB, [0, 0, 0, 0], []  # type: ignore[arg-type]
 
 
+def _put_traffic(ctx: DeviceContext, out: Fields, sent: int | None, received: int | None) -> None:
+    """NVLink bytes sent and received over all links, and their rates."""
+    rates, scope, now = ctx.rates, ctx.scope, ctx.timestamp
+    out["nvlink_tx_bytes"] = sent
+    out["nvlink_rx_bytes"] = received
+    out["nvlink_tx_bytes_per_second"] = rates.rate(scope, "nvlink_tx", sent, now)
+    out["nvlink_rx_bytes_per_second"] = rates.rate(scope, "nvlink_rx", received, now)
+
+
 def read_interconnect(ctx: DeviceContext) -> Fields:
     batch, rates, now, scope = ctx.field_values, ctx.rates, ctx.timestamp, ctx.scope
     values = batch.numbers(_AGGREGATES)
-    pcie_tx, pcie_rx = values[0], values[1]
+    pcie_tx, pcie_rx, sum_tx, sum_rx, crc_flit, crc_data, replay, recovery = values
     tx = None if pcie_tx is None else int(pcie_tx)
     rx = None if pcie_rx is None else int(pcie_rx)
     out: Fields = {
@@ -150,15 +159,17 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
         "pcie_tx_bytes_per_second": rates.rate(scope, "pcie_tx", tx, now),
         "pcie_rx_bytes_per_second": rates.rate(scope, "pcie_rx", rx, now),
     }
-    # the usual: the driver answered every sum; else: no NVLink on this GPU (all refused), nothing to read
-    if None in values[2:] and not batch.any_asked("nvlink", NVLINK):
+    if None not in values and not (crc_flit or crc_data or replay or recovery):
+        # the usual: every value answered, every NVLink sum among them, and no link counted an error
+        _put_traffic(ctx, out, int(sum_tx) * KIB, int(sum_rx) * KIB)  # type: ignore[arg-type]
+        out["nvlink_errors"] = _ZERO_ERRORS
+        out["nvlink"] = ()
         return out
+    if None in values[2:] and not batch.any_asked("nvlink", NVLINK):  # no NVLink on this GPU (all
+        return out  # refused): nothing to read
     link_tx, link_rx, totals, per_kind = _nvlink(batch, values)
     if link_tx is not None or link_rx is not None:
-        out["nvlink_tx_bytes"] = link_tx
-        out["nvlink_rx_bytes"] = link_rx
-        out["nvlink_tx_bytes_per_second"] = rates.rate(scope, "nvlink_tx", link_tx, now)
-        out["nvlink_rx_bytes_per_second"] = rates.rate(scope, "nvlink_rx", link_rx, now)
+        _put_traffic(ctx, out, link_tx, link_rx)
     if any(totals):
         out["nvlink_errors"] = NvlinkErrors(*totals)
         out["nvlink"] = _per_link(per_kind)
