@@ -9,7 +9,7 @@ after start (or after a GPU came back) has one sample only: the reading is absen
 Two samples per scope are allocated once (``nvmlGpmSampleAlloc``) and used in turn, so a cycle
 costs two NVML calls per GPU and per instance, never an allocation. The two metrics requests between
 them (one per direction) are built with them, so a cycle writes nothing into a pynvml struct, and
-the answer is read from the request's bytes by one prebuilt ``struct``. They are freed
+the answer is read from the request's bytes by one prebuilt ``struct``. The samples are freed
 (``nvmlGpmSampleFree``) on close, when the GPU is lost, when an instance disappears and when
 GPM turns out not to work on a device.
 
