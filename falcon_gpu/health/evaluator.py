@@ -51,13 +51,16 @@ recovery means the link went down and had to be retrained, its traffic stalled (
 
 
 def _nvlink_level(errors: NvlinkErrors, before: NvlinkErrors | None) -> int:
-    """WARN/FAIL while the GPU's error totals rise; a total that went down (driver reload) is a reset."""
+    """WARN/FAIL while the GPU's error totals rise; a total that went down (driver reload) is a reset.
+    Totals that did not move (every cycle of a healthy GPU: the reader hands the same zero record
+    again) pass without looking at the kinds."""
+    if before is None or errors is before or errors == before:
+        return PASS
     level = PASS
-    if before is not None:
-        for kind, severity in NVLINK_LEVELS:
-            now, then = getattr(errors, kind), getattr(before, kind)
-            if now is not None and then is not None and now > then:
-                level = max(level, severity)
+    for kind, severity in NVLINK_LEVELS:
+        now, then = getattr(errors, kind), getattr(before, kind)
+        if now is not None and then is not None and now > then:
+            level = max(level, severity)
     return level
 
 

@@ -184,3 +184,24 @@ def test_nvlink_errors_rising_warn_and_recovery_errors_fail(kind: str, level: in
 def test_a_gpu_without_nvlink_error_counters_has_no_nvlink_check() -> None:
     health = HealthEvaluator()
     assert "nvlink" not in health.evaluate(nvlink_snapshot(0.0, None))["GPU-a"].checks
+
+
+def test_healthy_links_share_one_zero_record_and_a_later_rise_still_warns() -> None:
+    """The steady path (every sum answered, no error): the same zero totals each cycle, passed by the
+    nvlink check without comparing kinds; the cycle a link counts a replay warns and names the link."""
+    sim = SimulatedNvml(scenario_of(gpu(nvlink=[link(0), link(1, replay_errors=[0, 0, 0, 3, 3])])))
+    source, telemetry = source_on(sim)
+    health = HealthEvaluator()
+    devs, checks = [], []
+    for t in range(5):
+        snapshot = source.collect(1000.0 + 10 * t)
+        devs.append(snapshot.devices[0])
+        checks.append(health.evaluate(snapshot)["GPU-a"].checks["nvlink"])
+    assert devs[0].nvlink_errors is devs[1].nvlink_errors is devs[2].nvlink_errors
+    assert devs[2].nvlink_errors == NvlinkErrors(0, 0, 0, 0) and devs[2].nvlink == ()
+    assert devs[3].nvlink_errors == devs[4].nvlink_errors == NvlinkErrors(0, 0, 3, 0)
+    assert devs[3].nvlink == devs[4].nvlink == (NvlinkReading(1, NvlinkErrors(0, 0, 3, 0)),)
+    assert checks == [PASS, PASS, PASS, WARN, PASS]
+    assert [d.nvlink_tx_bytes for d in devs[:2]] == [1024 * 1000, 3 * 1024 * 2000]
+    assert devs[1].nvlink_tx_bytes_per_second == (3 * 1024 * 2000 - 1024 * 1000) / 10
+    assert telemetry.view().errors_total == {}

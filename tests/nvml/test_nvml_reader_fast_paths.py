@@ -110,13 +110,13 @@ def test_a_gpu_without_nvlink_does_nothing_for_nvlink_after_its_first_cycle(
     source, telemetry = source_on(_two_gpus())
     first = source.collect(1000.0)
     touched: list[str] = []
-    real = interconnect._traffic
+    real = interconnect._nvlink
 
-    def traffic(batch: Any) -> Any:
+    def nvlink(batch: Any, values: Any) -> Any:
         touched.append(batch._scope)
-        return real(batch)
+        return real(batch, values)
 
-    monkeypatch.setattr(interconnect, "_traffic", traffic)
+    monkeypatch.setattr(interconnect, "_nvlink", nvlink)
     second = source.collect(1010.0)
     assert touched == ["GPU-b"]  # GPU-a's NVLink fields were all refused in the first cycle
     a, b = second.devices
@@ -183,7 +183,8 @@ def test_a_wrong_reader_still_costs_only_its_own_fields_where_it_still_runs(
 ) -> None:
     source, telemetry = source_on(_two_gpus())
     source.collect(1000.0)
-    monkeypatch.setattr(interconnect, "_traffic", lambda batch: ("x", "y"))  # a str where bytes belong
+    # a str where bytes belong
+    monkeypatch.setattr(interconnect, "_nvlink", lambda batch, values: ("x", "y", [None] * 4, []))
     a, b = source.collect(1010.0).devices
     assert a.pcie_tx_bytes == 3000  # no NVLink: the broken part is not reached
     assert b.pcie_tx_bytes is None and b.nvlink_errors is None  # the interconnect reader's fields only

@@ -7,7 +7,9 @@ instance) and asks ``nvmlGpmMetricsGet`` for :data:`METRICS` between the two. Th
 after start (or after a GPU came back) has one sample only: the reading is absent, not 0.
 
 Two samples per scope are allocated once (``nvmlGpmSampleAlloc``) and used in turn, so a cycle
-costs two NVML calls per GPU and per instance, never an allocation. They are freed
+costs two NVML calls per GPU and per instance, never an allocation. The two metrics requests between
+them (one per direction) are built with them, so a cycle writes nothing into a pynvml struct, and
+the answer is read from the request's bytes by one prebuilt ``struct``. The samples are freed
 (``nvmlGpmSampleFree``) on close, when the GPU is lost, when an instance disappears and when
 GPM turns out not to work on a device.
 
@@ -42,33 +44,44 @@ METRICS: tuple[int, ...] = tuple(
 nvml.h's, for a pynvml too old to name them (it then has no GPM struct either: GPM is "absent")."""
 
 
-_METRIC: Final = struct.Struct("@IId")
+_HEAD: Final = "IId"
 """The head of ``c_nvmlGpmMetric_t`` in C: metricId, nvmlReturn, value (then the metric's names)."""
+_METRIC: Final = struct.Struct("@" + _HEAD)
 _GET = getattr(pynvml, "c_nvmlGpmMetricsGet_t", None)
 _ONE = getattr(pynvml, "c_nvmlGpmMetric_t", None)
-_METRIC_AT: Final = (
-    ()
-    if _GET is None or _ONE is None
-    else tuple(_GET.metrics.offset + i * ctypes.sizeof(_ONE) for i in range(len(GPM_METRICS)))
+_FIRST: Final = 0 if _GET is None else _GET.metrics.offset
+"""Where the first metric's answer starts in the request struct."""
+_METRICS_LAYOUT: Final = struct.Struct(
+    "@" + (f"{_HEAD}{ctypes.sizeof(_ONE) - _METRIC.size}x" if _ONE is not None else _HEAD) * len(GPM_METRICS)
 )
-"""Where each requested metric's answer starts in the request struct."""
+"""All the requested metrics' heads, their names skipped: one ``unpack_from`` per reading."""
 _LAYOUT_OK: Final = (
-    bool(_METRIC_AT)
+    _GET is not None
     and _ONE is not None
     and ((_ONE.nvmlReturn.offset, _ONE.value.offset) == (4, 8) and _METRIC.size == 16)
+    and _FIRST + _METRICS_LAYOUT.size <= ctypes.sizeof(_GET)
 )
-"""The bytes path is taken only where ctypes lays the struct out as :data:`_METRIC` reads it (checked
-against the attribute path in the tests)."""
+"""The bytes path is taken only where ctypes lays the struct out as :data:`_METRICS_LAYOUT` reads it
+(checked against the attribute path in the tests)."""
+_ALL_SUCCESS: Final = (pynvml.NVML_SUCCESS,) * len(GPM_METRICS)
+
+
+def _from_bytes(view: memoryview) -> GpmReading:
+    """The metrics in a request's bytes (``view``: kept with the request, which is reused)."""
+    flat = _METRICS_LAYOUT.unpack_from(view, _FIRST)
+    values = flat[2::3]
+    if flat[1::3] == _ALL_SUCCESS:  # the usual answer: every metric
+        return GpmReading(*[value / 100.0 for value in values])
+    return GpmReading(*[
+        value / 100.0 if ret == pynvml.NVML_SUCCESS else None
+        for ret, value in zip(flat[1::3], values, strict=True)
+    ])  # fmt: skip
 
 
 def reading(request: Any, *, from_bytes: bool = True) -> GpmReading:
     """The metrics ``nvmlGpmMetricsGet`` wrote into ``request`` (percent -> ratio; None where refused)."""
     if from_bytes and _LAYOUT_OK:  # pynvml's structs route every attribute read through Python
-        view = memoryview(request).cast("B")
-        return GpmReading(*(
-            value / 100.0 if ret == pynvml.NVML_SUCCESS else None
-            for _, ret, value in (_METRIC.unpack_from(view, at) for at in _METRIC_AT)
-        ))  # fmt: skip
+        return _from_bytes(memoryview(request).cast("B"))
     metrics = request.metrics
     return GpmReading(*(
         float(m.value) / 100.0 if m.nvmlReturn == pynvml.NVML_SUCCESS else None
@@ -76,16 +89,30 @@ def reading(request: Any, *, from_bytes: bool = True) -> GpmReading:
     ))  # fmt: skip
 
 
+def _request(older: Any, newer: Any) -> tuple[Any, memoryview]:
+    """A metrics request between two samples, and its bytes: built once per scope and direction (the
+    samples are used in turn, so only two requests ever exist per scope and none is rewritten)."""
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    request.version = getattr(pynvml, "NVML_GPM_METRICS_GET_VERSION", 1)
+    request.numMetrics = len(METRICS)
+    for i, metric in enumerate(METRICS):
+        request.metrics[i].metricId = metric
+    request.sample1 = older
+    request.sample2 = newer
+    return request, memoryview(request).cast("B")
+
+
 class _Scope:
-    """The two samples of one GPU or GPU instance, and which one holds the previous cycle."""
+    """The two samples of one GPU or GPU instance, which one holds the previous cycle, and the two
+    metrics requests between them (``requests[i]``: from the other sample to sample ``i``)."""
 
-    __slots__ = ("previous", "request", "samples")
+    __slots__ = ("previous", "requests", "samples")
 
-    def __init__(self, samples: tuple[Any, Any], request: Any) -> None:
+    def __init__(self, samples: tuple[Any, Any]) -> None:
         self.samples = samples
         self.previous: int | None = None
         """Index of the sample taken last cycle; None: no sample yet."""
-        self.request = request
+        self.requests = (_request(samples[1], samples[0]), _request(samples[0], samples[1]))
 
 
 class GpmSamples:
@@ -125,9 +152,8 @@ class GpmSamples:
 
     def sample(self, scope: str, fn: str, *args: Any, parent: str | None = None) -> GpmReading | None:
         """Take this cycle's sample of ``scope`` with ``fn(*args, sample)``; the metrics since the
-        previous one, or None (first sample, not supported, failed)."""
-        if not self._nvml.supported(scope, "gpm"):
-            return None
+        previous one, or None (first sample, not supported, failed). A scope found not supported has
+        no samples, and every call on it answers ABSENT: no separate support look-up per cycle."""
         state = self._scopes.get(scope)
         if state is None:
             state = self._allocate(scope)
@@ -145,7 +171,10 @@ class GpmSamples:
         previous, state.previous = state.previous, current
         if previous is None:
             return None
-        return self._metrics(scope, state, state.samples[previous], state.samples[current])
+        request, view = state.requests[current]
+        if self._nvml.call(scope, "gpm_metrics", "nvmlGpmMetricsGet", request) is ABSENT:
+            return None
+        return _from_bytes(view) if _LAYOUT_OK else reading(request, from_bytes=False)
 
     def _allocate(self, scope: str) -> _Scope | None:
         first = self._nvml.call(scope, "gpm", "nvmlGpmSampleAlloc")
@@ -155,22 +184,8 @@ class GpmSamples:
         if second is ABSENT:
             self._nvml.call(scope, "gpm_free", "nvmlGpmSampleFree", first)
             return None
-        request = pynvml.c_nvmlGpmMetricsGet_t()
-        request.version = getattr(pynvml, "NVML_GPM_METRICS_GET_VERSION", 1)
-        request.numMetrics = len(METRICS)
-        for i, metric in enumerate(METRICS):
-            request.metrics[i].metricId = metric
-        state = self._scopes[scope] = _Scope((first, second), request)
+        state = self._scopes[scope] = _Scope((first, second))
         return state
-
-    def _metrics(self, scope: str, state: _Scope, older: Any, newer: Any) -> GpmReading | None:
-        request = state.request
-        request.sample1 = older
-        request.sample2 = newer
-        answer = self._nvml.call(scope, "gpm_metrics", "nvmlGpmMetricsGet", request)
-        if answer is ABSENT:
-            return None
-        return reading(request)
 
     def forget(self, scope: str) -> None:
         """Free ``scope``'s samples, and its instances' (a lost GPU, an instance gone, close)."""

@@ -19,6 +19,11 @@ NVLink on it (no per-field look-ups: the answer "nothing asked" is kept until th
 refused changes, e.g. after a MIG mode change). The per-second rates
 (:class:`~falcon_gpu.sources.nvml.rates.CounterRates`) are absent on the first cycle and over a
 counter reset.
+
+Cost: a steady cycle takes its eight values (PCIe 2, NVLink traffic 2, error totals 4) in one look-up
+of the batch; where every NVLink sum was answered and no error total is above 0 (a healthy GPU on a
+current driver), nothing else is looked at and the zero totals are one shared record, which also
+lets the health check's nvlink comparison stop at identity.
 """
 
 from __future__ import annotations
@@ -112,25 +117,63 @@ def _errors(batch: FieldBatch) -> tuple[list[int | None], list[list[float | None
     return out, per_kind
 
 
+_AGGREGATES: tuple[FieldSpec, ...] = PCIE_TRAFFIC + NVLINK_TRAFFIC + NVLINK_ERROR_TOTALS
+"""The eight values of a steady cycle (PCIe TX/RX, NVLink TX/RX, the four error totals), taken in one
+look-up of the batch."""
+_ZERO_ERRORS = NvlinkErrors(0, 0, 0, 0)
+"""Shared by every cycle of every GPU whose links counted no error (a record is never changed)."""
+
+
+_Links = tuple[int | None, int | None, list[int | None], list[list[float | None]]]
+"""NVLink bytes sent and received, the error totals per kind, and the per-link error counters."""
+
+
+def _nvlink(batch: FieldBatch, values: list[float | None]) -> _Links:
+    """The NVLink readings of a GPU that has NVLink (``values``: this cycle's :data:`_AGGREGATES`)."""
+    if None in values[2:]:  # a sum refused (an older driver: per-link fields in the batch) or unanswered
+        return (*_traffic(batch), *_errors(batch))
+    tx, rx = values[2:4]
+    if any(values[4:]):  # a link counted an error: name it
+        return (int(tx) * KIB, int(rx) * KIB, *_errors(batch))  # type: ignore[arg-type]
+    return int(tx) * KIB, int(rx) * KIB, [0, 0, 0, 0], []  # type: ignore[arg-type]
+
+
+def _put_traffic(ctx: DeviceContext, out: Fields, sent: int | None, received: int | None) -> None:
+    """NVLink bytes sent and received over all links, and their rates."""
+    rates, scope, now = ctx.rates, ctx.scope, ctx.timestamp
+    out["nvlink_tx_bytes"] = sent
+    out["nvlink_rx_bytes"] = received
+    out["nvlink_tx_bytes_per_second"] = rates.rate(scope, "nvlink_tx", sent, now)
+    out["nvlink_rx_bytes_per_second"] = rates.rate(scope, "nvlink_rx", received, now)
+
+
 def read_interconnect(ctx: DeviceContext) -> Fields:
     batch, rates, now, scope = ctx.field_values, ctx.rates, ctx.timestamp, ctx.scope
-    tx, rx = (None if v is None else int(v) for v in batch.numbers(PCIE_TRAFFIC))
+    values = batch.numbers(_AGGREGATES)
+    pcie_tx, pcie_rx, sum_tx, sum_rx, crc_flit, crc_data, replay, recovery = values
+    tx = None if pcie_tx is None else int(pcie_tx)
+    rx = None if pcie_rx is None else int(pcie_rx)
     out: Fields = {
         "pcie_tx_bytes": tx,
         "pcie_rx_bytes": rx,
         "pcie_tx_bytes_per_second": rates.rate(scope, "pcie_tx", tx, now),
         "pcie_rx_bytes_per_second": rates.rate(scope, "pcie_rx", rx, now),
     }
-    if not batch.any_asked("nvlink", NVLINK):  # no NVLink on this GPU (all refused): nothing to read
+    if None not in values and not (crc_flit or crc_data or replay or recovery):
+        # the usual: every value answered, every NVLink sum among them, and no link counted an error
+        _put_traffic(ctx, out, int(sum_tx) * KIB, int(sum_rx) * KIB)  # type: ignore[arg-type]
+        out["nvlink_errors"] = _ZERO_ERRORS
+        out["nvlink"] = ()
         return out
-    link_tx, link_rx = _traffic(batch)
+    if None in values[2:] and not batch.any_asked("nvlink", NVLINK):  # no NVLink on this GPU (all
+        return out  # refused): nothing to read
+    link_tx, link_rx, totals, per_kind = _nvlink(batch, values)
     if link_tx is not None or link_rx is not None:
-        out["nvlink_tx_bytes"] = link_tx
-        out["nvlink_rx_bytes"] = link_rx
-        out["nvlink_tx_bytes_per_second"] = rates.rate(scope, "nvlink_tx", link_tx, now)
-        out["nvlink_rx_bytes_per_second"] = rates.rate(scope, "nvlink_rx", link_rx, now)
-    totals, per_kind = _errors(batch)
-    if any(t is not None for t in totals):
+        _put_traffic(ctx, out, link_tx, link_rx)
+    if any(totals):
         out["nvlink_errors"] = NvlinkErrors(*totals)
-        out["nvlink"] = _per_link(per_kind) if any(totals) else ()
+        out["nvlink"] = _per_link(per_kind)
+    elif any(t is not None for t in totals):
+        out["nvlink_errors"] = _ZERO_ERRORS if None not in totals else NvlinkErrors(*totals)
+        out["nvlink"] = ()
     return out
