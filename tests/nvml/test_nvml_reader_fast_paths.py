@@ -10,14 +10,21 @@ from typing import Any
 import pynvml
 import pytest
 
-from falcon_gpu.model.snapshot import EccCounts, NvlinkErrors, RemappedRows, RetiredPages, Snapshot
+from falcon_gpu.model.snapshot import (
+    EccCounts,
+    NvlinkErrors,
+    ProcessReading,
+    RemappedRows,
+    RetiredPages,
+    Snapshot,
+)
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml import field_values
 from falcon_gpu.sources.nvml.calls import NvmlCaller
 from falcon_gpu.sources.nvml.field_values import NVLINK, FieldValues, _Shape
 from falcon_gpu.sources.nvml.process_names import ProcessNames
-from falcon_gpu.sources.nvml.readers import clocks, interconnect
-from tests.nvml.helpers import gpu, scenario_named, scenario_of, source_on
+from falcon_gpu.sources.nvml.readers import clocks, interconnect, processes
+from tests.nvml.helpers import GIB, gpu, scenario_named, scenario_of, source_on
 from tests.nvml.test_nvml_interconnect import link
 from tests.nvml.test_nvml_readers import FULL
 
@@ -253,3 +260,33 @@ def test_field_groups_read_what_the_per_field_path_reads(monkeypatch: pytest.Mon
         assert (full.slowdown_tlimit_celsius, full.shutdown_tlimit_celsius) == (-2.0, -8.0)
         assert (plain.slowdown_tlimit_celsius, plain.power_watts) == (None, 300.0)
         assert (full.memory_temperature_celsius, full.energy_joules) == (70.0, 1020.0)
+
+
+def test_an_unchanged_process_is_last_cycle_s_reading_and_a_change_is_a_new_one() -> None:
+    """Per process (PID and instance): the same :class:`ProcessReading` object while name, types,
+    memory and share stay; a new, correct one when any of them moves; an exited process is not kept."""
+    sim = SimulatedNvml(scenario_of(gpu(processes=[
+        {"pid": 11, "name": "steady", "type": "compute", "used_memory_bytes": GIB, "sm_util_percent": 10},
+        {"pid": 12, "name": "busy", "type": "compute", "used_memory_bytes": GIB,
+         "sm_util_percent": [10, 10, 30, 30]},
+        {"pid": 13, "name": "grows", "type": "compute", "used_memory_bytes": [GIB, GIB, GIB, 2 * GIB],
+         "sm_util_percent": 10},
+        {"pid": 14, "name": "both", "type": "compute", "used_memory_bytes": GIB, "sm_util_percent": 10},
+        {"pid": 14, "name": "both", "type": "graphics", "used_memory_bytes": GIB, "from_cycle": 2},
+        {"pid": 15, "name": "short", "type": "compute", "used_memory_bytes": GIB, "sm_util_percent": 10,
+         "until_cycle": 2},
+    ])))  # fmt: skip
+    source, _ = source_on(sim)
+    cycles = [{p.pid: p for p in source.collect(1000.0 + 10 * t).devices[0].processes} for t in range(4)]
+    first, second, third, fourth = cycles
+    assert all(second[pid] is first[pid] for pid in (11, 12, 13, 14, 15))  # nothing changed
+    assert third[11] is first[11] and third[13] is first[13] and 15 not in third
+    assert third[12] is not first[12] and third[12].sm_util_ratio == pytest.approx(0.3)
+    assert third[14] is not first[14] and third[14].types == ("compute", "graphics")
+    assert fourth[14] is third[14] and fourth[12] is third[12]
+    assert fourth[13] is not first[13] and fourth[13].used_memory_bytes == 2 * GIB
+    assert first[12] == second[12] and third[12] == ProcessReading(
+        12, "busy", ("compute",), GIB, 0.3, None, None
+    )
+    kept = source._nvml.memo[processes._KEPT]
+    assert set(next(iter(kept.values()))) == {(pid, None, None) for pid in (11, 12, 13, 14)}

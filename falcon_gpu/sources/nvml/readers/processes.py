@@ -56,6 +56,10 @@ _VARIANTS: dict[str, tuple[Variant, ...]] = {
 """Per list: the process-info generations, newest first (``_v3`` -> ``_v2`` -> plain)."""
 _PLAN = tuple((kind, f"processes_{kind}", _VARIANTS[kind], (kind,)) for kind, _ in LISTS)
 """Per list: (kind, not-supported key and family, variants, the one-kind types tuple)."""
+_KEPT = "process_readings"
+"""The caller's memo key of the readings kept from the last cycle, per scope (:func:`_readings`)."""
+MAX_KEPT = 4096
+"""Readings kept per scope at most (a pathological process count keeps none)."""
 MPS_SERVER = "nvidia-cuda-mps-server"
 """The MPS server's process name (the path's last part where NVML answers the whole path)."""
 
@@ -120,16 +124,37 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
                 entry[0] = (*entry[0], kind)
             if used is not None and used > (entry[1] or 0):
                 entry[1] = used
+    return _readings(ctx, scope, entries)
+
+
+def _readings(
+    ctx: DeviceContext, scope: str, entries: dict[ProcessKey, list[Any]]
+) -> tuple[ProcessReading, ...]:
+    """One :class:`ProcessReading` per entry: last cycle's value of the same process where nothing in it
+    changed (name, types, memory, share), else a new one. Most processes of a node read the same from one
+    cycle to the next, and an unchanged value is also the same object for everything downstream. Kept
+    per scope for one cycle only (the processes seen in it), at most :data:`MAX_KEPT` of them."""
+    kept_by_scope: dict[str, dict[ProcessKey, ProcessReading]] = ctx.nvml.memo.setdefault(_KEPT, {})
+    kept = kept_by_scope.get(scope) or {}
     names, shares = ctx.names.get, ctx.sm_by_pid
-    if shares is None:  # NVML gives no per-process utilisation here: every share is absent
-        return tuple(
-            ProcessReading(k[0], names(k[0]), t, used, None, k[1], k[2]) for k, (t, used) in entries.items()
-        )
-    share = shares.get
-    return tuple(
-        ProcessReading(k[0], names(k[0]), t, used, share(k[0], 0.0), k[1], k[2])
-        for k, (t, used) in entries.items()
-    )
+    share = None if shares is None else shares.get
+    now: dict[ProcessKey, ProcessReading] = {}
+    for key, (types, used) in entries.items():
+        pid = key[0]
+        name = names(pid)
+        sm = None if share is None else share(pid, 0.0)
+        reading = kept.get(key)
+        if (
+            reading is None
+            or reading.sm_util_ratio != sm
+            or reading.used_memory_bytes != used
+            or reading.types != types
+            or reading.name != name
+        ):
+            reading = ProcessReading(pid, name, types, used, sm, key[1], key[2])
+        now[key] = reading
+    kept_by_scope[scope] = now if len(now) <= MAX_KEPT else {}
+    return tuple(now.values())
 
 
 def process_samples(ctx: DeviceContext) -> ProcessSamples:
@@ -150,8 +175,8 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     if samples is ABSENT:
         return ProcessSamples(None, encoder_in_use=True, decoder_in_use=True)
     newest = max(last_seen, int(ctx.timestamp * 1_000_000))
-    total: dict[int, float] = {}  # per PID: the sum of its SM shares and their count
-    count: dict[int, int] = {}
+    shares: dict[int, float] = {}  # per PID: its one sample's share, or the sum of its shares
+    counts: dict[int, int] = {}  # only the PIDs with more than one sample (rare: one per PID and cycle)
     encoder = decoder = False
     for sample in samples:
         stamp = sample.timeStamp
@@ -159,19 +184,19 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
             continue
         if stamp > newest:
             newest = stamp
-        pid = sample.pid
-        if pid in count:
-            total[pid] += ratio(sample.smUtil)
-            count[pid] += 1
+        pid = int(sample.pid)
+        if pid in shares:
+            shares[pid] += ratio(sample.smUtil)
+            counts[pid] = counts.get(pid, 1) + 1
         else:
-            total[pid] = ratio(sample.smUtil)
-            count[pid] = 1
+            shares[pid] = ratio(sample.smUtil)
         if not encoder and sample.encUtil:
             encoder = True
         if not decoder and sample.decUtil:
             decoder = True
     ctx.last_seen_us[ctx.scope] = int(newest)
-    shares = {int(pid): total[pid] / n for pid, n in count.items()}
+    for pid, n in counts.items():
+        shares[pid] /= n
     return ProcessSamples(shares, encoder_in_use=encoder, decoder_in_use=decoder)
 
 
