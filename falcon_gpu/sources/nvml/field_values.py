@@ -503,11 +503,11 @@ class FieldValues:
 class FieldGroup:
     """Fields a reader takes together (built once, at import): their answers by one ``itemgetter``."""
 
-    __slots__ = ("requests", "specs", "take")
+    __slots__ = ("specs", "take")
 
     def __init__(self, specs: tuple[FieldSpec, ...]) -> None:
         self.specs = specs
-        self.requests = requests = tuple(s.request for s in specs)
+        requests = [s.request for s in specs]
         take = operator.itemgetter(*requests)
         self.take: Callable[[Any], Any] = take if len(requests) > 1 else lambda values: (take(values),)
 
@@ -546,16 +546,10 @@ class FieldBatch:
         except KeyError:
             return None
 
-    def values(self, nvml: NvmlCaller, group: FieldGroup) -> list[Any]:
-        """:meth:`value` of each field of ``group`` (its order); on the usual answer one dict look-up
-        per field (a group where some fields are not supported, which :meth:`fast` does not take)."""
-        values = self._fetched()
-        if self._clean and values is not None:  # numbers; a field not asked (not supported) by value()
-            return [
-                values[request] if request in values else self.value(nvml, spec)
-                for spec, request in zip(group.specs, group.requests, strict=True)
-            ]
-        return [self.value(nvml, spec) for spec in group.specs]
+    def values(self, nvml: NvmlCaller, group: FieldGroup) -> tuple[Any, ...] | list[Any]:
+        """:meth:`value` of each field of ``group`` (its order), by :meth:`fast` where it can."""
+        got = self.fast(group)
+        return [self.value(nvml, spec) for spec in group.specs] if got is None else got
 
     def get(self, spec: FieldSpec) -> Answer:
         """The field's number, None (no value), or USE_CALL (ask its dedicated function)."""

@@ -10,7 +10,7 @@ type. Per-field answers keep their meaning: NOT_SUPPORTED is remembered and logg
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, cast
 
 from falcon_gpu.sources.nvml.calls import ABSENT
@@ -28,17 +28,9 @@ def declared_for(reader: str) -> Declared:
 
 def read_declared(ctx: DeviceContext, declared: Declared) -> Fields:
     """The values of ``declared`` this cycle (None where absent), in base units."""
+    out: dict[str, Any] = {}
     batch, nvml = ctx.field_values, ctx.nvml
-    return declared_fields(declared, [batch.value(nvml, spec) for spec, _, _ in declared])
-
-
-def declared_fields(declared: Declared, values: Sequence[Any]) -> Fields:
-    """``declared``'s fields from their answers (:meth:`FieldBatch.value`'s, in ``declared`` order), for
-    a reader that takes them with its own fields in one :class:`FieldGroup`."""
-    return cast(
-        Fields,
-        {
-            name: None if value is ABSENT else from_nvml(value)
-            for (_, name, from_nvml), value in zip(declared, values, strict=False)
-        },
-    )
+    for spec, name, from_nvml in declared:
+        value = batch.value(nvml, spec)
+        out[name] = None if value is ABSENT else from_nvml(value)
+    return cast(Fields, out)

@@ -62,6 +62,7 @@ MAX_KEPT = 4096
 """Readings kept per scope at most (a pathological process count keeps none)."""
 MPS_SERVER = "nvidia-cuda-mps-server"
 """The MPS server's process name (the path's last part where NVML answers the whole path)."""
+_MPS_SERVER_PATH = "/" + MPS_SERVER
 
 
 def _mps_server_may_run(ctx: DeviceContext, compute: Any) -> bool:
@@ -71,7 +72,7 @@ def _mps_server_may_run(ctx: DeviceContext, compute: Any) -> bool:
     names = ctx.names.get
     for info in compute:
         name = names(int(info.pid))
-        if name is None or name.rsplit("/", 1)[-1] == MPS_SERVER:
+        if name is None or name == MPS_SERVER or name.endswith(_MPS_SERVER_PATH):
             return True
     return False
 

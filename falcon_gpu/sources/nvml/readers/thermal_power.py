@@ -31,7 +31,7 @@ from falcon_gpu.sources.nvml.field_values import (
     FieldGroup,
 )
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ratio
-from falcon_gpu.sources.nvml.readers.declared import declared_fields, declared_for
+from falcon_gpu.sources.nvml.readers.declared import declared_for, read_declared
 
 PSTATE_UNKNOWN = 32
 _DECLARED = declared_for("thermal_power")
@@ -39,15 +39,16 @@ _WATTS, _LIMIT_WATTS, _JOULES = (
     BY_FIELD[f].from_nvml for f in ("power_watts", "power_limit_watts", "energy_joules")
 )
 """mW -> W, mJ -> J (the reading table's units)."""
-_GROUP = FieldGroup((MEMORY_TEMP, POWER_AVERAGE, ENERGY, *(spec for spec, _, _ in _DECLARED)))
-"""The reader's field values, taken in one go (:meth:`FieldBatch.values`); the declared ones last."""
+_GROUP = FieldGroup((MEMORY_TEMP, POWER_AVERAGE, ENERGY))
+"""The reader's own field values, taken in one look-up on the usual answer (:meth:`FieldBatch.values`;
+the declared ones apart: not every GPU has them, which would send the whole group the per-field way)."""
 
 
 def read_thermal_power(ctx: DeviceContext) -> Fields:
     nvml, scope, h = ctx.nvml, ctx.scope, ctx.handle
     call = nvml.call
-    memory_temp, power, energy, *declared = ctx.field_values.values(nvml, _GROUP)
-    out: Fields = declared_fields(_DECLARED, declared)
+    out: Fields = read_declared(ctx, _DECLARED)
+    memory_temp, power, energy = ctx.field_values.values(nvml, _GROUP)
     temp = call(scope, "temperature", "nvmlDeviceGetTemperature", h, pynvml.NVML_TEMPERATURE_GPU)
     if temp is not ABSENT:
         out["temperature_celsius"] = float(temp)
