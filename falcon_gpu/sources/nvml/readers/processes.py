@@ -63,18 +63,32 @@ MAX_KEPT = 4096
 MPS_SERVER = "nvidia-cuda-mps-server"
 """The MPS server's process name (the path's last part where NVML answers the whole path)."""
 _MPS_SERVER_PATH = "/" + MPS_SERVER
+_GATES = "mps_gate"
+"""The caller's memo key of each scope's last compute PIDs and :func:`_mps_server_may_run`'s answer."""
 
 
-def _mps_server_may_run(ctx: DeviceContext, compute: Any) -> bool:
-    """Whether ``compute`` (a compute list, or ABSENT) may hold the MPS server."""
+def _mps_server_may_run(ctx: DeviceContext, scope: str, compute: Any) -> bool:
+    """Whether ``compute`` (a compute list, or ABSENT) may hold the MPS server.
+
+    The same PIDs as in the last cycle give the last answer: a PID's name does not change while it
+    lives (:class:`~falcon_gpu.sources.nvml.process_names.ProcessNames` keeps it as long), and a PID
+    that went and came back is one cycle absent, which changes the PIDs."""
     if compute is ABSENT:
         return True
+    pids = [info.pid for info in compute]
+    gates: dict[str, tuple[list[Any], bool]] = ctx.nvml.memo.setdefault(_GATES, {})
+    last = gates.get(scope)
+    if last is not None and last[0] == pids:
+        return last[1]
     names = ctx.names.get
-    for info in compute:
-        name = names(int(info.pid))
+    may = False
+    for pid in pids:
+        name = names(int(pid))
         if name is None or name == MPS_SERVER or name.endswith(_MPS_SERVER_PATH):
-            return True
-    return False
+            may = True
+            break
+    gates[scope] = (pids, may)
+    return may
 
 
 def _no_clients(found: Any) -> bool:
@@ -96,7 +110,7 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
         if kind == "mps":
             found = ctx.slow.gated(
                 nvml, ctx.timestamp, scope, field, call_first, scope, field, field, variants, handle,
-                in_use=_mps_server_may_run(ctx, compute), idle=_no_clients,
+                in_use=_mps_server_may_run(ctx, scope, compute), idle=_no_clients,
             )  # fmt: skip
         else:
             found = call_first(scope, field, field, variants, handle)
