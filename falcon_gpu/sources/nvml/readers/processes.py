@@ -27,7 +27,13 @@ only while a server runs on the device. A process named ``nvidia-cuda-mps-server
 compute list therefore opens the gate; an unnamed one (a container without the host's PID
 namespace cannot read names) might be the server, so it opens it too; so does a last answer
 that listed clients (to see them go); and it is asked once a minute whatever the compute
-list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`).
+list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`). Its answer is kept per
+scope while the compute list holds the same PIDs as in the cycle before.
+
+Written for the hot path (hundreds of processes per node, every cycle, most of them unchanged): a
+process whose name, types, memory and share did not move keeps last cycle's :class:`ProcessReading`
+(kept per scope for one cycle, in the caller's memo), and the SM mean divides only where a PID has
+several samples.
 """
 
 from __future__ import annotations
