@@ -10,15 +10,23 @@ from typing import Any
 import pynvml
 import pytest
 
-from falcon_gpu.model.snapshot import NvlinkErrors, Snapshot
+from falcon_gpu.model.snapshot import (
+    EccCounts,
+    NvlinkErrors,
+    ProcessReading,
+    RemappedRows,
+    RetiredPages,
+    Snapshot,
+)
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml import field_values
 from falcon_gpu.sources.nvml.calls import NvmlCaller
 from falcon_gpu.sources.nvml.field_values import NVLINK, FieldValues, _Shape
 from falcon_gpu.sources.nvml.process_names import ProcessNames
-from falcon_gpu.sources.nvml.readers import clocks, interconnect
-from tests.nvml.helpers import gpu, scenario_named, scenario_of, source_on
+from falcon_gpu.sources.nvml.readers import clocks, interconnect, processes
+from tests.nvml.helpers import GIB, gpu, scenario_named, scenario_of, source_on
 from tests.nvml.test_nvml_interconnect import link
+from tests.nvml.test_nvml_readers import FULL
 
 TYPES = {  # value type -> (union member, a number that needs that type's decoding)
     pynvml.NVML_VALUE_TYPE_DOUBLE: ("dVal", 2.5),
@@ -84,13 +92,19 @@ def _cycles(monkeypatch: pytest.MonkeyPatch, general: bool) -> tuple[list[Snapsh
         return real(raw)
 
     monkeypatch.setattr(field_values, "_decoded", counting)
-    source, _ = source_on(SimulatedNvml(scenario_named("mixed-4gpu")))
+    return _six_cycles(monkeypatch, scenario_named("mixed-4gpu"), decoded), decoded
+
+
+def _six_cycles(monkeypatch: pytest.MonkeyPatch, scenario: Any, counts: list[int]) -> list[Snapshot]:
+    """Six cycles of ``scenario`` (``counts`` gets a 0 before each, for the patches to count in), then
+    the patches undone."""
+    source, _ = source_on(SimulatedNvml(scenario))
     snaps = []
     for t in range(6):
-        decoded.append(0)
+        counts.append(0)
         snaps.append(source.collect(1000.0 + 10 * t))
     monkeypatch.undo()
-    return snaps, decoded
+    return snaps
 
 
 def test_steady_cycles_decode_the_batch_the_fast_way_and_read_the_same(
@@ -190,3 +204,90 @@ def test_a_wrong_reader_still_costs_only_its_own_fields_where_it_still_runs(
     assert b.pcie_tx_bytes is None and b.nvlink_errors is None  # the interconnect reader's fields only
     assert b.temperature_celsius == 50.0 and b.processes == ()
     assert telemetry.view().errors_total == {"nvml_field": 1}
+
+
+_DISTINCT = scenario_of(
+    {**FULL, "uuid": "GPU-full"},
+    gpu("GPU-plain", not_supported=["slowdown_tlimit_celsius"], power_watts=300, pcie_replays=4,
+        ecc={"corrected_volatile": 5, "uncorrected_volatile": 6, "corrected_aggregate": 7,
+             "uncorrected_aggregate": 9},
+        remapped_rows={"correctable": 1, "uncorrectable": 2, "pending": False, "failed": True}),
+)  # fmt: skip
+"""Every health number distinct (a field taken from the wrong position shows), and a GPU that lacks a
+declared thermal field (the thermal/power group's partial path)."""
+
+
+def _group_cycles(
+    monkeypatch: pytest.MonkeyPatch, scenario: Any, *, by_field: bool
+) -> tuple[list[Snapshot], list[int]]:
+    """Six cycles of ``scenario``: per cycle, how many :meth:`FieldBatch.fast` calls gave the numbers;
+    ``by_field`` forces every reader's per-field path."""
+    hits: list[int] = []
+    real_fast = field_values.FieldBatch.fast
+
+    def fast(self: field_values.FieldBatch, group: field_values.FieldGroup) -> Any:
+        got = None if by_field else real_fast(self, group)
+        hits[-1] += got is not None
+        return got
+
+    monkeypatch.setattr(field_values.FieldBatch, "fast", fast)
+    if by_field:
+        never = property(lambda _: False, lambda *_: None)
+        monkeypatch.setattr(field_values.FieldValues, "clean", never, raising=False)
+    return _six_cycles(monkeypatch, scenario, hits), hits
+
+
+@pytest.mark.parametrize("name", ["distinct", "mixed-4gpu"])
+def test_field_groups_read_what_the_per_field_path_reads(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The health reader's one look-up and the thermal/power reader's group (some of its fields not
+    supported on some GPUs) give the snapshot the per-field path gives, with real values in it."""
+    scenario = _DISTINCT if name == "distinct" else scenario_named(name)
+    grouped, hits = _group_cycles(monkeypatch, scenario, by_field=False)
+    by_field, no_hits = _group_cycles(monkeypatch, scenario, by_field=True)
+    assert grouped == by_field
+    assert hits[-1] > 0 and no_hits == [0] * 6  # the steady cycles take the groups' fast look-up
+    devices = [d for s in grouped[1:] for d in s.devices]
+    assert any(d.ecc is not None and d.remapped_rows is not None for d in devices)
+    assert any(d.slowdown_tlimit_celsius is not None for d in devices)
+    assert any(d.slowdown_tlimit_celsius is None and d.power_watts for d in devices)
+    if name == "distinct":
+        last = {d.uuid: d for d in grouped[-1].devices}
+        full, plain = last["GPU-full"], last["GPU-plain"]
+        assert full.ecc == EccCounts(1, 0, 8, 2) and plain.ecc == EccCounts(5, 6, 7, 9)
+        assert full.retired_pages == RetiredPages(2, 1, True)
+        assert full.remapped_rows == RemappedRows(3, 1, True, False)
+        assert plain.remapped_rows == RemappedRows(1, 2, False, True)
+        assert (full.pcie_replays, plain.pcie_replays) == (3, 4)
+        assert (full.slowdown_tlimit_celsius, full.shutdown_tlimit_celsius) == (-2.0, -8.0)
+        assert (plain.slowdown_tlimit_celsius, plain.power_watts) == (None, 300.0)
+        assert (full.memory_temperature_celsius, full.energy_joules) == (70.0, 1020.0)
+
+
+def test_an_unchanged_process_is_last_cycle_s_reading_and_a_change_is_a_new_one() -> None:
+    """Per process (PID and instance): the same :class:`ProcessReading` object while name, types,
+    memory and share stay; a new, correct one when any of them moves; an exited process is not kept."""
+    sim = SimulatedNvml(scenario_of(gpu(processes=[
+        {"pid": 11, "name": "steady", "type": "compute", "used_memory_bytes": GIB, "sm_util_percent": 10},
+        {"pid": 12, "name": "busy", "type": "compute", "used_memory_bytes": GIB,
+         "sm_util_percent": [10, 10, 30, 30]},
+        {"pid": 13, "name": "grows", "type": "compute", "used_memory_bytes": [GIB, GIB, GIB, 2 * GIB],
+         "sm_util_percent": 10},
+        {"pid": 14, "name": "both", "type": "compute", "used_memory_bytes": GIB, "sm_util_percent": 10},
+        {"pid": 14, "name": "both", "type": "graphics", "used_memory_bytes": GIB, "from_cycle": 2},
+        {"pid": 15, "name": "short", "type": "compute", "used_memory_bytes": GIB, "sm_util_percent": 10,
+         "until_cycle": 2},
+    ])))  # fmt: skip
+    source, _ = source_on(sim)
+    cycles = [{p.pid: p for p in source.collect(1000.0 + 10 * t).devices[0].processes} for t in range(4)]
+    first, second, third, fourth = cycles
+    assert all(second[pid] is first[pid] for pid in (11, 12, 13, 14, 15))  # nothing changed
+    assert third[11] is first[11] and third[13] is first[13] and 15 not in third
+    assert third[12] is not first[12] and third[12].sm_util_ratio == pytest.approx(0.3)
+    assert third[14] is not first[14] and third[14].types == ("compute", "graphics")
+    assert fourth[14] is third[14] and fourth[12] is third[12]
+    assert fourth[13] is not first[13] and fourth[13].used_memory_bytes == 2 * GIB
+    assert first[12] == second[12] and third[12] == ProcessReading(
+        12, "busy", ("compute",), GIB, 0.3, None, None
+    )
+    kept = source._nvml.memo[processes._KEPT]
+    assert set(next(iter(kept.values()))) == {(pid, None, None) for pid in (11, 12, 13, 14)}

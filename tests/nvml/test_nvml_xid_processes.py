@@ -209,7 +209,12 @@ def test_sm_share_averages_new_samples_and_skips_seen_ones() -> None:
     sim = SimulatedNvml(scenario_of(gpu(processes=procs)))
     asked: list[int] = []
     answers: list[Any] = [
-        [sample(1, 1_000_000_100, 20), sample(1, 1_000_000_200, 40), sample(2, 1_000_000_150, 90)],
+        [
+            sample(1, 1_000_000_100, 20),
+            sample(1, 1_000_000_200, 40),
+            sample(2, 1_000_000_150, 90),
+            sample(1, 1_000_000_180, 30),
+        ],  # three samples of PID 1: their mean, 0.30
         [sample(1, 1_000_000_200, 40), sample(1, 1_030_000_500, 10)],  # the first one was already used
         pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND),
         pynvml.NVMLError(pynvml.NVML_SUCCESS),  # pynvml's way of saying "zero samples"

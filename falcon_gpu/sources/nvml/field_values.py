@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import operator
 import struct
 import sys
 from collections.abc import Callable
@@ -322,6 +323,9 @@ class FieldValues:
         """Per scope: the decoder of its batch's request (rebuilt when the request changes)."""
         self._any: dict[tuple[str, str], tuple[int, bool]] = {}
         """Per scope and key: (the not-supported generation, :meth:`any_asked`'s answer then)."""
+        self.clean = False
+        """The last :meth:`fetch` came from the usual answer's decoder alone (:class:`_Shape`): every
+        value in it is a number, none a Failed, USE_CALL or None (what :meth:`FieldBatch.fast` needs)."""
 
     def report(self, failed: Failed) -> None:
         self._nvml.errors.append(failed.error)
@@ -395,6 +399,7 @@ class FieldValues:
         _, ids, specs, _ = self._ids_for(scope)
         self._quiet = 0
         self._fell_back = []
+        self.clean = False
         answers = self._ask(scope, handle, ids, specs, self._shape(scope, ids))
         if answers is not None and self._fell_back:  # their parts, in the same cycle (once per device)
             parts = self._askable(scope, tuple(f for s in self._fell_back for f in s.fallback))
@@ -456,6 +461,7 @@ class FieldValues:
         if shape is not None and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
             fast = shape.decode(raw)
             if fast is not None:
+                self.clean = True
                 return fast
         # NVML answers in request order (the array it was given, filled in place).
         return {
@@ -494,10 +500,22 @@ class FieldValues:
         return Failed(f"{spec.name}: field {spec.field_id} answered NVML error code {ret}")
 
 
+class FieldGroup:
+    """Fields a reader takes together (built once, at import): their answers by one ``itemgetter``."""
+
+    __slots__ = ("specs", "take")
+
+    def __init__(self, specs: tuple[FieldSpec, ...]) -> None:
+        self.specs = specs
+        requests = [s.request for s in specs]
+        take = operator.itemgetter(*requests)
+        self.take: Callable[[Any], Any] = take if len(requests) > 1 else lambda values: (take(values),)
+
+
 class FieldBatch:
     """One device's field values in one cycle, fetched on first use."""
 
-    __slots__ = ("_handle", "_owner", "_scope", "_values")
+    __slots__ = ("_clean", "_handle", "_owner", "_scope", "_values")
 
     def __init__(self, owner: FieldValues, scope: str, handle: Any) -> None:
         self._owner = owner
@@ -505,12 +523,37 @@ class FieldBatch:
         self._handle = handle
         self._values: dict[int | tuple[int, int], Answer | Failed] | UseCall | None = USE_CALL
         """USE_CALL until fetched; None when the call is unavailable."""
+        self._clean = False
+        """Every answer in ``_values`` is a number (see :attr:`FieldValues.clean`)."""
 
-    def get(self, spec: FieldSpec) -> Answer:
-        """The field's number, None (no value), or USE_CALL (ask its dedicated function)."""
+    def _fetched(self) -> dict[int | tuple[int, int], Answer | Failed] | None:
         values = self._values
         if isinstance(values, UseCall):
             values = self._values = self._owner.fetch(self._scope, self._handle)
+            self._clean = self._owner.clean and values is not None
+        return values
+
+    def fast(self, group: FieldGroup) -> tuple[Any, ...] | None:
+        """The numbers of ``group``, in its order, where this cycle's answer is the usual one (every field
+        SUCCESS) and asked all of them: one ``itemgetter`` call instead of a :meth:`get` per field. None
+        otherwise (a field not supported, read by its own call, failed or without a value): the caller
+        takes the per-field path, which keeps each code's meaning."""
+        values = self._fetched()
+        if not self._clean:
+            return None
+        try:
+            return group.take(values)  # type: ignore[no-any-return]
+        except KeyError:
+            return None
+
+    def values(self, nvml: NvmlCaller, group: FieldGroup) -> tuple[Any, ...] | list[Any]:
+        """:meth:`value` of each field of ``group`` (its order), by :meth:`fast` where it can."""
+        got = self.fast(group)
+        return [self.value(nvml, spec) for spec in group.specs] if got is None else got
+
+    def get(self, spec: FieldSpec) -> Answer:
+        """The field's number, None (no value), or USE_CALL (ask its dedicated function)."""
+        values = self._fetched()
         if values is None:
             return USE_CALL
         request = spec.request
@@ -525,11 +568,10 @@ class FieldBatch:
     def numbers(self, specs: tuple[FieldSpec, ...]) -> list[float | None]:
         """The numbers of fields that have no dedicated call (None each where absent), for readers
         that take many without the per-field fallback checks of :meth:`get`."""
-        if isinstance(self._values, UseCall):
-            self._values = self._owner.fetch(self._scope, self._handle)
-        if not self._values:
+        values = self._fetched()
+        if not values:
             return [None] * len(specs)
-        return self._owner.numbers_of(self._values, specs)
+        return self._owner.numbers_of(values, specs)
 
     def supported(self, spec: FieldSpec) -> bool:
         """False once the driver answered ``spec`` NOT_SUPPORTED (its fallback fields are asked instead)."""

@@ -18,8 +18,20 @@ import pynvml
 
 from falcon_gpu.model.snapshot import EccCounts, RemappedRows, RetiredPages
 from falcon_gpu.sources.nvml.calls import ABSENT
-from falcon_gpu.sources.nvml.field_values import ECC, PCIE_REPLAYS, REMAPPED, RETIRED, FieldSpec, UseCall
+from falcon_gpu.sources.nvml.field_values import (
+    ECC,
+    PCIE_REPLAYS,
+    REMAPPED,
+    RETIRED,
+    FieldGroup,
+    FieldSpec,
+    UseCall,
+)
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
+
+_GROUP = FieldGroup((*ECC, *RETIRED, *REMAPPED, PCIE_REPLAYS))
+"""Every field of the reader: on the usual answer (all of them asked and answered) one look-up
+(:meth:`FieldBatch.fast`) gives them all; otherwise each group takes its own path below."""
 
 
 def _ecc(ctx: DeviceContext) -> EccCounts | None:
@@ -72,7 +84,19 @@ def _remapped_rows(ctx: DeviceContext) -> RemappedRows | None:
     return RemappedRows(int(correctable), int(uncorrectable), bool(pending), bool(failed))
 
 
-def read_health(ctx: DeviceContext) -> Fields:
+def _from_batch(numbers: tuple[Any, ...]) -> Fields:
+    """The usual answer's fields (every one a number), sliced in ``_GROUP`` order."""
+    c_vol, u_vol, c_agg, u_agg, single, double, pending, r_cor, r_unc, r_pending, r_failed, replays = numbers
+    return {
+        "ecc": EccCounts(int(c_vol), int(u_vol), int(c_agg), int(u_agg)),
+        "retired_pages": RetiredPages(int(single), int(double), bool(pending)),
+        "remapped_rows": RemappedRows(int(r_cor), int(r_unc), bool(r_pending), bool(r_failed)),
+        "pcie_replays": int(replays),
+    }
+
+
+def _by_field(ctx: DeviceContext) -> Fields:
+    """Each group on its own: a field not supported or answered by a dedicated call, a failed field."""
     out: Fields = {
         "ecc": _ecc(ctx),
         "retired_pages": _retired_pages(ctx),
@@ -81,6 +105,12 @@ def read_health(ctx: DeviceContext) -> Fields:
     replays = ctx.field_values.value(ctx.nvml, PCIE_REPLAYS)
     if replays is not ABSENT:
         out["pcie_replays"] = int(replays)
+    return out
+
+
+def read_health(ctx: DeviceContext) -> Fields:
+    numbers = ctx.field_values.fast(_GROUP)
+    out = _by_field(ctx) if numbers is None else _from_batch(numbers)
     valid = ctx.slow.call(
         ctx.nvml, ctx.timestamp, ctx.scope, "inforom", "nvmlDeviceValidateInforom", ctx.handle,
         answers={pynvml.NVML_ERROR_CORRUPTED_INFOROM: False},

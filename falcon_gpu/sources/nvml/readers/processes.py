@@ -27,7 +27,13 @@ only while a server runs on the device. A process named ``nvidia-cuda-mps-server
 compute list therefore opens the gate; an unnamed one (a container without the host's PID
 namespace cannot read names) might be the server, so it opens it too; so does a last answer
 that listed clients (to see them go); and it is asked once a minute whatever the compute
-list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`).
+list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`). Its answer is kept per
+scope while the compute list holds the same PIDs as in the cycle before.
+
+Written for the hot path (hundreds of processes per node, every cycle, most of them unchanged): a
+process whose name, types, memory and share did not move keeps last cycle's :class:`ProcessReading`
+(kept per scope for one cycle, in the caller's memo), and the SM mean divides only where a PID has
+several samples.
 """
 
 from __future__ import annotations
@@ -56,20 +62,39 @@ _VARIANTS: dict[str, tuple[Variant, ...]] = {
 """Per list: the process-info generations, newest first (``_v3`` -> ``_v2`` -> plain)."""
 _PLAN = tuple((kind, f"processes_{kind}", _VARIANTS[kind], (kind,)) for kind, _ in LISTS)
 """Per list: (kind, not-supported key and family, variants, the one-kind types tuple)."""
+_KEPT = "process_readings"
+"""The caller's memo key of the readings kept from the last cycle, per scope (:func:`_readings`)."""
+MAX_KEPT = 4096
+"""Readings kept per scope at most (a pathological process count keeps none)."""
 MPS_SERVER = "nvidia-cuda-mps-server"
 """The MPS server's process name (the path's last part where NVML answers the whole path)."""
+_MPS_SERVER_PATH = "/" + MPS_SERVER
+_GATES = "mps_gate"
+"""The caller's memo key of each scope's last compute PIDs and :func:`_mps_server_may_run`'s answer."""
 
 
-def _mps_server_may_run(ctx: DeviceContext, compute: Any) -> bool:
-    """Whether ``compute`` (a compute list, or ABSENT) may hold the MPS server."""
+def _mps_server_may_run(ctx: DeviceContext, scope: str, compute: Any) -> bool:
+    """Whether ``compute`` (a compute list, or ABSENT) may hold the MPS server.
+
+    The same PIDs as in the last cycle give the last answer: a PID's name does not change while it
+    lives (:class:`~falcon_gpu.sources.nvml.process_names.ProcessNames` keeps it as long), and a PID
+    that went and came back is one cycle absent, which changes the PIDs."""
     if compute is ABSENT:
         return True
+    pids = [info.pid for info in compute]
+    gates: dict[str, tuple[list[Any], bool]] = ctx.nvml.memo.setdefault(_GATES, {})
+    last = gates.get(scope)
+    if last is not None and last[0] == pids:
+        return last[1]
     names = ctx.names.get
-    for info in compute:
-        name = names(int(info.pid))
-        if name is None or name.rsplit("/", 1)[-1] == MPS_SERVER:
-            return True
-    return False
+    may = False
+    for pid in pids:
+        name = names(int(pid))
+        if name is None or name == MPS_SERVER or name.endswith(_MPS_SERVER_PATH):
+            may = True
+            break
+    gates[scope] = (pids, may)
+    return may
 
 
 def _no_clients(found: Any) -> bool:
@@ -91,7 +116,7 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
         if kind == "mps":
             found = ctx.slow.gated(
                 nvml, ctx.timestamp, scope, field, call_first, scope, field, field, variants, handle,
-                in_use=_mps_server_may_run(ctx, compute), idle=_no_clients,
+                in_use=_mps_server_may_run(ctx, scope, compute), idle=_no_clients,
             )  # fmt: skip
         else:
             found = call_first(scope, field, field, variants, handle)
@@ -120,16 +145,37 @@ def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[Process
                 entry[0] = (*entry[0], kind)
             if used is not None and used > (entry[1] or 0):
                 entry[1] = used
+    return _readings(ctx, scope, entries)
+
+
+def _readings(
+    ctx: DeviceContext, scope: str, entries: dict[ProcessKey, list[Any]]
+) -> tuple[ProcessReading, ...]:
+    """One :class:`ProcessReading` per entry: last cycle's value of the same process where nothing in it
+    changed (name, types, memory, share), else a new one. Most processes of a node read the same from one
+    cycle to the next, and an unchanged value is also the same object for everything downstream. Kept
+    per scope for one cycle only (the processes seen in it), at most :data:`MAX_KEPT` of them."""
+    kept_by_scope: dict[str, dict[ProcessKey, ProcessReading]] = ctx.nvml.memo.setdefault(_KEPT, {})
+    kept = kept_by_scope.get(scope) or {}
     names, shares = ctx.names.get, ctx.sm_by_pid
-    if shares is None:  # NVML gives no per-process utilisation here: every share is absent
-        return tuple(
-            ProcessReading(k[0], names(k[0]), t, used, None, k[1], k[2]) for k, (t, used) in entries.items()
-        )
-    share = shares.get
-    return tuple(
-        ProcessReading(k[0], names(k[0]), t, used, share(k[0], 0.0), k[1], k[2])
-        for k, (t, used) in entries.items()
-    )
+    share = None if shares is None else shares.get
+    now: dict[ProcessKey, ProcessReading] = {}
+    for key, (types, used) in entries.items():
+        pid = key[0]
+        name = names(pid)
+        sm = None if share is None else share(pid, 0.0)
+        reading = kept.get(key)
+        if (
+            reading is None
+            or reading.sm_util_ratio != sm
+            or reading.used_memory_bytes != used
+            or reading.types != types
+            or reading.name != name
+        ):
+            reading = ProcessReading(pid, name, types, used, sm, key[1], key[2])
+        now[key] = reading
+    kept_by_scope[scope] = now if len(now) <= MAX_KEPT else {}
+    return tuple(now.values())
 
 
 def process_samples(ctx: DeviceContext) -> ProcessSamples:
@@ -150,8 +196,8 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     if samples is ABSENT:
         return ProcessSamples(None, encoder_in_use=True, decoder_in_use=True)
     newest = max(last_seen, int(ctx.timestamp * 1_000_000))
-    total: dict[int, float] = {}  # per PID: the sum of its SM shares and their count
-    count: dict[int, int] = {}
+    shares: dict[int, float] = {}  # per PID: its one sample's share, or the sum of its shares
+    counts: dict[int, int] = {}  # only the PIDs with more than one sample (rare: one per PID and cycle)
     encoder = decoder = False
     for sample in samples:
         stamp = sample.timeStamp
@@ -159,19 +205,19 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
             continue
         if stamp > newest:
             newest = stamp
-        pid = sample.pid
-        if pid in count:
-            total[pid] += ratio(sample.smUtil)
-            count[pid] += 1
+        pid = int(sample.pid)
+        if pid in shares:
+            shares[pid] += ratio(sample.smUtil)
+            counts[pid] = counts.get(pid, 1) + 1
         else:
-            total[pid] = ratio(sample.smUtil)
-            count[pid] = 1
+            shares[pid] = ratio(sample.smUtil)
         if not encoder and sample.encUtil:
             encoder = True
         if not decoder and sample.decUtil:
             decoder = True
     ctx.last_seen_us[ctx.scope] = int(newest)
-    shares = {int(pid): total[pid] / n for pid, n in count.items()}
+    for pid, n in counts.items():
+        shares[pid] /= n
     return ProcessSamples(shares, encoder_in_use=encoder, decoder_in_use=decoder)
 
 

@@ -23,7 +23,13 @@ import pynvml
 
 from falcon_gpu.readings.device import BY_FIELD
 from falcon_gpu.sources.nvml.calls import ABSENT
-from falcon_gpu.sources.nvml.field_values import ENERGY, MEMORY_TEMP, POWER_AVERAGE, POWER_INSTANT, UseCall
+from falcon_gpu.sources.nvml.field_values import (
+    ENERGY,
+    MEMORY_TEMP,
+    POWER_AVERAGE,
+    POWER_INSTANT,
+    FieldGroup,
+)
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ratio
 from falcon_gpu.sources.nvml.readers.declared import declared_for, read_declared
 
@@ -33,26 +39,27 @@ _WATTS, _LIMIT_WATTS, _JOULES = (
     BY_FIELD[f].from_nvml for f in ("power_watts", "power_limit_watts", "energy_joules")
 )
 """mW -> W, mJ -> J (the reading table's units)."""
+_GROUP = FieldGroup((MEMORY_TEMP, POWER_AVERAGE, ENERGY))
+"""The reader's own field values, taken in one look-up on the usual answer (:meth:`FieldBatch.values`;
+the declared ones apart: not every GPU has them, which would send the whole group the per-field way)."""
 
 
 def read_thermal_power(ctx: DeviceContext) -> Fields:
     nvml, scope, h = ctx.nvml, ctx.scope, ctx.handle
     call = nvml.call
     out: Fields = read_declared(ctx, _DECLARED)
+    memory_temp, power, energy = ctx.field_values.values(nvml, _GROUP)
     temp = call(scope, "temperature", "nvmlDeviceGetTemperature", h, pynvml.NVML_TEMPERATURE_GPU)
     if temp is not ABSENT:
         out["temperature_celsius"] = float(temp)
-    memory_temp = ctx.field_values.value(nvml, MEMORY_TEMP)
     out["memory_temperature_celsius"] = None if memory_temp is ABSENT else float(memory_temp)
-    power = ctx.field_values.get(POWER_AVERAGE)
-    if power is None or isinstance(power, UseCall):
+    if power is ABSENT:  # no 1 s average (it has no call of its own): the instant value or its call
         power = ctx.field_values.value(nvml, POWER_INSTANT)
     if power is not ABSENT:
         out["power_watts"] = _WATTS(power)
     limit = ctx.slow.call(nvml, ctx.timestamp, scope, "power_limit", "nvmlDeviceGetEnforcedPowerLimit", h)
     if limit is not ABSENT:
         out["power_limit_watts"] = _LIMIT_WATTS(limit)
-    energy = ctx.field_values.value(nvml, ENERGY)
     if energy is not ABSENT:
         out["energy_joules"] = _JOULES(energy)
     pstate = call(scope, "performance_state", "nvmlDeviceGetPerformanceState", h)
