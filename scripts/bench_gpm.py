@@ -21,6 +21,8 @@ from typing import Any
 
 from bench_common import make_runner, median_ms, write_scenario
 
+from falcon_gpu.agent.loop import settle_heap
+
 
 class NvmlClock:
     """CPU time spent inside the simulated NVML library (its functions wrapped on the instance):
@@ -57,6 +59,7 @@ def measure(gpus: int, procs: int, cycles: int) -> dict[str, tuple[float, float,
     for _ in range(3):
         for r in runners.values():
             r.run()
+    settle_heap()  # as `falcon-gpu run` does before its first cycle (agent/loop.py)
     sims = {name: r.source.caller.lib for name, r in runners.items()}  # type: ignore[attr-defined]
     clocks = {name: NvmlClock(sim) for name, sim in sims.items()}
     before = {name: sum(s.calls.values()) for name, s in sims.items()}
