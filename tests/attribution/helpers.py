@@ -131,3 +131,29 @@ def chain_of(names: NameMaps, kubelet: KubeletAllocations | None, labels: PodLab
             EMPTY if labels is None else LabelView(labels),
         )
     )
+
+
+def train_pod_host(
+    gpu_uuid: str, uid: str, cid: str, proc: dict[str, object], **extra: object
+) -> dict[str, object]:
+    """A scenario ``host`` with the Kubernetes pod ``ml/train-0`` (container ``main``, PID 4242, whole GPU
+    ``gpu_uuid``) beside the other processes in ``proc`` and the other host keys in ``extra``: the node
+    the mixed-host tests (plain containers, Slurm jobs) put their strays on."""
+    return {
+        "proc": {"4242": {"cgroup": systemd_cgroup(uid, cid)}, **proc},
+        "pod_resources": [
+            {
+                "namespace": "ml",
+                "name": "train-0",
+                "containers": [
+                    {
+                        "name": "main",
+                        "devices": [{"resource_name": "nvidia.com/gpu", "device_ids": [gpu_uuid]}],
+                    }
+                ],
+            }
+        ],
+        "log_pods": [f"ml_train-0_{uid}"],
+        "log_containers": [f"train-0_ml_main-{cid}.log"],
+        **extra,
+    }

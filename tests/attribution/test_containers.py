@@ -22,7 +22,7 @@ from falcon_gpu.telemetry import Telemetry
 from tests.attribution.conftest import run_once_into
 from tests.delivery.conftest import ManagedServer, prom_query
 
-from .helpers import GIB, HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
+from .helpers import GIB, HostTree, container_id, gpu, pod_uid, proc, snapshot, train_pod_host
 
 A, B, C, D = (f"{n:x}" * 64 for n in (10, 11, 12, 13))  # 64 hex digits each
 
@@ -154,26 +154,17 @@ def test_kubernetes_pods_and_stray_docker_and_podman_containers_are_all_attribut
 ) -> None:
     gpu0 = "GPU-00000000-aaaa-bbbb-cccc-000000000000"
     uid, cid = pod_uid(1), container_id(1)
-    host = {
-        "proc": {
-            "4242": {"cgroup": systemd_cgroup(uid, cid)},
+    host = train_pod_host(
+        gpu0,
+        uid,
+        cid,
+        {
             "5151": {"cgroup": f"0::/system.slice/docker-{A}.scope\n"},
             "5252": {"cgroup": f"0::/machine.slice/libpod-{B}.scope/container\n"},  # crun's layout
         },
-        "pod_resources": [
-            {
-                "namespace": "ml",
-                "name": "train-0",
-                "containers": [
-                    {"name": "main", "devices": [{"resource_name": "nvidia.com/gpu", "device_ids": [gpu0]}]}
-                ],
-            }
-        ],
-        "log_pods": [f"ml_train-0_{uid}"],
-        "log_containers": [f"train-0_ml_main-{cid}.log"],
-        "docker_containers": [{"id": A, "name": "stray-trainer"}],
-        "podman_containers": [{"id": B, "name": "podman-eval"}],  # the simulator's containers.json
-    }
+        docker_containers=[{"id": A, "name": "stray-trainer"}],
+        podman_containers=[{"id": B, "name": "podman-eval"}],  # the simulator's containers.json
+    )
     processes = [
         {
             "pid": 4242,

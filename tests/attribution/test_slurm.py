@@ -23,7 +23,7 @@ from falcon_gpu.telemetry import Telemetry
 from tests.attribution.conftest import run_once_into
 from tests.delivery.conftest import ManagedServer, prom_query
 
-from .helpers import GIB, HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
+from .helpers import GIB, HostTree, container_id, gpu, pod_uid, proc, snapshot, train_pod_host
 
 V1 = "12:memory:/slurm/uid_1000/job_4242/step_0/task_0\n11:devices:/slurm/uid_1000/job_4242/step_0\n0::/\n"
 V2 = "0::/system.slice/slurmstepd.scope/job_77/step_batch/user/task_0\n"
@@ -197,28 +197,19 @@ def test_slurm_jobs_next_to_a_pod_through_a_real_prometheus(
 ) -> None:
     gpu0 = "GPU-00000000-aaaa-bbbb-cccc-000000000000"
     uid, cid = pod_uid(1), container_id(1)
-    host = {
-        "proc": {
-            "4242": {"cgroup": systemd_cgroup(uid, cid)},
+    host = train_pod_host(
+        gpu0,
+        uid,
+        cid,
+        {
             "5151": {"cgroup": "12:memory:/slurm/uid_1000/job_310/step_0/task_0\n0::/\n"},
             "6161": {
                 "cgroup": "0::/system.slice/slurmstepd.scope/job_311/step_batch/user/task_0\n",
                 "uid": 1001,
             },
         },
-        "pod_resources": [
-            {
-                "namespace": "ml",
-                "name": "train-0",
-                "containers": [
-                    {"name": "main", "devices": [{"resource_name": "nvidia.com/gpu", "device_ids": [gpu0]}]}
-                ],
-            }
-        ],
-        "log_pods": [f"ml_train-0_{uid}"],
-        "log_containers": [f"train-0_ml_main-{cid}.log"],
-        "users": [{"name": "alice", "uid": 1000}],
-    }
+        users=[{"name": "alice", "uid": 1000}],
+    )
 
     def process(pid: int, gib: int, sm: int) -> dict[str, object]:
         return {
