@@ -18,8 +18,7 @@ tests can check that the agent frees them.
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pynvml
 
@@ -40,8 +39,7 @@ _KEY_OF_METRIC: dict[int, str] = {
 assert set(_KEY_OF_METRIC.values()) == set(GPM_KEYS)
 
 
-@dataclass(frozen=True, slots=True)
-class _Taken:
+class _Taken(NamedTuple):
     """What a sample holds: whose activity, as of which cycle."""
 
     gpm: Gpm

@@ -1,14 +1,15 @@
 """The typed scenario that :mod:`falcon_gpu.simulator.scenario.parse` parses and the simulator serves.
 
-Plain frozen dataclasses, with no behaviour beyond :func:`at` (a per-cycle list,
-the last value repeating) and :meth:`GpuScenario.supports`; kept apart from the
-parser so that the simulator depends on the data, not on JSON handling.
+Plain ``NamedTuple`` values (cheap to define at import, unlike dataclasses: the plugin's
+start-up pays for every class on its import path), with no behaviour beyond :func:`at` (a
+per-cycle list, the last value repeating), the ``present`` checks and
+:meth:`GpuScenario.supports`; kept apart from the parser so that the simulator depends on the
+data, not on JSON handling.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # parse imports it only for a scenario with a host (else the plugin start pays for it)
     from falcon_gpu.simulator.scenario.host_model import HostScenario
@@ -24,8 +25,7 @@ def at(series: Series, cycle: int) -> float:
     return series[min(max(cycle, 0), len(series) - 1)]
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessScenario:
+class ProcessScenario(NamedTuple):
     pid: int
     name: str | None
     types: tuple[str, ...]
@@ -49,8 +49,7 @@ Gpm = dict[str, Series]
 """The ``gpm`` keys present (each a percent, averaged over a cycle)."""
 
 
-@dataclass(frozen=True, slots=True)
-class NvlinkScenario:
+class NvlinkScenario(NamedTuple):
     """One NVLink: data counters in bytes (served in KiB, as NVML does) and error counters."""
 
     link: int
@@ -62,8 +61,7 @@ class NvlinkScenario:
     recovery_errors: Series | None
 
 
-@dataclass(frozen=True, slots=True)
-class MigScenario:
+class MigScenario(NamedTuple):
     gpu_instance_id: int
     compute_instance_id: int
     profile: str
@@ -84,37 +82,32 @@ class MigScenario:
         return self.from_cycle <= cycle and (self.until_cycle is None or cycle < self.until_cycle)
 
 
-@dataclass(frozen=True, slots=True)
-class EccScenario:
+class EccScenario(NamedTuple):
     corrected_volatile: Series | None
     uncorrected_volatile: Series | None
     corrected_aggregate: Series | None
     uncorrected_aggregate: Series | None
 
 
-@dataclass(frozen=True, slots=True)
-class RetiredPagesScenario:
+class RetiredPagesScenario(NamedTuple):
     single_bit: Series
     double_bit: Series
     pending: bool
 
 
-@dataclass(frozen=True, slots=True)
-class RemappedRowsScenario:
+class RemappedRowsScenario(NamedTuple):
     correctable: Series
     uncorrectable: Series
     pending: bool
     failed: bool
 
 
-@dataclass(frozen=True, slots=True)
-class XidEvent:
+class XidEvent(NamedTuple):
     cycle: int
     xid: int
 
 
-@dataclass(frozen=True, slots=True)
-class GpuScenario:
+class GpuScenario(NamedTuple):
     uuid: str
     name: str
     pci_bus_id: str
@@ -143,9 +136,36 @@ class GpuScenario:
         return name not in self.not_supported
 
 
-@dataclass(frozen=True, slots=True)
-class Scenario:
+class Scenario(NamedTuple):
     driver_version: str
     cuda_version: str
     gpus: tuple[GpuScenario, ...]
     host: HostScenario | None = None
+
+
+def settled_cycle(gpu: GpuScenario) -> int:
+    """The first cycle from which every answer about ``gpu`` repeats: each of its per-cycle lists
+    has reached its last value, each process and MIG instance has started or ended, and it is lost
+    or never will be. From then on the simulator answers this GPU from what it worked out once
+    (see :class:`~falcon_gpu.simulator.nvml.core.SimCore`); only the cycles' timestamps move."""
+    series: list[Series | None] = [*gpu.values.values(), gpu.mig_mode]
+    if gpu.ecc is not None:
+        series += gpu.ecc
+    if gpu.retired_pages is not None:
+        series += (gpu.retired_pages.single_bit, gpu.retired_pages.double_bit)
+    if gpu.remapped_rows is not None:
+        series += (gpu.remapped_rows.correctable, gpu.remapped_rows.uncorrectable)
+    for group in (gpu.pcie, gpu.gpm, *(m.gpm for m in gpu.mig)):
+        series += (group or {}).values()
+    for link in gpu.nvlink:
+        series += link[1:]  # every counter: all fields but the link number
+    cycles = [gpu.lost_at_cycle or 0]
+    procs = [*gpu.processes]
+    for m in gpu.mig:
+        series += (m.memory_total_bytes, m.memory_used_bytes)
+        procs += m.processes
+        cycles += (m.from_cycle, m.until_cycle or 0)
+    for p in procs:
+        series += (p.used_memory_bytes, p.sm_util_percent)
+        cycles += (p.from_cycle, p.until_cycle or 0)
+    return max(max(cycles), *(len(s) - 1 for s in series if s is not None), 0)
