@@ -151,21 +151,28 @@ class ProcessCalls(SimCore):
         kept = dev.samples.get(cycle)
         if kept is not None:
             return kept
+        if min(cycle, dev.settles) == dev.answers_at:  # what they say is the same as this cycle's
+            rows = self._memo(dev, "samples", self._sample_rows, dev, cycle)
+        else:
+            rows = self._sample_rows(dev, cycle)
         stamp = self._stamps[cycle]
-        enc, dec = self._engine(dev, "encoder_percent", cycle), self._engine(dev, "decoder_percent", cycle)
-        kept = []
-        for p in dev.gpu.processes:
-            if p.sm_util_percent is not None and p.present(cycle):
-                sm = round(at(p.sm_util_percent, cycle))
-                kept.append(
-                    NvmlStruct(pid=p.pid, timeStamp=stamp, smUtil=sm, memUtil=0, encUtil=enc, decUtil=dec)
-                )
-                enc = dec = 0  # the first sampled process of the cycle owns the engines' work
+        kept = [NvmlStruct(timeStamp=stamp, **row) for row in rows]
         if len(dev.samples) >= STAMPS_KEPT:
             for old in [c for c in dev.samples if c <= cycle - STAMPS_KEPT]:
                 del dev.samples[old]
         dev.samples[cycle] = kept
         return kept
+
+    def _sample_rows(self, dev: SimDevice, cycle: int) -> list[dict[str, int]]:
+        """What each sample of ``cycle`` says but its timestamp."""
+        enc, dec = self._engine(dev, "encoder_percent", cycle), self._engine(dev, "decoder_percent", cycle)
+        rows = []
+        for p in dev.gpu.processes:
+            if p.sm_util_percent is not None and p.present(cycle):
+                sm = round(at(p.sm_util_percent, cycle))
+                rows.append({"pid": p.pid, "smUtil": sm, "memUtil": 0, "encUtil": enc, "decUtil": dec})
+                enc = dec = 0  # the first sampled process of the cycle owns the engines' work
+        return rows
 
     # -- MIG -----------------------------------------------------------------
     def nvmlDeviceGetMigMode(self, device: Any) -> list[int]:
