@@ -145,27 +145,26 @@ class Scenario(NamedTuple):
 
 def settled_cycle(gpu: GpuScenario) -> int:
     """The first cycle from which every answer about ``gpu`` repeats: each of its per-cycle lists
-    has reached its last value, each process and MIG instance has started or ended, and it is lost
-    or never will be. From then on the simulator answers this GPU from what it worked out once
-    (see :class:`~falcon_gpu.simulator.nvml.core.SimCore`); only the cycles' timestamps move."""
-    series: list[Series | None] = [*gpu.values.values(), gpu.mig_mode]
-    if gpu.ecc is not None:
-        series += gpu.ecc
-    if gpu.retired_pages is not None:
-        series += (gpu.retired_pages.single_bit, gpu.retired_pages.double_bit)
-    if gpu.remapped_rows is not None:
-        series += (gpu.remapped_rows.correctable, gpu.remapped_rows.uncorrectable)
-    for group in (gpu.pcie, gpu.gpm, *(m.gpm for m in gpu.mig)):
-        series += (group or {}).values()
-    for link in gpu.nvlink:
-        series += link[1:]  # every counter: all fields but the link number
-    cycles = [gpu.lost_at_cycle or 0]
-    procs = [*gpu.processes]
-    for m in gpu.mig:
-        series += (m.memory_total_bytes, m.memory_used_bytes)
-        procs += m.processes
-        cycles += (m.from_cycle, m.until_cycle or 0)
-    for p in procs:
-        series += (p.used_memory_bytes, p.sm_util_percent)
-        cycles += (p.from_cycle, p.until_cycle or 0)
-    return max(max(cycles), *(len(s) - 1 for s in series if s is not None), 0)
+    has reached its last value and each cycle number in it (a process's or MIG instance's start and
+    end, the lost cycle, an XID's cycle) has passed. From then on the simulator answers this GPU from
+    what it worked out once (see :class:`~falcon_gpu.simulator.nvml.core.SimCore`); only the cycles'
+    timestamps move. Found by walking the whole scenario, so a key added to it later counts too: a
+    :data:`Series` (a tuple of numbers) by its length, a field whose name ends in ``cycle`` by its value."""
+    last = 0
+    stack: list[object] = [gpu]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += item.values()
+        elif hasattr(item, "_fields"):  # a scenario NamedTuple
+            for name, value in zip(item._fields, item, strict=True):  # type: ignore[call-overload]
+                if name.endswith("cycle") and isinstance(value, int):
+                    last = max(last, value)
+                else:
+                    stack.append(value)
+        elif isinstance(item, tuple):
+            if item and all(isinstance(v, int | float) for v in item):
+                last = max(last, len(item) - 1)
+            else:
+                stack += item
+    return last
