@@ -38,6 +38,11 @@ field values of ``nvmlDeviceGetFieldValues``, NVLink throughput scoped by link (
 
 **Call counts.** ``sim.calls["nvmlDeviceGetFanSpeed"]`` says how often a function
 was called, so tests can check that a NOT_SUPPORTED field is not asked again.
+
+**Cost.** Each device's answers are worked out once per cycle and kept from the cycle where its
+scenario stops changing (see :mod:`falcon_gpu.simulator.nvml.core`), so a call costs about the
+same whatever it asks: the simulator stands in for a driver whose calls are one ioctl each, and
+must not be what a benchmark of the code calling it measures.
 """
 
 from __future__ import annotations

@@ -157,7 +157,8 @@ class ProcessCalls(SimCore):
             rows = self._sample_rows(dev, cycle)
         stamp = self._stamps[cycle]
         kept = [NvmlStruct(timeStamp=stamp, **row) for row in rows]
-        if len(dev.samples) >= STAMPS_KEPT:
+        dev.samples.pop(cycle - STAMPS_KEPT, None)  # the usual case: asked every cycle
+        if len(dev.samples) >= STAMPS_KEPT:  # asked now and then: what is out of the window
             for old in [c for c in dev.samples if c <= cycle - STAMPS_KEPT]:
                 del dev.samples[old]
         dev.samples[cycle] = kept
