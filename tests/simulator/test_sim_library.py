@@ -52,6 +52,7 @@ def test_constants_and_error_classes_are_pynvmls_but_not_its_functions() -> None
     assert sim.NVML_FI_DEV_MEMORY_TEMP == pynvml.NVML_FI_DEV_MEMORY_TEMP
     assert sim.NVMLError is pynvml.NVMLError and sim.NVMLError_GpuIsLost is pynvml.NVMLError_GpuIsLost
     assert not hasattr(sim, "nvmlDeviceGetBAR1MemoryInfo")  # unimplemented = missing, like an old binding
+    assert not hasattr(sim, "NVML_NO_SUCH_CONSTANT") and not hasattr(sim, "NVMLError_NoSuchError")
 
 
 def test_calls_need_init_and_init_can_be_made_to_fail() -> None:
