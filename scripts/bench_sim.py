@@ -7,7 +7,9 @@ synthetic node (``gen_scenario.py``) is recorded, function and arguments, and th
 into a fresh ``SimulatedNvml`` of the same node, cycle after cycle (``nvmlDeviceGetCount`` starts
 each; a process-samples call asks for what is newer than the previous cycle, as both sides do);
 the fastest of ``--rounds`` cycles is kept. That is the simulator's cost alone, which on a GPU node
-is the driver's: it says nothing about falcon_gpu's own work.
+is the driver's: it says nothing about falcon_gpu's own work. A second table times single calls the
+peer never makes, on one GPU with 18 NVLinks and every GPM metric (an H100 SXM): the NVLink field
+values falcon_gpu asks, a GPM sample and the metrics between two (fastest of 5 x ``--rounds`` x 20).
 
 Usage: python scripts/bench_sim.py [--rounds 300]
 """
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import time
+import timeit
 from typing import Any, cast
 
 import pynvml
 from bench_common import load_nvml, load_scenario, make_runner, write_scenario
 from bench_peer import LastText, PeerExporter
+from gen_scenario import scenario
 
 Call = tuple[str, tuple[Any, ...]]
 
@@ -84,6 +88,40 @@ def record(gpus: int, procs: int) -> tuple[Any, list[Call], list[Call]]:
     return path, ours.calls, theirs.calls
 
 
+def single_calls(rounds: int) -> dict[str, float]:
+    """µs per call of the NVLink field values and the GPM calls on one H100 SXM (see the docstring)."""
+    from falcon_gpu.simulator.scenario.parse import parse_scenario
+    from falcon_gpu.sources.nvml.gpm import METRICS
+
+    sim = load_nvml(parse_scenario(scenario(1, 8, pods=False, with_profiling=True)))
+    sim.nvmlInit()
+    h = sim.nvmlDeviceGetHandleByIndex(0)
+    older, newer = sim.nvmlGpmSampleAlloc(), sim.nvmlGpmSampleAlloc()
+    sim.nvmlDeviceGetCount()
+    sim.nvmlGpmSampleGet(h, older)
+    sim.nvmlDeviceGetCount()
+    sim.nvmlGpmSampleGet(h, newer)
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    request.version, request.numMetrics = pynvml.NVML_GPM_METRICS_GET_VERSION, len(METRICS)
+    for i, metric in enumerate(METRICS):
+        request.metrics[i].metricId = metric
+    request.sample1, request.sample2 = older, newer
+    every = 0xFFFFFFFF  # scopeId: summed over the links
+    traffic = (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
+    kinds = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
+    nvlink = [
+        *((f, every) for f in traffic),
+        *(getattr(pynvml, f"NVML_FI_DEV_NVLINK_{k}_ERROR_COUNT_TOTAL") for k in kinds),
+    ]
+    calls = {
+        "field values: NVLink sums, 4 error totals": lambda: sim.nvmlDeviceGetFieldValues(h, nvlink),
+        "nvmlGpmSampleGet": lambda: sim.nvmlGpmSampleGet(h, newer),
+        f"nvmlGpmMetricsGet, {len(METRICS)} metrics": lambda: sim.nvmlGpmMetricsGet(request),
+    }  # fmt: skip
+    n = rounds * 20
+    return {name: min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6 for name, fn in calls.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=300)
@@ -95,6 +133,9 @@ def main() -> None:
         for side, calls in (("falcon_gpu", ours), ("peer", theirs)):
             best = replayed(path, calls, a.rounds) * 1e6
             print(f"| {gpus} x {procs} | {side} | {len(calls)} | {best:.0f} | {best / len(calls):.2f} |")
+    print("\n| call (one H100 SXM) | µs (fastest) |\n|---|---|")
+    for name, micros in single_calls(a.rounds).items():
+        print(f"| {name} | {micros:.1f} |")
 
 
 if __name__ == "__main__":
