@@ -8,13 +8,14 @@ what it would see on a GPU node.
 
 **What a device answers is worked out once per cycle.** A real driver's call is one ioctl; a
 simulated one that walked the scenario on every call (a list index, a unit conversion, a new
-struct) cost about 16 µs, a fifth of a whole exporter's cycle in ``scripts/bench_peer.py``, on both
-sides alike. So each device keeps its answers of the current cycle (``SimDevice.answers``: the value,
-or the error code, per question), filled when first asked and dropped when the cycle moves on. From
-the cycle where the GPU's scenario stops changing (:func:`~falcon_gpu.simulator.scenario.model.settled_cycle`)
-they are kept for good, since every later cycle answers the same; only timestamps (field values,
-process samples) are per cycle. Every call still counts in ``calls`` and checks init, the handle
-and a lost GPU first, so what a caller can observe is unchanged.
+struct) cost 3-11 µs (``scripts/bench_sim.py``), a fifth of a whole exporter's cycle in
+``scripts/bench_peer.py``, on both sides alike. So each device keeps its answers of the current
+cycle (``SimDevice.answers``: the value, or the error code, per question), filled when first asked
+and dropped when the cycle moves on. From the cycle where the GPU's scenario stops changing
+(:func:`~falcon_gpu.simulator.scenario.model.settled_cycle`) they are kept for good, since every
+later cycle answers the same; only timestamps (field values, process samples) are per cycle. Every
+call still counts in ``calls`` and checks init, the handle and a lost GPU first, so what a caller
+can observe is unchanged.
 """
 
 from __future__ import annotations
