@@ -43,7 +43,7 @@ from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
 from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
+from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec, without_empty
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 from falcon_gpu.schemas.xid_catalog import xid_message
@@ -196,6 +196,8 @@ def _xid_labels(code: int) -> Labels:
 
 
 _XID: LabelCache[int, Labels] = LabelCache(_xid_labels, limit=256)
+_MEMO = FamilyMemo()
+"""The previous cycle's families: those that did not change are handed out again (builder.py)."""
 
 
 def _memory(b: FamilyBuilder, lb: Labels, used: int | None, free: int | None) -> None:
@@ -253,7 +255,7 @@ def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:
 
 
 def render(cycle: CycleData) -> PromBatch:
-    b = FamilyBuilder(SPECS)
+    b = FamilyBuilder(SPECS, _MEMO)
     owners = Owners(cycle)
     node, driver, extra = cycle.node, cycle.snapshot.driver_version or "", cycle.extra_labels
     for dev in cycle.snapshot.devices:

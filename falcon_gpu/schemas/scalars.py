@@ -53,11 +53,16 @@ class ScalarSeries:
 
     def add_to(self, b: FamilyBuilder, labels: Labels, reading: Any) -> None:
         """Add the series of each reading that ``reading`` (a
-        :class:`~falcon_gpu.model.snapshot.DeviceReading`) has, under ``labels``; absent ones add none."""
-        columns, stored = b.columns(self._names, labels)
-        for column, convert, value in zip(columns, self._converts, self._get(reading)):  # noqa: B905 (hot)
+        :class:`~falcon_gpu.model.snapshot.DeviceReading`) has, under ``labels`` (with no empty value:
+        a schema's label tuples kept per identity, as :meth:`FamilyBuilder.put` takes them); absent
+        readings add none."""
+        label_columns, value_columns = b.columns_of(self._names)
+        for at, column, convert, value in zip(  # noqa: B905 (hot path)
+            label_columns, value_columns, self._converts, self._get(reading)
+        ):
             if value is not None:
-                column[stored] = convert(value)
+                at.append(labels)
+                column.append(convert(value))
 
     def rows(self, reading: Any) -> Iterator[tuple[str, Convert, Any]]:
         """(series name, base unit -> the schema's, value or None) per rendered reading of ``reading``,

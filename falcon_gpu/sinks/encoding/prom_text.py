@@ -10,10 +10,14 @@ their values do not change between cycles (memory total, limits, clocks, error
 counters), so each series' rendered ``name{labels} value`` line is cached with its
 value (:class:`SeriesText`): an unchanged value reuses the line, a changed one
 formats only the value, and a label set is escaped once in its life. The
-``# HELP``/``# TYPE`` header of a family is rendered once too. So the per-cycle
-work is one dictionary look-up and one comparison per series, plus formatting
-for what changed. The cache is bounded (:data:`MAX_CACHED` series, dropped all
-at once when full, so a node whose pods churn cannot grow it without bound).
+``# HELP``/``# TYPE`` header of a family is rendered once too. A family whose
+series did not change at all comes from the schema as the very same ``Family``
+object as last time (:class:`~falcon_gpu.schemas.builder.FamilyMemo`), so each
+family's whole text is kept with the family it was made from and reused on an
+identity check. So the per-cycle work is one look-up per family, plus one look-up
+and one comparison per series of a family that changed, plus formatting for what
+changed. The caches are bounded (:data:`MAX_CACHED` series and families, dropped
+all at once when full, so a node whose pods churn cannot grow them without bound).
 """
 
 from __future__ import annotations
@@ -54,15 +58,17 @@ def series_prefix(name: str, labels: Labels) -> str:
 
 
 class SeriesText:
-    """Rendered text kept across cycles: per metric name, label set -> (last value, its line),
-    and per family its header. Bounded by ``limit`` series in all (cleared at once when full)."""
+    """Rendered text kept across cycles: per metric name, label set -> (last value, its line);
+    per family its header; and per metric name the last family seen and its whole text. Bounded by
+    ``limit`` series in all (cleared at once when full), and ``limit`` families."""
 
-    __slots__ = ("_headers", "_lines", "_size", "limit")
+    __slots__ = ("_families", "_headers", "_lines", "_size", "limit")
 
     def __init__(self, limit: int = MAX_CACHED) -> None:
         self.limit = limit
         self._lines: dict[str, dict[Labels, tuple[float, str]]] = {}
         self._headers: dict[tuple[str, str, str], str] = {}
+        self._families: dict[str, tuple[Family, str]] = {}
         self._size = 0
 
     def __len__(self) -> int:
@@ -83,6 +89,22 @@ class SeriesText:
             text = self._headers[key] = (
                 f"# HELP {name} {_escape_help(family.help)}\n# TYPE {name} {family.kind}"
             )
+        return text
+
+    def text(self, family: Family) -> str:
+        """The family's header and lines, ``\n`` between them and no newline at the end: the text
+        kept for this very family object if it is the last one seen under its name (a family is
+        immutable), else :meth:`lines` joined and kept."""
+        last = self._families.get(family.name)
+        if last is not None and last[0] is family:
+            return last[1]
+        out: list[str] = []
+        self.lines(family, out)
+        text = "\n".join(out)
+        families = self._families
+        if len(families) >= self.limit and family.name not in families:
+            families = self._families = {}  # a new dict, as for the lines below
+        families[family.name] = (family, text)
         return text
 
     def lines(self, family: Family, out: list[str]) -> None:
@@ -127,18 +149,13 @@ _CACHE = SeriesText()
 
 
 def encode_family(family: Family) -> str:
-    out: list[str] = []
-    _CACHE.lines(family, out)
-    out.append("")
-    return "\n".join(out)
+    return _CACHE.text(family) + "\n"
 
 
 def encode(batch: PromBatch, cache: SeriesText = _CACHE) -> str:
     """The whole batch; families with no series are left out (the format allows it, but it is noise)."""
-    out: list[str] = []
-    for family in batch.families:
-        if family.series:
-            cache.lines(family, out)
+    text = cache.text
+    out = [text(family) for family in batch.families if family.series]
     if not out:
         return ""
     out.append("")
