@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from falcon_gpu.model.samples import Family, Labels, PromBatch
+from falcon_gpu.model.samples import Family, Labels, PromBatch, Series
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_CACHED: Final = 65_536
@@ -40,12 +40,12 @@ def _escape_help(text: str) -> str:
 
 
 def format_value(value: float) -> str:
+    if -1e15 < value < 1e15:  # the usual case first (false for NaN and the infinities)
+        return str(int(value)) if value == int(value) else repr(float(value))
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
     return repr(float(value))
 
 
@@ -68,7 +68,7 @@ class SeriesText:
         self.limit = limit
         self._lines: dict[str, dict[Labels, tuple[float, str]]] = {}
         self._headers: dict[tuple[str, str, str], str] = {}
-        self._families: dict[str, tuple[Family, str]] = {}
+        self._families: dict[str, tuple[Family, str, list[str]]] = {}
         self._size = 0
 
     def __len__(self) -> int:
@@ -92,24 +92,34 @@ class SeriesText:
         return text
 
     def text(self, family: Family) -> str:
-        """The family's header and lines, ``\n`` between them and no newline at the end: the text
-        kept for this very family object if it is the last one seen under its name (a family is
-        immutable), else :meth:`lines` joined and kept."""
-        last = self._families.get(family.name)
+        """The family's header and lines, ``\n`` between them and no newline at the end.
+
+        The last family seen under its name is kept with its text and lines: the very same object
+        (the schema hands out an unchanged family again) is its text; a family with the same label
+        sets in the same order (the usual cycle: only values moved) is walked beside it, keeping
+        each unchanged line and formatting only changed values, with no look-up per series;
+        anything else goes through the per-series cache (:meth:`lines`)."""
+        name = family.name
+        last = self._families.get(name)
         if last is not None and last[0] is family:
             return last[1]
-        out: list[str] = []
-        self.lines(family, out)
-        text = "\n".join(out)
+        lines = None if last is None else _follow(last[0].series, last[2], family.series)
+        if lines is None:
+            lines = []
+            self._series_lines(family, lines)
+        text = self.header(family) + "\n" + "\n".join(lines)
         families = self._families
-        if len(families) >= self.limit and family.name not in families:
+        if len(families) >= self.limit and name not in families:
             families = self._families = {}  # a new dict, as for the lines below
-        families[family.name] = (family, text)
+        families[name] = (family, text, lines)
         return text
 
     def lines(self, family: Family, out: list[str]) -> None:
         """Append the family's header and one line per series to ``out``."""
         out.append(self.header(family))
+        self._series_lines(family, out)
+
+    def _series_lines(self, family: Family, out: list[str]) -> None:
         name = family.name
         cache = self._lines.get(name)
         if cache is None:
@@ -142,6 +152,26 @@ class SeriesText:
             line = series_prefix(name, labels) + format_value(value)
         cache[labels] = (value, line)
         return line
+
+
+def _follow(before: tuple[Series, ...], lines: list[str], series: tuple[Series, ...]) -> list[str] | None:
+    """The lines of ``series`` from ``before``'s ``lines``, if both have the same label sets in the same
+    order (None otherwise): an equal value keeps its line, a changed one gets its value formatted.
+    A kept line always belongs to the value kept with it, so NaN (never equal) is written anew."""
+    if len(series) != len(before):
+        return None
+    out: list[str] = []
+    append = out.append
+    for now, then, line in zip(series, before, lines):  # noqa: B905 (hot path; lengths checked)
+        labels = now.labels
+        if labels is not then.labels and labels != then.labels:
+            return None
+        value = now.value
+        if value == then.value:
+            append(line)
+        else:
+            append(line[: line.rindex(" ") + 1] + format_value(value))
+    return out
 
 
 _CACHE = SeriesText()
