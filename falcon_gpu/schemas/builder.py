@@ -5,11 +5,18 @@ metric (labels, values; no hashing of label tuples), and a metric whose labels a
 same as in the schema's previous cycle (:class:`FamilyMemo`) hands out the previous cycle's
 :class:`~falcon_gpu.model.samples.Family` object itself, so no ``Series`` is built for it and the
 Prometheus encoder reuses that family's text whole (:mod:`falcon_gpu.sinks.encoding.prom_text`).
+
+Metrics that every GPU has one series of under one label set (the reading table's scalars, GPM) are
+added a row at a time instead (:class:`RowBlock`: one label set and the raw values of all the
+block's metrics), and turned into families column by column at the end: a column whose labels and
+raw values are those of the previous cycle is the previous family, with no per-series work at all.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from falcon_gpu.model.samples import Family, Labels, MetricKind, Series
 
@@ -29,6 +36,23 @@ def without_empty(labels: Labels) -> Labels:
 
 Columns = tuple[list[Labels], list[float]]
 """One metric's series of one cycle so far: their labels and their values, in the order added."""
+Row = tuple[Labels, tuple[Any, ...]]
+"""One label set and a :class:`RowBlock`'s raw values under it (None: that reading is absent)."""
+_LABELS_OF, _VALUES_OF = itemgetter(0), itemgetter(1)
+
+
+class RowBlock:
+    """Metrics added together, one row per label set (a GPU, a MIG instance): ``specs`` and, per
+    metric, the conversion of its raw value to the float published. A block's metrics get their
+    series from its rows only (:meth:`FamilyBuilder.rows`), never from ``put``/``add``."""
+
+    __slots__ = ("converts", "specs")
+
+    def __init__(self, specs: tuple[MetricSpec, ...], converts: tuple[Callable[[Any], float], ...]) -> None:
+        if len(specs) != len(converts):
+            raise ValueError("a RowBlock needs one conversion per metric")
+        self.specs = specs
+        self.converts = converts
 
 
 class FamilyMemo:
@@ -43,15 +67,19 @@ class FamilyMemo:
     __slots__ = ("_last",)
 
     def __init__(self) -> None:
-        self._last: dict[str, tuple[list[Labels], list[float], Family]] = {}
+        self._last: dict[str, tuple[Sequence[Labels], Sequence[Any], Family | None]] = {}
 
     def __len__(self) -> int:
         return len(self._last)
 
-    def get(self, name: str) -> tuple[list[Labels], list[float], Family] | None:
+    def get(self, name: str) -> tuple[Sequence[Labels], Sequence[Any], Family | None] | None:
+        """(labels, values, family) of ``put``/``add`` metrics (lists, a family always); (each row's
+        labels, the column of raw values, the family or None if no row had a value) of a block's."""
         return self._last.get(name)
 
-    def store(self, name: str, labels: list[Labels], values: list[float], family: Family) -> None:
+    def store(
+        self, name: str, labels: Sequence[Labels], values: Sequence[Any], family: Family | None
+    ) -> None:
         self._last[name] = (labels, values, family)
 
 
@@ -73,7 +101,7 @@ class FamilyBuilder:
     :class:`Family` object. None: every family is built anew (a schema rendered per group).
     """
 
-    __slots__ = ("_columns", "_labels", "_last_in", "_last_out", "_memo", "_specs", "_values")
+    __slots__ = ("_columns", "_labels", "_last_in", "_last_out", "_memo", "_rows", "_specs", "_values")
 
     def __init__(self, specs: tuple[MetricSpec, ...], memo: FamilyMemo | None = None) -> None:
         self._specs = specs
@@ -84,6 +112,15 @@ class FamilyBuilder:
         self._last_in: Labels | None = None
         self._last_out: Labels = ()
         self._columns: dict[int, tuple[tuple[list[Labels], ...], tuple[list[float], ...]]] = {}
+        self._rows: dict[int, tuple[RowBlock, list[Row]]] = {}
+
+    def rows(self, block: RowBlock) -> list[Row]:
+        """The block's rows of this cycle, to append ``(labels, raw values)`` to: labels with no empty
+        value (as :meth:`put`), one raw value (or None) per metric of the block, in its order."""
+        found = self._rows.get(id(block))
+        if found is None:
+            found = self._rows[id(block)] = (block, [])
+        return found[1]
 
     def add(self, name: str, labels: Labels, value: float | int | bool | None) -> None:
         """Add one series; ``None`` (a reading that is absent) adds nothing."""
@@ -122,25 +159,65 @@ class FamilyBuilder:
     def families(self) -> tuple[Family, ...]:
         out: list[Family] = []
         memo = self._memo
+        from_rows = self._row_families()
         for spec in self._specs:
             name = spec.name
+            if name in from_rows:
+                if (found := from_rows[name]) is not None:
+                    out.append(found)
+                continue
             labels = self._labels[name]
             if not labels:
                 continue
             values = self._values[name]
             last = memo.get(name) if memo is not None else None
             if last is not None and labels == last[0]:  # identical label tuples compare at once
-                if values == last[1]:
+                if values == last[1] and last[2] is not None:
                     out.append(last[2])
                     continue
-                series = tuple(map(Series, labels, values))  # those labels had no duplicate
+                family = Family(name, spec.kind, spec.help, tuple(map(Series, labels, values)))
             else:
-                unique = dict(zip(labels, values, strict=True))
-                if len(unique) != len(labels):  # stored deduplicated: never equal to the raw lists
-                    labels, values = list(unique), list(unique.values())
-                series = tuple(map(Series, labels, values))
-            family = Family(name, spec.kind, spec.help, series)
+                family, labels, values = _family(spec, labels, values)
             if memo is not None:
                 memo.store(name, labels, values, family)
             out.append(family)
         return tuple(out)
+
+    def _row_families(self) -> dict[str, Family | None]:
+        """Each block metric's family (None: no row had its reading), column by column: a column
+        whose rows' labels and raw values equal the previous cycle's is the previous family."""
+        found: dict[str, Family | None] = {}
+        memo = self._memo
+        for block, rows in self._rows.values():
+            if not rows:
+                continue
+            row_labels = tuple(map(_LABELS_OF, rows))
+            columns = zip(*map(_VALUES_OF, rows), strict=True)
+            for spec, convert, column in zip(block.specs, block.converts, columns, strict=True):
+                name = spec.name
+                if self._labels[name]:
+                    raise ValueError(f"{name}: a block's metric must not be put or added as well")
+                last = memo.get(name) if memo is not None else None
+                if last is not None and last[0] == row_labels and last[1] == column:
+                    found[name] = last[2]
+                    continue
+                labels = [lb for lb, value in zip(row_labels, column) if value is not None]  # noqa: B905
+                family = None
+                if labels:
+                    values = [convert(value) for value in column if value is not None]
+                    family = _family(spec, labels, values)[0]
+                found[name] = family
+                if memo is not None:
+                    memo.store(name, row_labels, column, family)
+        return found
+
+
+def _family(
+    spec: MetricSpec, labels: list[Labels], values: list[float]
+) -> tuple[Family, list[Labels], list[float]]:
+    """A family of these series, duplicates dropped (the last value in the first place), and its
+    labels and values as kept (deduplicated lists are never equal to the raw ones they came from)."""
+    unique = dict(zip(labels, values, strict=True))
+    if len(unique) != len(labels):
+        labels, values = list(unique), list(unique.values())
+    return Family(spec.name, spec.kind, spec.help, tuple(map(Series, labels, values))), labels, values

@@ -20,7 +20,7 @@ from falcon_gpu.model.snapshot import (
     MigReading,
 )
 from falcon_gpu.readings.device import BOARD, INTERCONNECT, READINGS
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, RowBlock, without_empty
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 
@@ -28,7 +28,6 @@ P = "falcon_gpu_"
 SCALARS = ScalarSeries(READINGS, "falcon_gpu")
 """The scalar readings (utilisation, memory, temperatures, power, clocks, traffic, ...): from the table,
 rendered in one pass per GPU; their families go where SPECS places BOARD and INTERCONNECT."""
-_USED, _FREE, _TOTAL = (SCALARS.names[f"memory_{k}_bytes"] for k in ("used", "free", "total"))
 
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "info", "gauge", "GPU identity; value is always 1."),
@@ -65,7 +64,11 @@ GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
 """(GpmReading field, series name)."""
 
 
-_GPM_NAMES = tuple(name for _, name in GPM_SERIES)
+_GPM_BLOCK = RowBlock(
+    tuple(next(spec for spec in SPECS if spec.name == name) for _, name in GPM_SERIES),
+    (float,) * len(GPM_SERIES),
+)
+"""The GPM series, one row per GPU and MIG instance that has GPM (builder.py)."""
 _GPM_VALUES = attrgetter(*GPM_METRICS)
 _ECC_LABELS = tuple((k, s) for k in ("corrected", "uncorrected") for s in ("volatile", "aggregate"))
 _ECC_VALUES = attrgetter(*(f"{kind}_{scope}" for kind, scope in _ECC_LABELS))
@@ -241,16 +244,16 @@ def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading) -> None:
         ml = ls.migs.get(mig_key(mig))
         if mig.gpm is not None:
             _gpm(b, ml, mig.gpm)
-        b.put(_USED, ml, mig.memory_used_bytes)
-        b.put(_TOTAL, ml, mig.memory_total_bytes)
-        if mig.memory_total_bytes is not None and mig.memory_used_bytes is not None:
-            b.put(_FREE, ml, mig.memory_total_bytes - mig.memory_used_bytes)
+        used, total = mig.memory_used_bytes, mig.memory_total_bytes
+        SCALARS.add_fields(
+            b,
+            ml,
+            memory_used_bytes=used,
+            memory_total_bytes=total,
+            memory_free_bytes=None if total is None or used is None else total - used,
+        )
 
 
 def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading) -> None:
     """``lb``: labels with no empty value (from :class:`DeviceLabels`)."""
-    label_columns, value_columns = b.columns_of(_GPM_NAMES)
-    for at, column, value in zip(label_columns, value_columns, _GPM_VALUES(gpm)):  # noqa: B905 (hot path)
-        if value is not None:
-            at.append(lb)
-            column.append(float(value))
+    b.rows(_GPM_BLOCK).append((lb, _GPM_VALUES(gpm)))

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 import pytest
 
 from falcon_gpu.model.cycle import CycleData, HealthReport
-from falcon_gpu.model.samples import Family, PromBatch, Series
-from falcon_gpu.schemas import dcgm, falcon_gpu
-from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec
+from falcon_gpu.model.samples import Family, Labels, PromBatch, Series
+from falcon_gpu.schemas import dcgm, falcon_gpu, falcon_gpu_device
+from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec, RowBlock
 from falcon_gpu.sinks.encoding import prom_text
 from tests.schemas.fixtures import cycle
 
@@ -22,7 +22,7 @@ T = TypeVar("T")
 SPECS = (MetricSpec("a", "gauge", "A."), MetricSpec("b_total", "counter", "B."))
 GPU0 = (("gpu", "0"),)
 GPU1 = (("gpu", "1"),)
-Row = tuple[str, tuple[tuple[str, str], ...], float]
+Row = tuple[str, Labels, float]
 
 
 def replaced(value: T, **changes: Any) -> T:
@@ -41,7 +41,7 @@ def built(
     return b.families()
 
 
-def series_of(families: tuple[Family, ...], name: str) -> list[tuple[tuple[tuple[str, str], ...], float]]:
+def series_of(families: tuple[Family, ...], name: str) -> list[tuple[Labels, float]]:
     return [(s.labels, s.value) for f in families if f.name == name for s in f.series]
 
 
@@ -141,3 +141,39 @@ def test_changed_health_checks_show() -> None:
     assert line + '"ecc"} 0\n' in first and line + '"pcie"' not in first
     assert line + '"ecc"} 2\n' in second and line + '"pcie"} 1\n' in second
     assert prom_text.encode(falcon_gpu.render(c)) == first, "and back"
+
+
+BLOCK = RowBlock(SPECS, (float, lambda v: v / 1000))
+
+
+def from_rows(memo: FamilyMemo | None, *rows: tuple[Labels, tuple[Any, ...]]) -> tuple[Family, ...]:
+    b = FamilyBuilder(SPECS, memo)
+    b.rows(BLOCK).extend(rows)
+    return b.families()
+
+
+def test_a_row_blocks_columns_are_kept_converted_and_dropped_like_other_series() -> None:
+    memo = FamilyMemo()
+    one = from_rows(memo, (GPU0, (1, 5000)), (GPU1, (2, None)))
+    assert series_of(one, "a") == [(GPU0, 1.0), (GPU1, 2.0)] and series_of(one, "b_total") == [(GPU0, 5.0)]
+    two = from_rows(memo, (GPU0, (1, 6000)), (GPU1, (2, None)))
+    assert two[0] is one[0], "an unchanged column is last cycle's family"
+    assert two[1] is not one[1] and series_of(two, "b_total") == [(GPU0, 6.0)], "converted when it changed"
+    gone = from_rows(memo, (GPU1, (2, None)))
+    assert series_of(gone, "a") == [(GPU1, 2.0)] and [f.name for f in gone] == ["a"], "no value: no family"
+    assert from_rows(memo, (GPU1, (2, None)))[0] is gone[0]
+    dup = ((GPU0, (1, None)), (GPU1, (2, None)), (GPU0, (3, None)))
+    for _ in range(2):
+        assert series_of(from_rows(memo, *dup), "a") == [(GPU0, 3.0), (GPU1, 2.0)]
+    assert series_of(from_rows(None, *dup), "a") == [(GPU0, 3.0), (GPU1, 2.0)]
+    assert len(memo) == 2
+
+
+def test_a_block_metric_cannot_also_be_put() -> None:
+    b = FamilyBuilder(SPECS)
+    b.rows(BLOCK).append((GPU0, (1, 2)))
+    b.put("a", GPU1, 3)
+    with pytest.raises(ValueError, match="a: a block's metric"):
+        b.families()
+    with pytest.raises(ValueError, match="not rendered"):
+        falcon_gpu_device.SCALARS.add_fields(FamilyBuilder(falcon_gpu.SPECS), GPU0, no_such_reading=1)
