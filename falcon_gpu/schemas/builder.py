@@ -198,14 +198,20 @@ class FamilyBuilder:
                 if self._labels[name]:
                     raise ValueError(f"{name}: a block's metric must not be put or added as well")
                 last = memo.get(name) if memo is not None else None
-                if last is not None and last[0] == row_labels and last[1] == column:
-                    found[name] = last[2]
-                    continue
+                unique = False  # the rows' label sets are known to be distinct
+                if last is not None and last[0] == row_labels:
+                    if last[1] == column:
+                        found[name] = last[2]
+                        continue
+                    unique = last[2] is not None and len(last[2].series) == len(row_labels)
                 labels = [lb for lb, value in zip(row_labels, column) if value is not None]  # noqa: B905
                 family = None
                 if labels:
                     values = [convert(value) for value in column if value is not None]
-                    family = _family(spec, labels, values)[0]
+                    if unique:  # every row had a series last time, none was dropped: no duplicate
+                        family = Family(name, spec.kind, spec.help, tuple(map(Series, labels, values)))
+                    else:
+                        family = _family(spec, labels, values)[0]
                 found[name] = family
                 if memo is not None:
                     memo.store(name, row_labels, column, family)

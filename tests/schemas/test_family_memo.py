@@ -166,6 +166,12 @@ def test_a_row_blocks_columns_are_kept_converted_and_dropped_like_other_series()
     for _ in range(2):
         assert series_of(from_rows(memo, *dup), "a") == [(GPU0, 3.0), (GPU1, 2.0)]
     assert series_of(from_rows(None, *dup), "a") == [(GPU0, 3.0), (GPU1, 2.0)]
+    assert series_of(from_rows(memo, (GPU0, (1, None)), (GPU1, (2, None)), (GPU0, (None, None))), "a") == [
+        (GPU0, 1.0),
+        (GPU1, 2.0),
+    ]
+    now = from_rows(memo, (GPU0, (4, None)), (GPU1, (None, None)), (GPU0, (5, None)))
+    assert series_of(now, "a") == [(GPU0, 5.0)], "the same rows, other readings present: still deduplicated"
     assert len(memo) == 2
 
 
