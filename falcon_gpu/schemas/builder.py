@@ -55,32 +55,22 @@ class RowBlock:
         self.converts = converts
 
 
-class FamilyMemo:
-    """One schema's families of its previous cycle, per metric name: (labels, values, family).
+MemoEntry = tuple[Sequence[Labels], Sequence[Any], Family | None]
+"""(labels, values, family) of a ``put``/``add`` metric (lists, a family always); (each row's labels,
+the column of raw values, the family or None if no row had a value) of a block's metric."""
+
+
+class FamilyMemo(dict[str, MemoEntry]):
+    """One schema's families of its previous cycle: metric name -> :data:`MemoEntry`.
 
     Bounded by the schema's metric names. Shared by whichever thread renders (sinks may render in
     threads of their own): an entry is an immutable tuple replaced whole, its lists never written
     after it is stored, so a render that reads an entry another one just replaced still compares
-    that entry's own labels and values with its own.
+    that entry's own labels and values with its own. (A dict itself: its ``get`` and item
+    assignment are the C ones, two per metric and cycle.)
     """
 
-    __slots__ = ("_last",)
-
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[Sequence[Labels], Sequence[Any], Family | None]] = {}
-
-    def __len__(self) -> int:
-        return len(self._last)
-
-    def get(self, name: str) -> tuple[Sequence[Labels], Sequence[Any], Family | None] | None:
-        """(labels, values, family) of ``put``/``add`` metrics (lists, a family always); (each row's
-        labels, the column of raw values, the family or None if no row had a value) of a block's."""
-        return self._last.get(name)
-
-    def store(
-        self, name: str, labels: Sequence[Labels], values: Sequence[Any], family: Family | None
-    ) -> None:
-        self._last[name] = (labels, values, family)
+    __slots__ = ()
 
 
 class FamilyBuilder:
@@ -179,7 +169,7 @@ class FamilyBuilder:
             else:
                 family, labels, values = _family(spec, labels, values)
             if memo is not None:
-                memo.store(name, labels, values, family)
+                memo[name] = (labels, values, family)
             out.append(family)
         return tuple(out)
 
@@ -214,7 +204,7 @@ class FamilyBuilder:
                         family = _family(spec, labels, values)[0]
                 found[name] = family
                 if memo is not None:
-                    memo.store(name, row_labels, column, family)
+                    memo[name] = (row_labels, column, family)
         return found
 
 
