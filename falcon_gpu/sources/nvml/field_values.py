@@ -130,6 +130,15 @@ PCIE_TRAFFIC: Final = (
 )
 """PCIe bytes transmitted and received since the driver loaded (TX, RX; nvml.h's IDs where an older
 pynvml does not name them: a driver that does not know them answers NOT_SUPPORTED, logged once)."""
+THROTTLE_TIME: Final = (
+    FieldSpec("throttle_app_clocks", getattr(pynvml, "NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS", 80)),
+    FieldSpec("throttle_base_clocks", getattr(pynvml, "NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS", 81)),
+)
+"""Nanoseconds the clocks were held below the application clocks by any limiter, and below the base
+clocks, since the driver loaded (nvml.h: ``NVML_PERF_POLICY_TOTAL_APP_CLOCKS`` "Total time the GPU was
+held below application clocks by any limiter", ``..._TOTAL_BASE_CLOCKS`` "Total time the GPU was held
+below base clocks"; a violation time in nanoseconds): what the clock event reasons follow
+(:mod:`falcon_gpu.sources.nvml.readers.clocks`)."""
 NVLINK_LINKS: Final = 18
 """Links asked per GPU where the driver cannot sum them (NVML_NVLINK_MAX_LINKS on Hopper); the ones a
 GPU lacks answer NOT_SUPPORTED once."""
@@ -192,6 +201,7 @@ read by :func:`~falcon_gpu.sources.nvml.readers.declared.read_declared` in their
 
 FIELDS: Final = (
     MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED, *PCIE_TRAFFIC,
+    *THROTTLE_TIME,
     *NVLINK, *(spec for spec, _ in DECLARED),
 )  # fmt: skip
 

@@ -150,7 +150,7 @@ def _instance(ctx: DeviceContext, s: MigSlot, memory: Any) -> MigReading:
             gpu_instance_id=p.gpu_instance_id if p.gpu_instance_id is not None else gi,
             compute_instance_id=p.compute_instance_id if p.compute_instance_id is not None else ci,
         )
-        for p in list_processes(ctx, s.handle, scope)
+        for p in list_processes(ctx, s.handle, scope, None if memory is ABSENT else int(memory.used))
     )
     return MigReading(
         gpu_instance_id=gi if gi is not None else s.slot,

@@ -30,6 +30,18 @@ that listed clients (to see them go); and it is asked once a minute whatever the
 list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`). Its answer is kept per
 scope while the compute list holds the same PIDs as in the cycle before.
 
+The graphics list (``nvmlDeviceGetGraphicsRunningProcesses``: "processes with a graphics context") is
+empty on a compute node, and a process that opens a graphics context shows elsewhere first: the
+process-utilisation samples name every PID that ran work on the GPU, and a new context allocates
+device memory. So it is asked (:func:`_graphics_may_run`, through
+:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`) while its last answer listed processes (to
+see them go); when a sample of this cycle names a PID in neither the compute nor the MPS list; when
+the device's used memory beyond what the compute and MPS processes use rose above its level at the
+last such ask; every cycle where there are no process samples (NOT_SUPPORTED under MIG, or failed)
+or no memory reading; and at least once a minute. Otherwise its last answer, empty, stands. What only
+the minute finds: a compute process that also opens a graphics context without its memory growing
+beyond its own, and a graphics context smaller than a fall of that unlisted memory since the last ask.
+
 Written for the hot path (hundreds of processes per node, every cycle, most of them unchanged): a
 process whose name, types, memory and share did not move keeps last cycle's :class:`ProcessReading`
 (kept per scope for one cycle, in the caller's memo), and the SM mean divides only where a PID has
@@ -60,8 +72,11 @@ _VARIANTS: dict[str, tuple[Variant, ...]] = {
     kind: (("v3", f"{base}_v3", {}), ("v2", f"{base}_v2", {}), ("v1", base, {})) for kind, base in LISTS
 }
 """Per list: the process-info generations, newest first (``_v3`` -> ``_v2`` -> plain)."""
-_PLAN = tuple((kind, f"processes_{kind}", _VARIANTS[kind], (kind,)) for kind, _ in LISTS)
-"""Per list: (kind, not-supported key and family, variants, the one-kind types tuple)."""
+(_COMPUTE_FIELD, _GRAPHICS_FIELD, _MPS_FIELD) = (f"processes_{kind}" for kind, _ in LISTS)
+"""Per list: its not-supported key and variant family."""
+_COMPUTE_VARIANTS, _GRAPHICS_VARIANTS, _MPS_VARIANTS = (_VARIANTS[kind] for kind, _ in LISTS)
+_COMPUTE_ALONE, _GRAPHICS_ALONE, _MPS_ALONE = (("compute",), ("graphics",), ("mps",))
+"""The types tuple of a process in one list only."""
 _KEPT = "process_readings"
 """The caller's memo key of the readings kept from the last cycle, per scope (:func:`_readings`)."""
 MAX_KEPT = 4096
@@ -71,6 +86,9 @@ MPS_SERVER = "nvidia-cuda-mps-server"
 _MPS_SERVER_PATH = "/" + MPS_SERVER
 _GATES = "mps_gate"
 """The caller's memo key of each scope's last compute PIDs and :func:`_mps_server_may_run`'s answer."""
+_GRAPHICS = "graphics_gate"
+"""The caller's memo key of each scope's memory beyond its compute and MPS processes' when the graphics
+list was last asked for a reason of :func:`_graphics_may_run`."""
 
 
 def _mps_server_may_run(ctx: DeviceContext, scope: str, compute: Any) -> bool:
@@ -101,50 +119,106 @@ def _no_clients(found: Any) -> bool:
     return found is ABSENT or not found
 
 
-def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[ProcessReading, ...]:
-    """The merged process lists of ``handle`` (a device or MIG handle).
+def _graphics_may_run(
+    ctx: DeviceContext,
+    scope: str,
+    entries: dict[ProcessKey, list[Any]],
+    listed: int,
+    mps: Any,
+    used: int | None,
+) -> bool:
+    """Whether a graphics context may have appeared that the compute and MPS lists do not show.
+
+    True where this cycle's process samples name a PID in neither list (a graphics process running
+    work), where the memory the device uses beyond those lists' processes (``used`` - ``listed``)
+    rose above what it was when the graphics list was last asked for a reason of its own (a new
+    context allocates), and wherever that cannot be told: no process samples (NOT_SUPPORTED under MIG,
+    or failed), no device memory reading, no compute list."""
+    shares = ctx.sm_by_pid
+    if shares is None or used is None or listed < 0:
+        return True
+    may = False
+    if mps is not ABSENT and mps:
+        listed += sum(_used(info) or 0 for info in mps)
+    if shares:
+        pids = {key[0] for key in entries}
+        if mps is not ABSENT and mps:
+            pids.update(int(info.pid) for info in mps)
+        may = any(pid not in pids for pid in shares)
+    beyond = used - listed
+    levels: dict[str, int] = ctx.nvml.memo.setdefault(_GRAPHICS, {})
+    level = levels.get(scope)
+    if may or level is None or beyond > level:
+        levels[scope] = beyond
+        return True
+    return False
+
+
+def _used(info: Any) -> int | None:
+    used = getattr(info, "usedGpuMemory", None)
+    return None if used is None or used == NOT_AVAILABLE_ULL else int(used)
+
+
+def _merge(entries: dict[ProcessKey, list[Any]], kind: str, alone: tuple[str, ...], found: Any) -> int:
+    """Add one list's processes to ``entries``; the memory they use that NVML tells (-1: no list)."""
+    if found is ABSENT:
+        return -1
+    if not found:
+        return 0
+    total = 0
+    ids = hasattr(found[0], "gpuInstanceId")  # v1 structs have no instance IDs
+    for info in found:
+        if ids:
+            gi, ci = info.gpuInstanceId, info.computeInstanceId
+            key = (
+                int(info.pid),
+                None if gi is None or gi == NOT_AVAILABLE_UINT else int(gi),
+                None if ci is None or ci == NOT_AVAILABLE_UINT else int(ci),
+            )
+        else:
+            key = (int(info.pid), None, None)
+        used = _used(info)
+        if used is not None:
+            total += used
+        entry = entries.get(key)
+        if entry is None:
+            entries[key] = [alone, used]
+            continue
+        if kind not in entry[0]:
+            entry[0] = (*entry[0], kind)
+        if used is not None and used > (entry[1] or 0):
+            entry[1] = used
+    return total
+
+
+def list_processes(
+    ctx: DeviceContext, handle: Any, scope: str, used_memory: int | None = None
+) -> tuple[ProcessReading, ...]:
+    """The merged process lists of ``handle`` (a device or MIG handle, whose used memory is
+    ``used_memory``: None where unknown, which asks the graphics list every cycle).
 
     Written for the hot path (hundreds of processes per node per cycle): one dict
     entry per process (its types and memory), the types tuple built only when a PID
     is in several lists, the instance IDs looked for once per list (a list's entries
-    are all of one struct version)."""
+    are all of one struct version). The lists are asked compute, MPS, graphics (each gate
+    needs the lists before it) and merged compute, graphics, MPS (the order of the readings and
+    of a process's types)."""
     entries: dict[ProcessKey, list[Any]] = {}
-    nvml = ctx.nvml
+    nvml, slow, now = ctx.nvml, ctx.slow, ctx.timestamp
     call_first = nvml.call_first
-    compute: Any = ABSENT
-    for kind, field, variants, alone in _PLAN:
-        if kind == "mps":
-            found = ctx.slow.gated(
-                nvml, ctx.timestamp, scope, field, call_first, scope, field, field, variants, handle,
-                in_use=_mps_server_may_run(ctx, scope, compute), idle=_no_clients,
-            )  # fmt: skip
-        else:
-            found = call_first(scope, field, field, variants, handle)
-        if kind == "compute":
-            compute = found
-        if found is ABSENT or not found:
-            continue
-        ids = hasattr(found[0], "gpuInstanceId")  # v1 structs have no instance IDs
-        for info in found:
-            if ids:
-                gi, ci = info.gpuInstanceId, info.computeInstanceId
-                key = (
-                    int(info.pid),
-                    None if gi is None or gi == NOT_AVAILABLE_UINT else int(gi),
-                    None if ci is None or ci == NOT_AVAILABLE_UINT else int(ci),
-                )
-            else:
-                key = (int(info.pid), None, None)
-            used = getattr(info, "usedGpuMemory", None)
-            used = None if used is None or used == NOT_AVAILABLE_ULL else int(used)
-            entry = entries.get(key)
-            if entry is None:
-                entries[key] = [alone, used]
-                continue
-            if kind not in entry[0]:
-                entry[0] = (*entry[0], kind)
-            if used is not None and used > (entry[1] or 0):
-                entry[1] = used
+    compute = call_first(scope, _COMPUTE_FIELD, _COMPUTE_FIELD, _COMPUTE_VARIANTS, handle)
+    listed = _merge(entries, "compute", _COMPUTE_ALONE, compute)
+    mps = slow.gated(
+        nvml, now, scope, _MPS_FIELD, call_first, scope, _MPS_FIELD, _MPS_FIELD, _MPS_VARIANTS, handle,
+        in_use=_mps_server_may_run(ctx, scope, compute), idle=_no_clients,
+    )  # fmt: skip
+    graphics = slow.gated(
+        nvml, now, scope, _GRAPHICS_FIELD, call_first, scope, _GRAPHICS_FIELD, _GRAPHICS_FIELD,
+        _GRAPHICS_VARIANTS, handle,
+        in_use=_graphics_may_run(ctx, scope, entries, listed, mps, used_memory), idle=_no_clients,
+    )  # fmt: skip
+    _merge(entries, "graphics", _GRAPHICS_ALONE, graphics)
+    _merge(entries, "mps", _MPS_ALONE, mps)
     return _readings(ctx, scope, entries)
 
 
@@ -223,4 +297,4 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
 
 def read_processes(ctx: DeviceContext) -> Fields:
     ctx.sm_by_pid = process_samples(ctx).sm_by_pid
-    return {"processes": list_processes(ctx, ctx.handle, ctx.scope)}
+    return {"processes": list_processes(ctx, ctx.handle, ctx.scope, ctx.fields.get("memory_used_bytes"))}
