@@ -4,12 +4,12 @@ reading is still the scenario's)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pynvml
 import pytest
 
+from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml.slow import REFRESH_S
 from tests.nvml.helpers import GIB, Quirky, expected_device, gpu, scenario_of, source_on
@@ -232,19 +232,51 @@ def _clocked(**extra: object) -> dict[str, object]:
     return gpu(**{**values, **extra})
 
 
+LIMITERS = {"sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal", "hw_thermal", "hw_power_brake"}
+THROTTLE_IDS = (
+    pynvml.NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS,
+    pynvml.NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS,
+)
+
+
+class _Throttles:
+    """A driver whose clock event reasons change mid-run (a scenario's mask holds for the whole run):
+    cycle N answers ``masks[N]``, and the throttle counters advance 1 s for each cycle whose mask holds
+    a limiter (``counters=False``: they answer NOT_SUPPORTED)."""
+
+    def __init__(self, sim: SimulatedNvml, masks: list[tuple[str, ...]], *, counters: bool = True) -> None:
+        self.sim, self.masks, self.counters = sim, masks, counters
+        self.cycle = 0
+
+    def reasons(self, handle: Any) -> int:
+        return sum(1 << CLOCK_EVENT_REASONS.index(name) for name in self.masks[self.cycle])
+
+    def field_values(self, handle: Any, ids: list[Any]) -> Any:
+        values = self.sim.nvmlDeviceGetFieldValues(handle, ids)
+        held = sum(1_000_000_000 for mask in self.masks[: self.cycle + 1] if LIMITERS.intersection(mask))
+        for value in values:
+            if value.fieldId in THROTTLE_IDS:
+                value.nvmlReturn = pynvml.NVML_SUCCESS if self.counters else pynvml.NVML_ERROR_NOT_SUPPORTED
+                value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                value.value.ullVal = held
+        return values
+
+
 def _run_masks(
-    sim: SimulatedNvml, masks: dict[int, tuple[str, ...]], times: list[float], library: Any = None
+    sim: SimulatedNvml, masks: list[tuple[str, ...]], *, counters: bool = True
 ) -> tuple[list[int], list[Any]]:
-    """:func:`_run`, the scenario's clock event reasons set to ``masks[cycle]`` from that cycle on."""
-    source, telemetry = source_on(library or sim)
+    """Per cycle (one a second): whether the mask was asked in it, and the reasons read."""
+    throttles = _Throttles(sim, masks, counters=counters)
+    library = Quirky(
+        sim, override={REASONS: throttles.reasons, "nvmlDeviceGetFieldValues": throttles.field_values}
+    )
+    source, telemetry = source_on(library)
     asked, devices = [], []
-    for cycle, t in enumerate(times):
-        if cycle in masks:  # the simulated device behind the handle (NVML is up from cycle 0 on)
-            handle = sim.nvmlDeviceGetHandleByIndex(0)
-            handle.gpu = dataclasses.replace(handle.gpu, clock_event_reasons=masks[cycle])
-        before = sim.calls.get(REASONS, 0)
-        devices.append(source.collect(1000.0 + t).devices[0])
-        asked.append(sim.calls.get(REASONS, 0) - before)
+    for cycle in range(len(masks)):
+        throttles.cycle = cycle
+        before = library.calls.get(REASONS, 0)
+        devices.append(source.collect(1000.0 + cycle).devices[0])
+        asked.append(library.calls.get(REASONS, 0) - before)
     assert telemetry.view().errors_total == {}
     return asked, [d.clock_event_reasons for d in devices]
 
@@ -252,7 +284,7 @@ def _run_masks(
 def test_a_throttle_shows_in_the_mask_the_cycle_it_starts_and_the_cycle_it_stops() -> None:
     sim = SimulatedNvml(scenario_of(_clocked()))
     cap = ("sw_power_cap",)
-    asked, masks = _run_masks(sim, {3: cap, 6: ()}, [float(t) for t in range(9)])
+    asked, masks = _run_masks(sim, [()] * 3 + [cap] * 3 + [()] * 3)
     # 0: nothing known; 3: the counters moved; 4-5: the last mask held a limiter; 6: it did, and the
     # answer changed; 7: until two answers agree
     assert asked == [1, 0, 0, 1, 1, 1, 1, 1, 0]
@@ -263,26 +295,28 @@ def test_the_idle_and_applications_clocks_bits_follow_the_utilisation_and_the_sm
     sim = SimulatedNvml(scenario_of(_clocked(
         sm_clock_mhz=[1410] * 5 + [1200] * 3, utilization_gpu_percent=[80, 80, 0, 0, 0, 60, 60, 60]
     )))  # fmt: skip
-    asked, masks = _run_masks(sim, {2: ("idle",), 5: ("applications_clocks",)}, [float(t) for t in range(8)])
+    asked, masks = _run_masks(sim, [()] * 2 + [("idle",)] * 3 + [("applications_clocks",)] * 3)
     assert asked == [1, 0, 1, 1, 0, 1, 1, 0]  # 2: idle; 5: the SM clock and the utilisation moved
     assert masks == [frozenset()] * 2 + [frozenset({"idle"})] * 3 + [frozenset({"applications_clocks"})] * 3
 
 
 def test_the_mask_is_asked_once_a_minute_and_every_cycle_without_the_throttle_counters() -> None:
     steady = SimulatedNvml(scenario_of(_clocked()))
-    times = [0.0, 10.0, 20.0, REFRESH_S, REFRESH_S + 10]
-    assert _run_masks(steady, {}, times)[0] == [1, 0, 0, 1, 0]
+    asked, _ = _run(steady, [0.0, 10.0, 20.0, REFRESH_S, REFRESH_S + 10], REASONS)
+    assert asked == [1, 0, 0, 1, 0]
     sim = SimulatedNvml(scenario_of(_clocked()))
-
-    def without_counters(handle: Any, ids: list[Any]) -> Any:
-        values = sim.nvmlDeviceGetFieldValues(handle, ids)
-        for value in values:
-            if value.fieldId in (pynvml.NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS,
-                                 pynvml.NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS):  # fmt: skip
-                value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
-        return values
-
-    library = Quirky(sim, override={"nvmlDeviceGetFieldValues": without_counters})
-    asked, masks = _run_masks(sim, {2: ("sw_thermal",), 3: ()}, [0.0, 1.0, 2.0, 3.0], library)
+    asked, masks = _run_masks(sim, [(), (), ("sw_thermal",), ()], counters=False)
     assert asked == [1, 1, 1, 1]
     assert masks == [frozenset(), frozenset(), frozenset({"sw_thermal"}), frozenset()]
+
+
+def test_the_simulated_throttle_counters_advance_a_second_a_cycle_while_the_mask_holds_a_limiter() -> None:
+    ids = list(THROTTLE_IDS)
+    for reasons, per_cycle in ((["sw_power_cap", "idle"], 1_000_000_000), (["idle"], 0)):
+        sim = SimulatedNvml(scenario_of(_clocked(clock_event_reasons=reasons)))
+        sim.nvmlInit()
+        handle = sim.nvmlDeviceGetHandleByIndex(0)
+        for cycle in range(3):
+            sim.nvmlDeviceGetCount()  # the next cycle
+            values = sim.nvmlDeviceGetFieldValues(handle, ids)
+            assert [(v.nvmlReturn, v.value.ullVal) for v in values] == [(0, per_cycle * (cycle + 1))] * 2
