@@ -38,7 +38,6 @@ import operator
 import struct
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pynvml
@@ -49,32 +48,43 @@ from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
 log = logging.getLogger("falcon_gpu.nvml")
 
 
-@dataclass(frozen=True, slots=True)
 class FieldSpec:
-    """One reading available as a field value; ``name`` is its not-supported key."""
+    """One reading available as a field value; ``name`` is its not-supported key. Declared once, at
+    import (compared by identity)."""
 
-    name: str
-    field_id: int
-    call: str | None = None
-    """The dedicated ``nvml*`` function for drivers without the field (None: there is none;
-    for a member of a group, the group's function, which its reader calls)."""
-    args: tuple[Any, ...] = ()
-    """Arguments of ``call`` after the handle."""
-    scope_id: int | None = None
-    """The ``scopeId`` of a scoped field (the NVLink of a per-link counter); None: unscoped."""
-    fallback: tuple[FieldSpec, ...] = ()
-    """Fields that give the same reading in parts (an NVLink sum's per-link counters): asked instead,
-    from the same cycle on, where the driver answers this one NOT_SUPPORTED or INVALID_ARGUMENT."""
-    quiet: bool = False
-    """Not supported is common (every NVLink field of a GPU without NVLink): one summary line per
-    device instead of one per field."""
-    request: int | tuple[int, int] = field(init=False)
-    """What ``nvmlDeviceGetFieldValues`` is given for it: the ID, or ``(fieldId, scopeId)``."""
+    __slots__ = ("args", "call", "fallback", "field_id", "name", "quiet", "request", "scope_id")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "request", self.field_id if self.scope_id is None else (self.field_id, self.scope_id)
-        )
+    def __init__(
+        self,
+        name: str,
+        field_id: int,
+        call: str | None = None,
+        args: tuple[Any, ...] = (),
+        *,
+        scope_id: int | None = None,
+        fallback: tuple[FieldSpec, ...] = (),
+        quiet: bool = False,
+    ) -> None:
+        self.name = name
+        self.field_id = field_id
+        self.call = call
+        """The dedicated ``nvml*`` function for drivers without the field (None: there is none;
+        for a member of a group, the group's function, which its reader calls)."""
+        self.args = args
+        """Arguments of ``call`` after the handle."""
+        self.scope_id = scope_id
+        """The ``scopeId`` of a scoped field (the NVLink of a per-link counter); None: unscoped."""
+        self.fallback = fallback
+        """Fields that give the same reading in parts (an NVLink sum's per-link counters): asked instead,
+        from the same cycle on, where the driver answers this one NOT_SUPPORTED or INVALID_ARGUMENT."""
+        self.quiet = quiet
+        """Not supported is common (every NVLink field of a GPU without NVLink): one summary line per
+        device instead of one per field."""
+        self.request: int | tuple[int, int] = field_id if scope_id is None else (field_id, scope_id)
+        """What ``nvmlDeviceGetFieldValues`` is given for it: the ID, or ``(fieldId, scopeId)``."""
+
+    def __repr__(self) -> str:
+        return f"FieldSpec({self.name!r}, {self.field_id})"
 
 
 class UseCall:
@@ -303,11 +313,13 @@ _OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERR
 Answer = float | None | UseCall
 
 
-@dataclass(frozen=True, slots=True)
 class Failed:
     """A field that answered an unexpected code: the error of the reader that asks for it."""
 
-    error: str
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
 
 
 _Asked = tuple[int, list[int | tuple[int, int]], list[FieldSpec], frozenset[str]]

@@ -26,8 +26,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller, text
@@ -47,8 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("falcon_gpu.nvml")
 
 
-@dataclass(frozen=True, slots=True)
-class Identity:
+class Identity(NamedTuple):
     uuid: str
     name: str
     pci_bus_id: str
