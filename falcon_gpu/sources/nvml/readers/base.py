@@ -99,11 +99,29 @@ FIELD_TYPES: Final[dict[str, tuple[type, ...]]] = {
 """What each field may hold at run time (derived from :class:`Fields`, checked in the guard)."""
 
 
+_CHECKED: Final[set[tuple[Any, ...]]] = set()
+"""The shapes (keys, then the exact type of each value) of answers found right: a reader answers the
+same shape cycle after cycle, so the steady cycle checks one set membership per reader and GPU."""
+_CHECKED_KEPT: Final = 1024
+"""At most this many shapes kept (a reader whose values are None or not varies a little)."""
+
+
 def check_fields(reader: str, fields: Fields) -> None:
     """Raise TypeError when ``fields`` has a key :class:`Fields` lacks or a value of the wrong type.
 
     Keeps a reader's mistake (a misspelt key, a struct where a number belongs) inside
-    that reader's guard instead of failing ``DeviceReading(**fields)`` for the whole device."""
+    that reader's guard instead of failing ``DeviceReading(**fields)`` for the whole device.
+    An answer of a shape already found right (the same keys, each value of the same exact type,
+    which makes ``isinstance`` answer the same) is not looked at again."""
+    shape = (*fields, *map(type, fields.values()))
+    if shape in _CHECKED:
+        return
+    _check(reader, fields)
+    if len(_CHECKED) < _CHECKED_KEPT:
+        _CHECKED.add(shape)
+
+
+def _check(reader: str, fields: Fields) -> None:
     for key, value in fields.items():
         allowed = FIELD_TYPES.get(key)
         if allowed is None:
@@ -175,9 +193,9 @@ class ProcessSamples(NamedTuple):
 Reader = Callable[[DeviceContext], Fields]
 
 
-_PERCENT_TO_RATIO: Final = converter(PERCENT, RATIO)
+PERCENT_TO_RATIO: Final = converter(PERCENT, RATIO)
 
 
 def ratio(percent: Any) -> float:
     """NVML percent -> ratio 0-1."""
-    return _PERCENT_TO_RATIO(float(percent))
+    return PERCENT_TO_RATIO(float(percent))

@@ -56,7 +56,7 @@ import pynvml
 
 from falcon_gpu.model.snapshot import ProcessReading
 from falcon_gpu.sources.nvml.calls import ABSENT, Variant
-from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ProcessSamples, ratio
+from falcon_gpu.sources.nvml.readers.base import PERCENT_TO_RATIO, DeviceContext, Fields, ProcessSamples
 
 LISTS = (
     ("compute", "nvmlDeviceGetComputeRunningProcesses"),
@@ -167,20 +167,23 @@ def _merge(entries: dict[ProcessKey, list[Any]], kind: str, alone: tuple[str, ..
         return 0
     total = 0
     ids = hasattr(found[0], "gpuInstanceId")  # v1 structs have no instance IDs
-    for info in found:
+    get = entries.get
+    for info in found:  # every process-info struct generation has pid and usedGpuMemory (ints)
         if ids:
             gi, ci = info.gpuInstanceId, info.computeInstanceId
             key = (
-                int(info.pid),
-                None if gi is None or gi == NOT_AVAILABLE_UINT else int(gi),
-                None if ci is None or ci == NOT_AVAILABLE_UINT else int(ci),
+                info.pid,
+                None if gi is None or gi == NOT_AVAILABLE_UINT else gi,
+                None if ci is None or ci == NOT_AVAILABLE_UINT else ci,
             )
         else:
-            key = (int(info.pid), None, None)
-        used = _used(info)
-        if used is not None:
+            key = (info.pid, None, None)
+        used = info.usedGpuMemory
+        if used is None or used == NOT_AVAILABLE_ULL:
+            used = None
+        else:
             total += used
-        entry = entries.get(key)
+        entry = get(key)
         if entry is None:
             entries[key] = [alone, used]
             continue
@@ -273,18 +276,19 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     shares: dict[int, float] = {}  # per PID: its one sample's share, or the sum of its shares
     counts: dict[int, int] = {}  # only the PIDs with more than one sample (rare: one per PID and cycle)
     encoder = decoder = False
+    to_ratio = PERCENT_TO_RATIO
     for sample in samples:
         stamp = sample.timeStamp
         if stamp <= last_seen:
             continue
         if stamp > newest:
             newest = stamp
-        pid = int(sample.pid)
+        pid = sample.pid
         if pid in shares:
-            shares[pid] += ratio(sample.smUtil)
+            shares[pid] += to_ratio(float(sample.smUtil))
             counts[pid] = counts.get(pid, 1) + 1
         else:
-            shares[pid] = ratio(sample.smUtil)
+            shares[pid] = to_ratio(float(sample.smUtil))
         if not encoder and sample.encUtil:
             encoder = True
         if not decoder and sample.decUtil:
