@@ -183,8 +183,10 @@ class NvmlCaller:
         CORRUPTED_INFOROM -> False) to values. Raises DeviceGone only."""
         if (scope, field) in self._not_supported:
             return ABSENT
-        fn = self._function(fn_name)
+        # _function, written out: this runs for every NVML call of every cycle
+        fn = None if fn_name in self._missing else getattr(self.lib, fn_name, None)
         if fn is None:
+            self._function(fn_name)  # logs a missing function once
             return ABSENT
         try:
             return fn(*args, **kwargs)

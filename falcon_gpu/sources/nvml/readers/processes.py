@@ -85,25 +85,25 @@ MPS_SERVER = "nvidia-cuda-mps-server"
 """The MPS server's process name (the path's last part where NVML answers the whole path)."""
 _MPS_SERVER_PATH = "/" + MPS_SERVER
 _GATES = "mps_gate"
-"""The caller's memo key of each scope's last compute PIDs and :func:`_mps_server_may_run`'s answer."""
+"""The caller's memo key of each scope's last compute PIDs and :func:`_compute_pids`' answer."""
 _GRAPHICS = "graphics_gate"
 """The caller's memo key of each scope's memory beyond its compute and MPS processes' when the graphics
 list was last asked for a reason of :func:`_graphics_may_run`."""
 
 
-def _mps_server_may_run(ctx: DeviceContext, scope: str, compute: Any) -> bool:
-    """Whether ``compute`` (a compute list, or ABSENT) may hold the MPS server.
+def _compute_pids(ctx: DeviceContext, scope: str, compute: Any) -> tuple[bool, frozenset[int]]:
+    """Whether ``compute`` (a compute list, or ABSENT) may hold the MPS server, and its PIDs.
 
     The same PIDs as in the last cycle give the last answer: a PID's name does not change while it
     lives (:class:`~falcon_gpu.sources.nvml.process_names.ProcessNames` keeps it as long), and a PID
     that went and came back is one cycle absent, which changes the PIDs."""
     if compute is ABSENT:
-        return True
+        return True, frozenset()
     pids = [info.pid for info in compute]
-    gates: dict[str, tuple[list[Any], bool]] = ctx.nvml.memo.setdefault(_GATES, {})
+    gates: dict[str, tuple[list[Any], bool, frozenset[int]]] = ctx.nvml.memo.setdefault(_GATES, {})
     last = gates.get(scope)
     if last is not None and last[0] == pids:
-        return last[1]
+        return last[1], last[2]
     names = ctx.names.get
     may = False
     for pid in pids:
@@ -111,8 +111,9 @@ def _mps_server_may_run(ctx: DeviceContext, scope: str, compute: Any) -> bool:
         if name is None or name == MPS_SERVER or name.endswith(_MPS_SERVER_PATH):
             may = True
             break
-    gates[scope] = (pids, may)
-    return may
+    known = frozenset(pids)
+    gates[scope] = (pids, may, known)
+    return may, known
 
 
 def _no_clients(found: Any) -> bool:
@@ -122,7 +123,7 @@ def _no_clients(found: Any) -> bool:
 def _graphics_may_run(
     ctx: DeviceContext,
     scope: str,
-    entries: dict[ProcessKey, list[Any]],
+    compute_pids: frozenset[int],
     listed: int,
     mps: Any,
     used: int | None,
@@ -140,11 +141,8 @@ def _graphics_may_run(
     may = False
     if mps is not ABSENT and mps:
         listed += sum(_used(info) or 0 for info in mps)
-    if shares:
-        pids = {key[0] for key in entries}
-        if mps is not ABSENT and mps:
-            pids.update(int(info.pid) for info in mps)
-        may = any(pid not in pids for pid in shares)
+    if shares and not shares.keys() <= compute_pids:
+        may = mps is ABSENT or not shares.keys() <= compute_pids.union(info.pid for info in mps)
     beyond = used - listed
     levels: dict[str, int] = ctx.nvml.memo.setdefault(_GRAPHICS, {})
     level = levels.get(scope)
@@ -211,14 +209,15 @@ def list_processes(
     call_first = nvml.call_first
     compute = call_first(scope, _COMPUTE_FIELD, _COMPUTE_FIELD, _COMPUTE_VARIANTS, handle)
     listed = _merge(entries, "compute", _COMPUTE_ALONE, compute)
+    mps_may_run, compute_pids = _compute_pids(ctx, scope, compute)
     mps = slow.gated(
         nvml, now, scope, _MPS_FIELD, call_first, scope, _MPS_FIELD, _MPS_FIELD, _MPS_VARIANTS, handle,
-        in_use=_mps_server_may_run(ctx, scope, compute), idle=_no_clients,
+        in_use=mps_may_run, idle=_no_clients,
     )  # fmt: skip
     graphics = slow.gated(
         nvml, now, scope, _GRAPHICS_FIELD, call_first, scope, _GRAPHICS_FIELD, _GRAPHICS_FIELD,
         _GRAPHICS_VARIANTS, handle,
-        in_use=_graphics_may_run(ctx, scope, entries, listed, mps, used_memory), idle=_no_clients,
+        in_use=_graphics_may_run(ctx, scope, compute_pids, listed, mps, used_memory), idle=_no_clients,
     )  # fmt: skip
     _merge(entries, "graphics", _GRAPHICS_ALONE, graphics)
     _merge(entries, "mps", _MPS_ALONE, mps)
