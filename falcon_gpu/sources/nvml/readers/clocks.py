@@ -22,7 +22,10 @@ So the mask is asked again when (those counters, the SM clock, whether the utili
 their values at its last ask, then until two answers agree, every cycle while its last answer held a
 limiter bit (the counters move as long as it lasts: the cycle it ends shows at once), and at least once a
 minute (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.follows`). Where the counters, the SM clock or
-the utilisation are not known (NOT_SUPPORTED, a failure, MIG) it is asked every cycle.
+the utilisation are not known (NOT_SUPPORTED, a failure, MIG) it is asked every cycle. Two safety nets:
+a limiter the counters might not count still holds the SM clock down, which is in the token; and the
+"any limiter" of the app-clocks counter includes the low-utilisation policy (nvml.h's policies 0-5), so
+a lightly loaded GPU may move it every cycle: the mask is then asked every cycle, as before, not less.
 """
 
 from __future__ import annotations
