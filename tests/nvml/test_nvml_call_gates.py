@@ -10,6 +10,7 @@ import pynvml
 import pytest
 
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
+from falcon_gpu.simulator.nvml import violations
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml.slow import REFRESH_S
 from tests.nvml.helpers import GIB, Quirky, expected_device, gpu, scenario_of, source_on
@@ -320,3 +321,4 @@ def test_the_simulated_throttle_counters_advance_a_second_a_cycle_while_the_mask
             sim.nvmlDeviceGetCount()  # the next cycle
             values = sim.nvmlDeviceGetFieldValues(handle, ids)
             assert [(v.nvmlReturn, v.value.ullVal) for v in values] == [(0, per_cycle * (cycle + 1))] * 2
+        assert violations.advancing(handle.gpu) is bool(per_cycle)

@@ -35,6 +35,13 @@ def nanoseconds(reasons: tuple[str, ...] | None, supported: bool, cycle: int) ->
     return 0 if LIMITERS.isdisjoint(reasons) else NS_PER_CYCLE * (cycle + 1)
 
 
+def advancing(gpu: Any) -> bool:
+    """Whether the counters of ``gpu`` (a ``GpuScenario``) move from cycle to cycle: a simulator that
+    keeps a device's answers once its scenario stops changing must not keep this device's."""
+    reasons = gpu.clock_event_reasons
+    return reasons is not None and gpu.supports("clock_event_reasons") and not LIMITERS.isdisjoint(reasons)
+
+
 def serve(sim: Any, dev: Any) -> tuple[int, int]:
     """A field-values server (``device.FIELD_VALUES``): (value type, device ``dev``'s counter)."""
     gpu = dev.gpu
