@@ -291,3 +291,43 @@ def test_an_unchanged_process_is_last_cycle_s_reading_and_a_change_is_a_new_one(
     )
     kept = source._nvml.memo[processes._KEPT]
     assert set(next(iter(kept.values()))) == {(pid, None, None) for pid in (11, 12, 13, 14)}
+
+
+def test_a_gpu_whose_lists_and_samples_did_not_move_gets_last_cycle_s_whole_tuple() -> None:
+    """The steady training node: the same process tuple object, its names kept alive without asking
+    NVML again; a new tuple, right in every field, the cycle a list's memory, a share, the graphics list
+    or the MPS list moves, and when a name was dropped (looked up again, as the general path does)."""
+    sim = SimulatedNvml(scenario_of(gpu(processes=[
+        {"pid": 21, "name": "train", "type": "compute", "used_memory_bytes": GIB, "sm_util_percent": 40},
+        {"pid": 22, "name": "grows", "type": "compute", "used_memory_bytes": [GIB] * 3 + [2 * GIB] * 9,
+         "sm_util_percent": 40},
+        {"pid": 23, "name": "busier", "type": "compute", "used_memory_bytes": GIB,
+         "sm_util_percent": [40] * 5 + [60] * 7},
+        {"pid": 24, "name": "viewer", "type": "graphics", "used_memory_bytes": GIB, "from_cycle": 7,
+         "sm_util_percent": 5},
+    ])))  # fmt: skip
+    source, _ = source_on(sim)
+    seen = []
+    for t in range(10):
+        names_before = sim.calls.get("nvmlSystemGetProcessName", 0)
+        seen.append((source.collect(1000.0 + 10 * t).devices[0].processes,
+                     sim.calls.get("nvmlSystemGetProcessName", 0) - names_before))  # fmt: skip
+        if t == 8:
+            source._names._before.pop(21)  # as if the cap had kept it out: asked again, a new tuple
+    tuples = [t for t, _ in seen]
+    assert [asked for _, asked in seen] == [3, 0, 0, 0, 0, 0, 0, 1, 0, 1]
+    assert tuples[1] is tuples[0] and tuples[2] is tuples[0]
+    assert tuples[3] is not tuples[2] and {p.pid: p.used_memory_bytes for p in tuples[3]}[22] == 2 * GIB
+    assert tuples[4] is tuples[3]
+    assert tuples[5] is not tuples[4]
+    assert {p.pid: p.sm_util_ratio for p in tuples[5]}[23] == pytest.approx(0.6)
+    assert tuples[6] is tuples[5]
+    assert tuples[7] is not tuples[6] and [(p.pid, p.types) for p in tuples[7]][-1] == (24, ("graphics",))
+    assert tuples[8] is tuples[7]
+    assert tuples[9] is not tuples[8] and tuples[9] == tuples[8]
+    assert tuples[8] == (
+        ProcessReading(21, "train", ("compute",), GIB, 0.4, None, None),
+        ProcessReading(22, "grows", ("compute",), 2 * GIB, 0.4, None, None),
+        ProcessReading(23, "busier", ("compute",), GIB, 0.6, None, None),
+        ProcessReading(24, "viewer", ("graphics",), GIB, 0.05, None, None),
+    )
