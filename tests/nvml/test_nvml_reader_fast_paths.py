@@ -59,18 +59,23 @@ def test_the_shape_decoder_gives_what_the_general_decode_gives_for_every_value_t
     ids[1] = (101, 3)  # a scoped request is a key like any other
     shape = _Shape(ids)
     values = _array(types)
-    got = shape.decode(values)
-    assert got == _general(ids, values)
-    assert got is not None and got[ids[3]] == (1 << 63) + 5 and isinstance(got[ids[3]], int)  # exact ints
-    assert got[ids[4]] == -7.0 and got[ids[0]] == 2.5
+    listed = shape.decode(values)
+    assert listed is not None
+    got = dict(zip(ids, listed, strict=True))  # in request order
+    general = _general(ids, values)
+    assert got == general and list(map(type, got.values())) == list(map(type, general.values()))
+    assert got[ids[3]] == (1 << 63) + 5 and isinstance(got[ids[3]], int)  # exact ints
+    assert got[ids[4]] == -7.0 and got[ids[0]] == 2.5 and got[ids[5]] == -3.0 and got[ids[6]] == 65535.0
     again = list(reversed(types))  # the same request answered with other value types: decoded anew
-    assert shape.decode(_array(again)) == _general(ids, _array(again))
+    relisted = shape.decode(_array(again))
+    assert relisted is not None and dict(zip(ids, relisted, strict=True)) == _general(ids, _array(again))
+    assert list(map(type, relisted)) == list(map(type, _general(ids, _array(again)).values()))
 
 
 def test_the_shape_decoder_leaves_anything_unusual_to_the_general_path() -> None:
     ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
     shape = _Shape([1, 2, 3])
-    assert shape.decode(_array([ull] * 3)) == {1: (1 << 63) + 5, 2: (1 << 63) + 5, 3: (1 << 63) + 5}
+    assert shape.decode(_array([ull] * 3)) == [(1 << 63) + 5] * 3
     not_found = [pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_SUCCESS]
     assert shape.decode(_array([ull] * 3, not_found)) is None  # a per-field code: handled per field
     unknown = _array([ull] * 3)
