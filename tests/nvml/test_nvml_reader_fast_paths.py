@@ -179,6 +179,26 @@ def test_process_names_are_asked_once_per_pid_kept_while_it_runs_and_capped() ->
     assert lib.asked[4:] == [5, 4, 4]
 
 
+def test_held_names_are_kept_for_the_cycle_as_asking_would_keep_them() -> None:
+    """:meth:`ProcessNames.held` (a GPU whose readings are last cycle's): the PIDs of the last cycle move
+    over without a call, a PID asked this cycle already counts as held, one not known is refused (the
+    caller asks), and the cap holds."""
+    lib = _Names()
+    names = ProcessNames(NvmlCaller(lib), max_names=4)
+    assert [names.get(p) for p in (1, 2, 3)] == ["p1", "p2", None]  # 3 has no name: None is kept too
+    names.end_cycle()
+    assert names.get(2) == "p2" and names.held(frozenset({1, 2})) and lib.asked == [1, 2, 3]
+    names.end_cycle()  # 3 was neither asked nor held: gone; 1 and 2 stay without a call
+    assert not names.held(frozenset({1, 3})) and [names.get(p) for p in (1, 2, 3)] == ["p1", "p2", None]
+    assert lib.asked == [1, 2, 3, 3]
+    names.end_cycle()
+    assert not ProcessNames(NvmlCaller(lib), max_names=1).held(frozenset({1}))  # nothing known yet
+    assert names.held(frozenset({1, 2, 3})) and len(names) == 3 and lib.asked == [1, 2, 3, 3]
+    names.end_cycle()
+    assert [names.get(p) for p in (9, 8)] == ["p9", "p8"]  # 4 kept at most: only two more fit
+    assert not names.held(frozenset({1, 2, 3}))
+
+
 def test_clock_event_reason_sets_are_built_once_per_mask(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(clocks, "_BY_MASK", {})
     monkeypatch.setattr(clocks, "_MASKS_KEPT", 2)

@@ -15,16 +15,7 @@ was not moved, so no per-PID bookkeeping is left for :meth:`ProcessNames.end_cyc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
-
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller, text
-
-
-class _Named(Protocol):
-    @property
-    def pid(self) -> int: ...
-
 
 MAX_NAMES = 4096
 
@@ -53,13 +44,15 @@ class ProcessNames:
             now[pid] = name
         return name
 
-    def held(self, processes: Iterable[_Named]) -> bool:
-        """Keep the names of ``processes``' PIDs for this cycle as :meth:`get` would, asking nothing:
-        True where every one was known already (asked this cycle or the last, so a reading built from
-        last cycle's name still has it); False at the first that was not (the caller asks :meth:`get`)."""
+    def held(self, pids: frozenset[int]) -> bool:
+        """Keep the names of ``pids`` for this cycle as :meth:`get` would, asking nothing: True where
+        every one was known already (asked this cycle or the last, so a reading built from last cycle's
+        name still has it); False at the first that was not (the caller asks :meth:`get`)."""
         now, before, room = self._now, self._before, self._max
-        for process in processes:
-            pid = process.pid
+        if len(now) + len(pids) <= room and before.keys() >= pids:  # the usual cycle: all from the last
+            now.update(zip(pids, map(before.pop, pids), strict=True))
+            return True
+        for pid in pids:
             if pid not in now:
                 if pid not in before or len(now) >= room:
                     return False

@@ -138,7 +138,7 @@ class _Steady:
     """One scope's last full pass: the lists' signatures and samples it was built from, what the gates
     derived from the compute list, and the readings (handed out again while nothing of it moved)."""
 
-    __slots__ = ("compute", "graphics", "listed", "may_run", "mps", "pids", "readings", "shares")
+    __slots__ = ("compute", "graphics", "listed", "may_run", "mps", "named", "pids", "readings", "shares")
 
     def __init__(
         self, compute: Any, listed: int, may_run: bool, pids: frozenset[int], graphics: Any, mps: Any,
@@ -152,6 +152,8 @@ class _Steady:
         self.mps = mps
         self.shares = shares
         self.readings = readings
+        self.named = frozenset(p.pid for p in readings)
+        """The PIDs whose names the readings hold."""
 
 
 def _no_clients(found: Any) -> bool:
@@ -271,7 +273,7 @@ def list_processes(
         and last.graphics == graphed
         and last.mps == mpsed
         and last.shares == shares
-        and ctx.names.held(last.readings)
+        and ctx.names.held(last.named)
     ):
         return last.readings
     if entries is None:
