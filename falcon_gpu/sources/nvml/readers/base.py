@@ -99,10 +99,11 @@ FIELD_TYPES: Final[dict[str, tuple[type, ...]]] = {
 """What each field may hold at run time (derived from :class:`Fields`, checked in the guard)."""
 
 
-_CHECKED: Final[set[tuple[Any, ...]]] = set()
+CHECKED_SHAPES: Final[set[tuple[Any, ...]]] = set()
 """The shapes (keys, then the exact type of each value) of answers found right: a reader answers the
-same shape cycle after cycle, so the steady cycle checks one set membership per reader and GPU."""
-_CHECKED_KEPT: Final = 1024
+same shape cycle after cycle, so the steady cycle checks one set membership per reader and GPU (the
+source's reader loop looks here itself before it calls :func:`check_fields`)."""
+_SHAPES_KEPT: Final = 1024
 """At most this many shapes kept (a reader whose values are None or not varies a little)."""
 
 
@@ -114,11 +115,11 @@ def check_fields(reader: str, fields: Fields) -> None:
     An answer of a shape already found right (the same keys, each value of the same exact type,
     which makes ``isinstance`` answer the same) is not looked at again."""
     shape = (*fields, *map(type, fields.values()))
-    if shape in _CHECKED:
+    if shape in CHECKED_SHAPES:
         return
     _check(reader, fields)
-    if len(_CHECKED) < _CHECKED_KEPT:
-        _CHECKED.add(shape)
+    if len(CHECKED_SHAPES) < _SHAPES_KEPT:
+        CHECKED_SHAPES.add(shape)
 
 
 def _check(reader: str, fields: Fields) -> None:
