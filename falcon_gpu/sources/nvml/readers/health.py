@@ -12,7 +12,8 @@ administrator-level fact, re-read once a minute.
 
 from __future__ import annotations
 
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import pynvml
 
@@ -124,12 +125,16 @@ def _from_numbers(ctx: DeviceContext, numbers: tuple[Any, ...]) -> Fields:
     return out
 
 
+_CORRUPTED: Final = MappingProxyType({pynvml.NVML_ERROR_CORRUPTED_INFOROM: False})
+"""The infoROM check's answer "corrupted" (built once, not per GPU and cycle)."""
+
+
 def read_health(ctx: DeviceContext) -> Fields:
     numbers = ctx.field_values.fast(_GROUP)
     out = _by_field(ctx) if numbers is None else _from_numbers(ctx, numbers)
     valid = ctx.slow.call(
         ctx.nvml, ctx.timestamp, ctx.scope, "inforom", "nvmlDeviceValidateInforom", ctx.handle,
-        answers={pynvml.NVML_ERROR_CORRUPTED_INFOROM: False},
+        answers=_CORRUPTED,
     )  # fmt: skip
     if valid is not ABSENT:
         out["inforom_valid"] = valid is not False

@@ -54,7 +54,8 @@ general path would (:meth:`~falcon_gpu.sources.nvml.process_names.ProcessNames.h
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import pynvml
 
@@ -316,6 +317,10 @@ def _readings(
     return tuple(now.values())
 
 
+_NO_SAMPLES: Final = MappingProxyType({pynvml.NVML_SUCCESS: (), pynvml.NVML_ERROR_NOT_FOUND: ()})
+"""The codes that mean "no new samples" (built once: this call is made every cycle on every GPU)."""
+
+
 def process_samples(ctx: DeviceContext) -> ProcessSamples:
     """This cycle's samples of the device (asked once per cycle, kept in ``ctx``)."""
     if ctx.samples is None:
@@ -329,7 +334,7 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     # pynvml raises NVMLError(NVML_SUCCESS) when the driver has no samples at all: also "none".
     samples = ctx.nvml.call(
         ctx.scope, "process_utilization", "nvmlDeviceGetProcessUtilization", ctx.handle, last_seen,
-        answers={pynvml.NVML_SUCCESS: [], pynvml.NVML_ERROR_NOT_FOUND: []},
+        answers=_NO_SAMPLES,
     )  # fmt: skip
     if samples is ABSENT:
         return ProcessSamples(None, encoder_in_use=True, decoder_in_use=True)
