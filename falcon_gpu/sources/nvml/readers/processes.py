@@ -321,6 +321,11 @@ _NO_SAMPLES: Final = MappingProxyType({pynvml.NVML_SUCCESS: (), pynvml.NVML_ERRO
 """The codes that mean "no new samples" (built once: this call is made every cycle on every GPU)."""
 
 
+_SHARES: dict[Any, float] = {}
+"""Each SM percent's share (0-1), converted once: NVML answers whole percents, a hundred-odd values."""
+_SHARES_KEPT: Final = 1024
+
+
 def process_samples(ctx: DeviceContext) -> ProcessSamples:
     """This cycle's samples of the device (asked once per cycle, kept in ``ctx``)."""
     if ctx.samples is None:
@@ -342,7 +347,7 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     shares: dict[int, float] = {}  # per PID: its one sample's share, or the sum of its shares
     counts: dict[int, int] = {}  # only the PIDs with more than one sample (rare: one per PID and cycle)
     encoder = decoder = False
-    to_ratio = PERCENT_TO_RATIO
+    by_percent = _SHARES
     for sample in samples:
         stamp = sample.timeStamp
         if stamp <= last_seen:
@@ -350,11 +355,17 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
         if stamp > newest:
             newest = stamp
         pid = sample.pid
+        percent = sample.smUtil
+        share = by_percent.get(percent)
+        if share is None:
+            share = PERCENT_TO_RATIO(float(percent))
+            if len(by_percent) < _SHARES_KEPT:
+                by_percent[percent] = share
         if pid in shares:
-            shares[pid] += to_ratio(float(sample.smUtil))
+            shares[pid] += share
             counts[pid] = counts.get(pid, 1) + 1
         else:
-            shares[pid] = to_ratio(float(sample.smUtil))
+            shares[pid] = share
         if not encoder and sample.encUtil:
             encoder = True
         if not decoder and sample.decUtil:
