@@ -459,9 +459,7 @@ class FieldValues:
                 out += self._askable(scope, s.fallback)
         return out
 
-    def fetch(
-        self, scope: str, handle: Any
-    ) -> dict[int | tuple[int, int], Answer | Failed] | list[Any] | None:
+    def fetch(self, scope: str, handle: Any) -> _Answers | list[Any] | None:
         """This cycle's answers by field ID (by position where :attr:`decoded_by` is set); None: the call
         is unavailable (use the dedicated ones)."""
         _, ids, specs, _ = self._ids_for(scope)
@@ -501,9 +499,7 @@ class FieldValues:
             return None
         return self.numbers_of(answers, specs)
 
-    def numbers_of(
-        self, answers: dict[int | tuple[int, int], Answer | Failed], specs: tuple[FieldSpec, ...]
-    ) -> list[float | None]:
+    def numbers_of(self, answers: _Answers, specs: tuple[FieldSpec, ...]) -> list[float | None]:
         out: list[float | None] = []
         for spec in specs:
             got = answers.get(spec.request)
@@ -529,13 +525,11 @@ class FieldValues:
 
     def _ask(
         self, scope: str, handle: Any, ids: list[int | tuple[int, int]], specs: list[FieldSpec]
-    ) -> dict[int | tuple[int, int], Answer | Failed] | None:
+    ) -> _Answers | None:
         raw = self._raw(scope, handle, ids)
         return None if raw is ABSENT else self._general(scope, specs, raw)
 
-    def _general(
-        self, scope: str, specs: list[FieldSpec], raw: Any
-    ) -> dict[int | tuple[int, int], Answer | Failed]:
+    def _general(self, scope: str, specs: list[FieldSpec], raw: Any) -> _Answers:
         """Each field's answer by request, its code honoured per field."""
         # NVML answers in request order (the array it was given, filled in place).
         return {
@@ -593,14 +587,14 @@ class FieldBatch:
         self._owner = owner
         self._scope = scope
         self._handle = handle
-        self._values: dict[int | tuple[int, int], Answer | Failed] | UseCall | None = USE_CALL
+        self._values: _Answers | UseCall | None = USE_CALL
         """USE_CALL until fetched; None when the call is unavailable or the answer is the usual one."""
         self._numbers: list[Any] = []
         self._shape: _Shape | None = None
         """Where the answer is the usual one (:attr:`FieldValues.decoded_by`): its decoder, whose
         positions index :attr:`_numbers`."""
 
-    def _fetched(self) -> dict[int | tuple[int, int], Answer | Failed] | None:
+    def _fetched(self) -> _Answers | None:
         values = self._values
         if isinstance(values, UseCall):
             got = self._owner.fetch(self._scope, self._handle)
