@@ -6,9 +6,12 @@ shared machine that difference is noisy. Here one cycle of the synthetic node (`
 run with every NVML answer recorded, then each reader is run over every GPU's captured context again
 and again with the recorded answers handed back (a dictionary look-up per call, which is all that is
 left of the library), and the fastest round per reader is kept. What remains is the readers' own
-work plus the NVML call framework (``calls.py``) they go through. A call whose arguments change per
-cycle (the process samples' ``lastSeen``) is asked of the simulator again; it is the same on every
-branch measured.
+work plus the NVML call framework (``calls.py``) they go through. The replaying library is in place
+from the first cycle (so whatever the source keeps per device, bound functions included, goes through
+it), hands each function out once (a plain attribute after the first look-up, as a binding's module
+functions are), and every round starts from the captured cycle's ``lastSeen`` per GPU, so the process
+samples are consumed as in a real cycle (until this script's second version every round after the
+first saw no new sample).
 
 Usage: python scripts/bench_readers.py [--rounds 300] [--gpus 16] [--processes 256]
 """
@@ -42,29 +45,32 @@ class Replay:
         fn = getattr(self._lib, name)
         if not callable(fn):
             return fn
+        answers = self._answers
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            key = (name, *(a if isinstance(a, _PLAIN) else id(a) for a in args))
-            if self.recording or key not in self._answers:
+            key = (name, *[a if a.__class__ in _PLAIN else id(a) for a in args])
+            if self.recording or key not in answers:
                 try:
                     self._answers[key] = (True, fn(*args, **kwargs))
                 except Exception as e:  # an NVMLError is an answer too
                     self._answers[key] = (False, e)
-            ok, answer = self._answers[key]
+            ok, answer = answers[key]
             if not ok:
                 raise answer
             return answer
 
+        setattr(self, name, call)  # found without __getattr__ from now on
         return call
 
 
-def captured(gpus: int, processes: int) -> tuple[Any, list[DeviceContext], Replay]:
-    """A warmed-up source, one context per GPU of its last cycle, and the library replaying it."""
+def captured(gpus: int, processes: int) -> tuple[Any, list[DeviceContext], Replay, dict[str, int]]:
+    """A warmed-up source, one context per GPU of its last cycle, the library replaying it, and each
+    GPU's ``lastSeen`` sample time at that cycle's start."""
     runner = make_runner(write_scenario(gpus, processes), LastText())
-    for _ in range(5):
-        runner.run()
     replay = Replay(runner.source._nvml.lib)  # type: ignore[attr-defined]
     runner.source._nvml.lib = replay  # type: ignore[attr-defined]
+    for _ in range(5):
+        runner.run()
     contexts: list[DeviceContext] = []
 
     class Capturing(DeviceContext):
@@ -72,13 +78,14 @@ def captured(gpus: int, processes: int) -> tuple[Any, list[DeviceContext], Repla
             super().__init__(*args, **kwargs)
             contexts.append(self)
 
+    last_seen = dict(runner.source._last_seen)  # type: ignore[attr-defined]
     nvml_source.DeviceContext = Capturing  # type: ignore[misc]
     try:
         runner.run()
     finally:
         nvml_source.DeviceContext = DeviceContext  # type: ignore[misc]
     replay.recording = False
-    return runner.source, contexts, replay
+    return runner.source, contexts, replay, last_seen
 
 
 def main() -> None:
@@ -87,11 +94,12 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=16)
     ap.add_argument("--processes", type=int, default=256)
     a = ap.parse_args()
-    source, contexts, _ = captured(a.gpus, a.processes)
+    source, contexts, _, last_seen = captured(a.gpus, a.processes)
     best = {name: float("inf") for name, _ in READERS}
     for _ in range(a.rounds):
         for ctx in contexts:  # a new cycle's state, as the source makes it
             ctx.fields, ctx.samples = {}, None
+            ctx.last_seen_us[ctx.scope] = last_seen[ctx.scope]
             ctx.field_values = source._field_values.batch(ctx.scope, ctx.handle)
         for name, reader in READERS:
             started = time.perf_counter()

@@ -15,6 +15,7 @@ from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.simulator.scenario.model import GPM_KEYS
 from falcon_gpu.sources.nvml import gpm as gpm_module
 from tests.nvml.helpers import Quirky, gpu, scenario_of, source_on
+from tests.nvml.test_nvml_readers import FULL, PER_CYCLE, _calls_per_gpu
 
 GPM = {
     "sm_active_percent": [10, 63, 70],
@@ -221,3 +222,13 @@ def test_metrics_read_from_the_request_bytes_equal_the_struct_members() -> None:
     assert got == gpm_module.reading(request, from_bytes=False)
     assert got == GpmReading(0.63, 0.415, 0.22, 0.35, 0.70, None, 0.3025, 0.12)
     assert gpm_module._LAYOUT_OK  # the bytes path is the one taken on this machine
+
+
+def test_a_hopper_gpu_with_every_reading_costs_ten_nvml_calls_per_cycle() -> None:
+    """Issue 11's budget: the 8 calls of a GPU without GPM (``PER_CYCLE``) and GPM's sample and metrics."""
+    steady = {**FULL, "encoder_percent": 0, "decoder_percent": 0, "clock_event_reasons": [],
+              "name": "NVIDIA H100 80GB HBM3", "gpm": GPM}  # fmt: skip
+    per_gpu, device, _ = _calls_per_gpu(steady)
+    assert per_gpu == {**PER_CYCLE, "nvmlGpmSampleGet": 1, "nvmlGpmMetricsGet": 1}
+    assert sum(per_gpu.values()) == 10
+    assert device.gpm == expected(10)

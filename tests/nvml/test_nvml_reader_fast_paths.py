@@ -59,18 +59,23 @@ def test_the_shape_decoder_gives_what_the_general_decode_gives_for_every_value_t
     ids[1] = (101, 3)  # a scoped request is a key like any other
     shape = _Shape(ids)
     values = _array(types)
-    got = shape.decode(values)
-    assert got == _general(ids, values)
-    assert got is not None and got[ids[3]] == (1 << 63) + 5 and isinstance(got[ids[3]], int)  # exact ints
-    assert got[ids[4]] == -7.0 and got[ids[0]] == 2.5
+    listed = shape.decode(values)
+    assert listed is not None
+    got = dict(zip(ids, listed, strict=True))  # in request order
+    general = _general(ids, values)
+    assert got == general and list(map(type, got.values())) == list(map(type, general.values()))
+    assert got[ids[3]] == (1 << 63) + 5 and isinstance(got[ids[3]], int)  # exact ints
+    assert got[ids[4]] == -7.0 and got[ids[0]] == 2.5 and got[ids[5]] == -3.0 and got[ids[6]] == 65535.0
     again = list(reversed(types))  # the same request answered with other value types: decoded anew
-    assert shape.decode(_array(again)) == _general(ids, _array(again))
+    relisted = shape.decode(_array(again))
+    assert relisted is not None and dict(zip(ids, relisted, strict=True)) == _general(ids, _array(again))
+    assert list(map(type, relisted)) == list(map(type, _general(ids, _array(again)).values()))
 
 
 def test_the_shape_decoder_leaves_anything_unusual_to_the_general_path() -> None:
     ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
     shape = _Shape([1, 2, 3])
-    assert shape.decode(_array([ull] * 3)) == {1: (1 << 63) + 5, 2: (1 << 63) + 5, 3: (1 << 63) + 5}
+    assert shape.decode(_array([ull] * 3)) == [(1 << 63) + 5] * 3
     not_found = [pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_SUCCESS]
     assert shape.decode(_array([ull] * 3, not_found)) is None  # a per-field code: handled per field
     unknown = _array([ull] * 3)
@@ -174,6 +179,26 @@ def test_process_names_are_asked_once_per_pid_kept_while_it_runs_and_capped() ->
     assert lib.asked[4:] == [5, 4, 4]
 
 
+def test_held_names_are_kept_for_the_cycle_as_asking_would_keep_them() -> None:
+    """:meth:`ProcessNames.held` (a GPU whose readings are last cycle's): the PIDs of the last cycle move
+    over without a call, a PID asked this cycle already counts as held, one not known is refused (the
+    caller asks), and the cap holds."""
+    lib = _Names()
+    names = ProcessNames(NvmlCaller(lib), max_names=4)
+    assert [names.get(p) for p in (1, 2, 3)] == ["p1", "p2", None]  # 3 has no name: None is kept too
+    names.end_cycle()
+    assert names.get(2) == "p2" and names.held(frozenset({1, 2})) and lib.asked == [1, 2, 3]
+    names.end_cycle()  # 3 was neither asked nor held: gone; 1 and 2 stay without a call
+    assert not names.held(frozenset({1, 3})) and [names.get(p) for p in (1, 2, 3)] == ["p1", "p2", None]
+    assert lib.asked == [1, 2, 3, 3]
+    names.end_cycle()
+    assert not ProcessNames(NvmlCaller(lib), max_names=1).held(frozenset({1}))  # nothing known yet
+    assert names.held(frozenset({1, 2, 3})) and len(names) == 3 and lib.asked == [1, 2, 3, 3]
+    names.end_cycle()
+    assert [names.get(p) for p in (9, 8)] == ["p9", "p8"]  # 4 kept at most: only two more fit
+    assert not names.held(frozenset({1, 2, 3}))
+
+
 def test_clock_event_reason_sets_are_built_once_per_mask(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(clocks, "_BY_MASK", {})
     monkeypatch.setattr(clocks, "_MASKS_KEPT", 2)
@@ -231,9 +256,8 @@ def _group_cycles(
         return got
 
     monkeypatch.setattr(field_values.FieldBatch, "fast", fast)
-    if by_field:
-        never = property(lambda _: False, lambda *_: None)
-        monkeypatch.setattr(field_values.FieldValues, "clean", never, raising=False)
+    if by_field:  # and every answer by request, not by position
+        monkeypatch.setattr(_Shape, "decode", lambda self, raw: None)
     return _six_cycles(monkeypatch, scenario, hits), hits
 
 
@@ -291,3 +315,43 @@ def test_an_unchanged_process_is_last_cycle_s_reading_and_a_change_is_a_new_one(
     )
     kept = source._nvml.memo[processes._KEPT]
     assert set(next(iter(kept.values()))) == {(pid, None, None) for pid in (11, 12, 13, 14)}
+
+
+def test_a_gpu_whose_lists_and_samples_did_not_move_gets_last_cycle_s_whole_tuple() -> None:
+    """The steady training node: the same process tuple object, its names kept alive without asking
+    NVML again; a new tuple, right in every field, the cycle a list's memory, a share, the graphics list
+    or the MPS list moves, and when a name was dropped (looked up again, as the general path does)."""
+    sim = SimulatedNvml(scenario_of(gpu(processes=[
+        {"pid": 21, "name": "train", "type": "compute", "used_memory_bytes": GIB, "sm_util_percent": 40},
+        {"pid": 22, "name": "grows", "type": "compute", "used_memory_bytes": [GIB] * 3 + [2 * GIB] * 9,
+         "sm_util_percent": 40},
+        {"pid": 23, "name": "busier", "type": "compute", "used_memory_bytes": GIB,
+         "sm_util_percent": [40] * 5 + [60] * 7},
+        {"pid": 24, "name": "viewer", "type": "graphics", "used_memory_bytes": GIB, "from_cycle": 7,
+         "sm_util_percent": 5},
+    ])))  # fmt: skip
+    source, _ = source_on(sim)
+    seen = []
+    for t in range(10):
+        names_before = sim.calls.get("nvmlSystemGetProcessName", 0)
+        seen.append((source.collect(1000.0 + 10 * t).devices[0].processes,
+                     sim.calls.get("nvmlSystemGetProcessName", 0) - names_before))  # fmt: skip
+        if t == 8:
+            source._names._before.pop(21)  # as if the cap had kept it out: asked again, a new tuple
+    tuples = [t for t, _ in seen]
+    assert [asked for _, asked in seen] == [3, 0, 0, 0, 0, 0, 0, 1, 0, 1]
+    assert tuples[1] is tuples[0] and tuples[2] is tuples[0]
+    assert tuples[3] is not tuples[2] and {p.pid: p.used_memory_bytes for p in tuples[3]}[22] == 2 * GIB
+    assert tuples[4] is tuples[3]
+    assert tuples[5] is not tuples[4]
+    assert {p.pid: p.sm_util_ratio for p in tuples[5]}[23] == pytest.approx(0.6)
+    assert tuples[6] is tuples[5]
+    assert tuples[7] is not tuples[6] and [(p.pid, p.types) for p in tuples[7]][-1] == (24, ("graphics",))
+    assert tuples[8] is tuples[7]
+    assert tuples[9] is not tuples[8] and tuples[9] == tuples[8]
+    assert tuples[8] == (
+        ProcessReading(21, "train", ("compute",), GIB, 0.4, None, None),
+        ProcessReading(22, "grows", ("compute",), 2 * GIB, 0.4, None, None),
+        ProcessReading(23, "busier", ("compute",), GIB, 0.6, None, None),
+        ProcessReading(24, "viewer", ("graphics",), GIB, 0.05, None, None),
+    )

@@ -159,17 +159,18 @@ PER_CYCLE = {
     "nvmlDeviceGetFieldValues": 1,
     "nvmlDeviceGetPerformanceState": 1,
     "nvmlDeviceGetClockInfo": 1,
-    "nvmlDeviceGetCurrentClocksEventReasons": 1,
     "nvmlDeviceGetProcessUtilization": 1,
     "nvmlDeviceGetComputeRunningProcesses_v3": 1,
-    "nvmlDeviceGetGraphicsRunningProcesses_v3": 1,
 }
 """The NVML calls one GPU with every reading costs per cycle once identity, limits and MIG mode are
-known, while its temperature and P-state hold and no process uses the encoder or decoder: 10, down
-from 15 (the memory clock, fan, encoder, decoder and MPS list are asked when they may have changed:
-tests/nvml/test_nvml_call_gates.py); readings without a field ID each need their own call."""
+known, while its temperature, P-state and clocks hold, no limiter holds its clocks down, no process uses
+the encoder or decoder and none has a graphics context: 8, down from 15 (the memory clock, fan, encoder,
+decoder, MPS and graphics lists and the clock event reasons are asked when they may have changed:
+tests/nvml/test_nvml_call_gates.py)."""
 ENGINES = {"nvmlDeviceGetEncoderUtilization": 1, "nvmlDeviceGetDecoderUtilization": 1}
-"""What a GPU whose processes use NVENC and NVDEC adds: 12."""
+"""What a GPU whose processes use NVENC and NVDEC adds."""
+THROTTLED = {"nvmlDeviceGetCurrentClocksEventReasons": 1}
+"""What a GPU whose clocks a limiter holds down adds (the mask is asked every cycle while it lasts)."""
 
 
 def _calls_per_gpu(gpu_a: dict[str, object]) -> tuple[dict[str, float], DeviceReading, SimulatedNvml]:
@@ -185,12 +186,13 @@ def _calls_per_gpu(gpu_a: dict[str, object]) -> tuple[dict[str, float], DeviceRe
 
 
 def test_nvml_calls_per_gpu_per_cycle() -> None:
-    per_gpu, device, sim = _calls_per_gpu({**FULL, "encoder_percent": 0, "decoder_percent": 0})
+    steady = {**FULL, "encoder_percent": 0, "decoder_percent": 0, "clock_event_reasons": []}
+    per_gpu, device, sim = _calls_per_gpu(steady)
     assert per_gpu == PER_CYCLE
-    assert sum(per_gpu.values()) == 10
+    assert sum(per_gpu.values()) == 8
     assert_matches_scenario(device, sim, 10, without=set())
-    per_gpu, device, sim = _calls_per_gpu(FULL)  # encoder 4 %, decoder 6 %
-    assert per_gpu == {**PER_CYCLE, **ENGINES}
+    per_gpu, device, sim = _calls_per_gpu(FULL)  # encoder 4 %, decoder 6 %, SW power cap
+    assert per_gpu == {**PER_CYCLE, **ENGINES, **THROTTLED}
     assert_matches_scenario(device, sim, 10, without=set())
 
 

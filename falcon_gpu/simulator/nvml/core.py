@@ -21,6 +21,7 @@ can observe is unchanged.
 from __future__ import annotations
 
 import struct
+import sys
 import threading
 import time
 from collections import Counter
@@ -30,6 +31,7 @@ from typing import Any, NoReturn, TypeVar
 
 import pynvml
 
+from falcon_gpu.simulator.nvml import violations
 from falcon_gpu.simulator.scenario.model import settled_cycle
 from falcon_gpu.simulator.scenario.parse import GpuScenario, MigScenario, Scenario, Series, at
 
@@ -78,8 +80,9 @@ class SimDevice:
     def __init__(self, index: int, gpu: GpuScenario) -> None:
         self.index = index
         self.gpu = gpu
-        self.settles = settled_cycle(gpu)
-        """From this cycle on every answer repeats (:func:`settled_cycle`)."""
+        self.settles = sys.maxsize if violations.advancing(gpu) else settled_cycle(gpu)
+        """From this cycle on every answer repeats (:func:`settled_cycle`); never for a GPU whose
+        throttle counters advance every cycle (:mod:`~falcon_gpu.simulator.nvml.violations`)."""
         self.answers: dict[Hashable, Any] = {}
         """This cycle's answers by question (a :class:`Refused` for an error); see the module docstring."""
         self.answers_at = 0

@@ -21,6 +21,7 @@ from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
 from falcon_gpu.readings.device import READINGS
 from falcon_gpu.readings.spec import SINT, Reading
 from falcon_gpu.readings.units import Convert
+from falcon_gpu.simulator.nvml import violations
 from falcon_gpu.simulator.nvml.core import NvmlStruct, SimCore, SimDevice, SimMigDevice, fail
 from falcon_gpu.simulator.scenario.parse import at
 
@@ -412,6 +413,7 @@ FIELD_VALUES |= {
     pynvml.NVML_FI_DEV_REMAPPED_PENDING: _row(2),
     pynvml.NVML_FI_DEV_REMAPPED_FAILURE: _row(3),
 }
+FIELD_VALUES |= dict.fromkeys(violations.FIELD_IDS, violations.serve)
 _NVLINK_ERRORS = {"CRC_FLIT": "crc_flit_errors", "CRC_DATA": "crc_data_errors", "REPLAY": "replay_errors",
                   "RECOVERY": "recovery_errors"}  # fmt: skip
 

@@ -183,8 +183,10 @@ class NvmlCaller:
         CORRUPTED_INFOROM -> False) to values. Raises DeviceGone only."""
         if (scope, field) in self._not_supported:
             return ABSENT
-        fn = self._function(fn_name)
+        # _function, written out: this runs for every NVML call of every cycle
+        fn = None if fn_name in self._missing else getattr(self.lib, fn_name, None)
         if fn is None:
+            self._function(fn_name)  # logs a missing function once
             return ABSENT
         try:
             return fn(*args, **kwargs)
@@ -226,10 +228,13 @@ class NvmlCaller:
         chosen = self._variant.get(family)
         start = chosen[0] if chosen is not None and chosen[0] < len(variants) else 0
         last = len(variants) - 1
+        missing, lib = self._missing, self.lib
         for i in range(start, last + 1):
             label, fn_name, kwargs = variants[i]
-            fn = self._function(fn_name)
+            # _function, written out (as in call): two of these per GPU and cycle
+            fn = None if fn_name in missing else getattr(lib, fn_name, None)
             if fn is None:
+                self._function(fn_name)  # logs a missing function once
                 continue
             try:
                 value = fn(*args, **kwargs)

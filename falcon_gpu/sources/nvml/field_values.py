@@ -38,7 +38,6 @@ import operator
 import struct
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pynvml
@@ -49,32 +48,43 @@ from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
 log = logging.getLogger("falcon_gpu.nvml")
 
 
-@dataclass(frozen=True, slots=True)
 class FieldSpec:
-    """One reading available as a field value; ``name`` is its not-supported key."""
+    """One reading available as a field value; ``name`` is its not-supported key. Declared once, at
+    import (compared by identity)."""
 
-    name: str
-    field_id: int
-    call: str | None = None
-    """The dedicated ``nvml*`` function for drivers without the field (None: there is none;
-    for a member of a group, the group's function, which its reader calls)."""
-    args: tuple[Any, ...] = ()
-    """Arguments of ``call`` after the handle."""
-    scope_id: int | None = None
-    """The ``scopeId`` of a scoped field (the NVLink of a per-link counter); None: unscoped."""
-    fallback: tuple[FieldSpec, ...] = ()
-    """Fields that give the same reading in parts (an NVLink sum's per-link counters): asked instead,
-    from the same cycle on, where the driver answers this one NOT_SUPPORTED or INVALID_ARGUMENT."""
-    quiet: bool = False
-    """Not supported is common (every NVLink field of a GPU without NVLink): one summary line per
-    device instead of one per field."""
-    request: int | tuple[int, int] = field(init=False)
-    """What ``nvmlDeviceGetFieldValues`` is given for it: the ID, or ``(fieldId, scopeId)``."""
+    __slots__ = ("args", "call", "fallback", "field_id", "name", "quiet", "request", "scope_id")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "request", self.field_id if self.scope_id is None else (self.field_id, self.scope_id)
-        )
+    def __init__(
+        self,
+        name: str,
+        field_id: int,
+        call: str | None = None,
+        args: tuple[Any, ...] = (),
+        *,
+        scope_id: int | None = None,
+        fallback: tuple[FieldSpec, ...] = (),
+        quiet: bool = False,
+    ) -> None:
+        self.name = name
+        self.field_id = field_id
+        self.call = call
+        """The dedicated ``nvml*`` function for drivers without the field (None: there is none;
+        for a member of a group, the group's function, which its reader calls)."""
+        self.args = args
+        """Arguments of ``call`` after the handle."""
+        self.scope_id = scope_id
+        """The ``scopeId`` of a scoped field (the NVLink of a per-link counter); None: unscoped."""
+        self.fallback = fallback
+        """Fields that give the same reading in parts (an NVLink sum's per-link counters): asked instead,
+        from the same cycle on, where the driver answers this one NOT_SUPPORTED or INVALID_ARGUMENT."""
+        self.quiet = quiet
+        """Not supported is common (every NVLink field of a GPU without NVLink): one summary line per
+        device instead of one per field."""
+        self.request: int | tuple[int, int] = field_id if scope_id is None else (field_id, scope_id)
+        """What ``nvmlDeviceGetFieldValues`` is given for it: the ID, or ``(fieldId, scopeId)``."""
+
+    def __repr__(self) -> str:
+        return f"FieldSpec({self.name!r}, {self.field_id})"
 
 
 class UseCall:
@@ -130,6 +140,15 @@ PCIE_TRAFFIC: Final = (
 )
 """PCIe bytes transmitted and received since the driver loaded (TX, RX; nvml.h's IDs where an older
 pynvml does not name them: a driver that does not know them answers NOT_SUPPORTED, logged once)."""
+THROTTLE_TIME: Final = (
+    FieldSpec("throttle_app_clocks", getattr(pynvml, "NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS", 80)),
+    FieldSpec("throttle_base_clocks", getattr(pynvml, "NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS", 81)),
+)
+"""Nanoseconds the clocks were held below the application clocks by any limiter, and below the base
+clocks, since the driver loaded (nvml.h: ``NVML_PERF_POLICY_TOTAL_APP_CLOCKS`` "Total time the GPU was
+held below application clocks by any limiter", ``..._TOTAL_BASE_CLOCKS`` "Total time the GPU was held
+below base clocks"; a violation time in nanoseconds): what the clock event reasons follow
+(:mod:`falcon_gpu.sources.nvml.readers.clocks`)."""
 NVLINK_LINKS: Final = 18
 """Links asked per GPU where the driver cannot sum them (NVML_NVLINK_MAX_LINKS on Hopper); the ones a
 GPU lacks answer NOT_SUPPORTED once."""
@@ -192,6 +211,7 @@ read by :func:`~falcon_gpu.sources.nvml.readers.declared.read_declared` in their
 
 FIELDS: Final = (
     MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED, *PCIE_TRAFFIC,
+    *THROTTLE_TIME,
     *NVLINK, *(spec for spec, _ in DECLARED),
 )  # fmt: skip
 
@@ -255,37 +275,77 @@ _ROW: Final = "24xIIQ"
 """One ``c_nvmlFieldValue_t`` as :data:`LAYOUT`, its first 24 bytes (IDs, timestamp, latency) skipped."""
 
 
+_VALUE_FORMAT: Final = {
+    pynvml.NVML_VALUE_TYPE_DOUBLE: "d",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "I4x",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "Q",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "Q",
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "q",
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: "i4x",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "H6x",
+}
+"""Each value type's member of the 8-byte union as a ``struct`` format (the narrow members are its low
+bytes, little-endian): what :data:`_FROM_U64` computes from the whole 8 bytes, read in place."""
+_AS_FLOAT: Final = frozenset(_VALUE_FORMAT) - {_ULL, pynvml.NVML_VALUE_TYPE_DOUBLE}
+"""The value types answered as a float (as :data:`_FROM_U64` does) that ``struct`` reads as an int."""
+
+
 class _Shape:
     """The decoder of one request (a device's list of field IDs), built once per list: its whole
-    answer unpacked by one ``struct`` call, the numbers of the value types not already exact
-    (not unsigned long long) converted by position. Only for the usual answer: every field SUCCESS,
-    with the value types of the answer before (else :meth:`decode` answers None: the general path)."""
+    answer unpacked by one ``struct`` call laid out for the value types of the answer before (each
+    union read as its own member), the few numbers ``struct`` gives as ints where a float is answered
+    converted by position. Only for the usual answer: every field SUCCESS, with the value types of the
+    answer before (else it is laid out anew; a type not known here or any other code: :meth:`decode`
+    answers None, the general path)."""
 
-    __slots__ = ("_convert", "_layout", "_success", "_types", "ids")
+    __slots__ = ("_floats", "_layout", "_success", "_types", "ids", "index", "takers")
 
     def __init__(self, ids: list[int | tuple[int, int]]) -> None:
         self.ids = ids
         self._layout = struct.Struct("@" + _ROW * len(ids))
         self._success = (pynvml.NVML_SUCCESS,) * len(ids)
         self._types: tuple[int, ...] = ()
-        self._convert: tuple[tuple[int, Callable[[int], float]], ...] = ()
+        self._floats: tuple[int, ...] = ()
+        self.index: dict[int | tuple[int, int], int] = {request: i for i, request in enumerate(ids)}
+        """Each request's position in the answer (and in :meth:`decode`'s numbers)."""
+        self.takers: dict[FieldGroup, Callable[[Any], Any] | None] = {}
+        """Per group: its numbers by position in one ``itemgetter``; None: not all of them are asked."""
 
-    def decode(self, raw: Any) -> dict[int | tuple[int, int], Answer | Failed] | None:
+    def taker(self, group: FieldGroup) -> Callable[[Any], Any] | None:
+        """``group``'s numbers out of :meth:`decode`'s list, in its order (built once per group)."""
+        if group in self.takers:
+            return self.takers[group]
+        positions = [self.index.get(s.request) for s in group.specs]
+        take = None if None in positions else _getter(positions)
+        self.takers[group] = take
+        return take
+
+    def decode(self, raw: Any) -> list[Any] | None:
+        """The numbers in request order (each exact: an int, or a float where the type answers one)."""
         if len(raw) != len(self.ids):
             return None
-        flat = self._layout.unpack(memoryview(raw).cast("B"))
+        data = memoryview(raw).cast("B")
+        flat = self._layout.unpack(data)
         if flat[1::3] != self._success:
             return None
         types = flat[0::3]
         if types != self._types:
-            if not all(t in _FROM_U64 for t in types):
+            if not all(t in _VALUE_FORMAT for t in types):
                 return None
             self._types = types
-            self._convert = tuple((i, _FROM_U64[t]) for i, t in enumerate(types) if t != _ULL)
-        numbers: list[Answer | Failed] = list(flat[2::3])
-        for i, convert in self._convert:
-            numbers[i] = convert(numbers[i])  # type: ignore[arg-type]
-        return dict(zip(self.ids, numbers, strict=True))
+            self._layout = struct.Struct("@" + "".join("24xII" + _VALUE_FORMAT[t] for t in types))
+            self._floats = tuple(i for i, t in enumerate(types) if t in _AS_FLOAT)
+            flat = self._layout.unpack(data)
+        numbers = list(flat[2::3])
+        for i in self._floats:
+            numbers[i] = float(numbers[i])
+        return numbers
+
+
+def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """``itemgetter(*keys)`` that answers a tuple for one key too."""
+    take = operator.itemgetter(*keys)
+    return take if len(keys) > 1 else lambda values: (take(values),)
 
 
 _OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
@@ -293,13 +353,17 @@ _OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERR
 Answer = float | None | UseCall
 
 
-@dataclass(frozen=True, slots=True)
 class Failed:
     """A field that answered an unexpected code: the error of the reader that asks for it."""
 
-    error: str
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
 
 
+_Answers = dict[int | tuple[int, int], Answer | Failed]
+"""Each asked field's answer by request."""
 _Asked = tuple[int, list[int | tuple[int, int]], list[FieldSpec], frozenset[str]]
 
 
@@ -323,9 +387,10 @@ class FieldValues:
         """Per scope: the decoder of its batch's request (rebuilt when the request changes)."""
         self._any: dict[tuple[str, str], tuple[int, bool]] = {}
         """Per scope and key: (the not-supported generation, :meth:`any_asked`'s answer then)."""
-        self.clean = False
-        """The last :meth:`fetch` came from the usual answer's decoder alone (:class:`_Shape`): every
-        value in it is a number, none a Failed, USE_CALL or None (what :meth:`FieldBatch.fast` needs)."""
+        self.decoded_by: _Shape | None = None
+        """The decoder of the usual answer (:class:`_Shape`) where the last :meth:`fetch` came from it
+        alone: its answer is then the list of numbers in request order (every one a number, none a
+        Failed, USE_CALL or None), which :class:`FieldBatch` reads by position; None: a dict by request."""
 
     def report(self, failed: Failed) -> None:
         self._nvml.errors.append(failed.error)
@@ -394,14 +459,24 @@ class FieldValues:
                 out += self._askable(scope, s.fallback)
         return out
 
-    def fetch(self, scope: str, handle: Any) -> dict[int | tuple[int, int], Answer | Failed] | None:
-        """This cycle's answers by field ID; None: the call is unavailable (use the dedicated ones)."""
+    def fetch(self, scope: str, handle: Any) -> _Answers | list[Any] | None:
+        """This cycle's answers by field ID (by position where :attr:`decoded_by` is set); None: the call
+        is unavailable (use the dedicated ones)."""
         _, ids, specs, _ = self._ids_for(scope)
         self._quiet = 0
         self._fell_back = []
-        self.clean = False
-        answers = self._ask(scope, handle, ids, specs, self._shape(scope, ids))
-        if answers is not None and self._fell_back:  # their parts, in the same cycle (once per device)
+        self.decoded_by = None
+        shape = self._shape(scope, ids)
+        raw = self._raw(scope, handle, ids)
+        if raw is ABSENT:
+            return None
+        if shape is not None and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
+            fast = shape.decode(raw)
+            if fast is not None:
+                self.decoded_by = shape
+                return fast
+        answers = self._general(scope, specs, raw)
+        if self._fell_back:  # their parts, in the same cycle (once per device)
             parts = self._askable(scope, tuple(f for s in self._fell_back for f in s.fallback))
             more = self._ask(scope, handle, [s.request for s in parts], parts)
             answers.update(more or {})
@@ -424,9 +499,7 @@ class FieldValues:
             return None
         return self.numbers_of(answers, specs)
 
-    def numbers_of(
-        self, answers: dict[int | tuple[int, int], Answer | Failed], specs: tuple[FieldSpec, ...]
-    ) -> list[float | None]:
+    def numbers_of(self, answers: _Answers, specs: tuple[FieldSpec, ...]) -> list[float | None]:
         out: list[float | None] = []
         for spec in specs:
             got = answers.get(spec.request)
@@ -445,24 +518,19 @@ class FieldValues:
             shape = self._shapes[scope] = _Shape(ids)
         return shape
 
-    def _ask(
-        self,
-        scope: str,
-        handle: Any,
-        ids: list[int | tuple[int, int]],
-        specs: list[FieldSpec],
-        shape: _Shape | None = None,
-    ) -> dict[int | tuple[int, int], Answer | Failed] | None:
+    def _raw(self, scope: str, handle: Any, ids: list[int | tuple[int, int]]) -> Any:
         if not ids:
-            return {}
-        raw = self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids)
-        if raw is ABSENT:
-            return None
-        if shape is not None and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
-            fast = shape.decode(raw)
-            if fast is not None:
-                self.clean = True
-                return fast
+            return []
+        return self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids)
+
+    def _ask(
+        self, scope: str, handle: Any, ids: list[int | tuple[int, int]], specs: list[FieldSpec]
+    ) -> _Answers | None:
+        raw = self._raw(scope, handle, ids)
+        return None if raw is ABSENT else self._general(scope, specs, raw)
+
+    def _general(self, scope: str, specs: list[FieldSpec], raw: Any) -> _Answers:
+        """Each field's answer by request, its code honoured per field."""
         # NVML answers in request order (the array it was given, filled in place).
         return {
             spec.request: number
@@ -501,36 +569,38 @@ class FieldValues:
 
 
 class FieldGroup:
-    """Fields a reader takes together (built once, at import): their answers by one ``itemgetter``."""
+    """Fields a reader takes together (built once, at import; compared by identity): their numbers by
+    one ``itemgetter`` per device's request (:meth:`_Shape.taker`)."""
 
-    __slots__ = ("specs", "take")
+    __slots__ = ("specs",)
 
     def __init__(self, specs: tuple[FieldSpec, ...]) -> None:
         self.specs = specs
-        requests = [s.request for s in specs]
-        take = operator.itemgetter(*requests)
-        self.take: Callable[[Any], Any] = take if len(requests) > 1 else lambda values: (take(values),)
 
 
 class FieldBatch:
     """One device's field values in one cycle, fetched on first use."""
 
-    __slots__ = ("_clean", "_handle", "_owner", "_scope", "_values")
+    __slots__ = ("_handle", "_numbers", "_owner", "_scope", "_shape", "_values")
 
     def __init__(self, owner: FieldValues, scope: str, handle: Any) -> None:
         self._owner = owner
         self._scope = scope
         self._handle = handle
-        self._values: dict[int | tuple[int, int], Answer | Failed] | UseCall | None = USE_CALL
-        """USE_CALL until fetched; None when the call is unavailable."""
-        self._clean = False
-        """Every answer in ``_values`` is a number (see :attr:`FieldValues.clean`)."""
+        self._values: _Answers | UseCall | None = USE_CALL
+        """USE_CALL until fetched; None when the call is unavailable or the answer is the usual one."""
+        self._numbers: list[Any] = []
+        self._shape: _Shape | None = None
+        """Where the answer is the usual one (:attr:`FieldValues.decoded_by`): its decoder, whose
+        positions index :attr:`_numbers`."""
 
-    def _fetched(self) -> dict[int | tuple[int, int], Answer | Failed] | None:
+    def _fetched(self) -> _Answers | None:
         values = self._values
         if isinstance(values, UseCall):
-            values = self._values = self._owner.fetch(self._scope, self._handle)
-            self._clean = self._owner.clean and values is not None
+            got = self._owner.fetch(self._scope, self._handle)
+            if isinstance(got, list):
+                self._numbers, self._shape, got = got, self._owner.decoded_by, None
+            values = self._values = got
         return values
 
     def fast(self, group: FieldGroup) -> tuple[Any, ...] | None:
@@ -538,13 +608,12 @@ class FieldBatch:
         SUCCESS) and asked all of them: one ``itemgetter`` call instead of a :meth:`get` per field. None
         otherwise (a field not supported, read by its own call, failed or without a value): the caller
         takes the per-field path, which keeps each code's meaning."""
-        values = self._fetched()
-        if not self._clean:
+        self._fetched()
+        shape = self._shape
+        if shape is None:
             return None
-        try:
-            return group.take(values)  # type: ignore[no-any-return]
-        except KeyError:
-            return None
+        take = shape.taker(group)
+        return None if take is None else take(self._numbers)
 
     def values(self, nvml: NvmlCaller, group: FieldGroup) -> tuple[Any, ...] | list[Any]:
         """:meth:`value` of each field of ``group`` (its order), by :meth:`fast` where it can."""
@@ -554,6 +623,12 @@ class FieldBatch:
     def get(self, spec: FieldSpec) -> Answer:
         """The field's number, None (no value), or USE_CALL (ask its dedicated function)."""
         values = self._fetched()
+        shape = self._shape
+        if shape is not None:
+            at = shape.index.get(spec.request)
+            if at is not None:
+                return self._numbers[at]  # type: ignore[no-any-return]
+            return USE_CALL if self._owner.uses_call(self._scope, spec) else None
         if values is None:
             return USE_CALL
         request = spec.request
@@ -569,6 +644,10 @@ class FieldBatch:
         """The numbers of fields that have no dedicated call (None each where absent), for readers
         that take many without the per-field fallback checks of :meth:`get`."""
         values = self._fetched()
+        shape = self._shape
+        if shape is not None:
+            index, numbers = shape.index, self._numbers
+            return [None if (at := index.get(spec.request)) is None else numbers[at] for spec in specs]
         if not values:
             return [None] * len(specs)
         return self._owner.numbers_of(values, specs)

@@ -44,6 +44,21 @@ class ProcessNames:
             now[pid] = name
         return name
 
+    def held(self, pids: frozenset[int]) -> bool:
+        """Keep the names of ``pids`` for this cycle as :meth:`get` would, asking nothing: True where
+        every one was known already (asked this cycle or the last, so a reading built from last cycle's
+        name still has it); False at the first that was not (the caller asks :meth:`get`)."""
+        now, before, room = self._now, self._before, self._max
+        if len(now) + len(pids) <= room and before.keys() >= pids:  # the usual cycle: all from the last
+            now.update(zip(pids, map(before.pop, pids), strict=True))
+            return True
+        for pid in pids:
+            if pid not in now:
+                if pid not in before or len(now) >= room:
+                    return False
+                now[pid] = before.pop(pid)
+        return True
+
     def end_cycle(self) -> None:
         """Forget the PIDs not seen in this cycle (exited: a reused PID is asked again)."""
         self._before = self._now

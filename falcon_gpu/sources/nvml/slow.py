@@ -13,7 +13,10 @@ changed since it was last asked is reused instead of asked again. Four kinds:
   setting that overrides it. The memory clock follows the performance state (each P-state has its
   memory clock; ``nvidia-smi -lmc`` locks it, seen within a minute); the fan's
   *intended* speed (what ``nvmlDeviceGetFanSpeed`` answers) follows the GPU temperature
-  through the fan curve (a manual fan setting is seen within a minute).
+  through the fan curve (a manual fan setting is seen within a minute). The clock event reasons
+  follow the throttle counters, the SM clock and whether the GPU is idle, and are asked every cycle
+  while the last answer held a limiter (:meth:`SlowReadings.follows`,
+  :mod:`falcon_gpu.sources.nvml.readers.clocks`).
 - Answers built from several calls (:meth:`SlowReadings.kept`): a MIG GPU's layout (each
   instance's handle and identity, :mod:`falcon_gpu.sources.nvml.readers.mig`), built again
   every :data:`REFRESH_S` or as soon as the caller sees it changed (:meth:`SlowReadings.drop`).
@@ -57,11 +60,32 @@ class SlowReadings:
     ) -> Any:
         """``nvml.call(scope, field, fn_name, *args)``, or its answer of less than REFRESH_S ago
         asked under the same ``token`` (with a token: once it answered the same twice in a row)."""
+        kept = self._kept.get((scope, field))
+        if kept is not None and kept[1] == token and 0 <= now - kept[0] < self._refresh:
+            return kept[2]  # the usual cycle: nothing more to look at
+        return self._follow(nvml, now, scope, field, token, None, nvml.call, (scope, field, fn_name, *args),
+                            answers)  # fmt: skip
+
+    def follows(self, nvml: NvmlCaller, now: float, scope: str, field: str, token: Any,
+                again: Callable[[Any], bool], ask: Callable[..., Any], *args: Any) -> Any:  # fmt: skip
+        """``ask(*args)`` (an :class:`NvmlCaller` method) as :meth:`call` with a token, and also every
+        cycle while ``again`` holds for the last answer (a state that lasts only while what the token
+        counts keeps moving: the answer must be asked to see it end)."""
+        return self._follow(nvml, now, scope, field, token, again, ask, args, None)
+
+    def _follow(self, nvml: NvmlCaller, now: float, scope: str, field: str, token: Any,
+                again: Callable[[Any], bool] | None, ask: Callable[..., Any], args: tuple[Any, ...],
+                answers: Mapping[int, Any] | None) -> Any:  # fmt: skip
         key = (scope, field)
         kept = self._kept.get(key)
-        if kept is not None and kept[1] == token and 0 <= now - kept[0] < self._refresh:
+        if (
+            kept is not None
+            and kept[1] == token
+            and 0 <= now - kept[0] < self._refresh
+            and (again is None or not again(kept[2]))
+        ):
             return kept[2]
-        value = self._ask(nvml, now, scope, field, token, nvml.call, (scope, field, fn_name, *args), answers)
+        value = self._ask(nvml, now, scope, field, token, ask, args, answers)
         if token is not None and kept is not None and kept[2] != value and key in self._kept:
             self._kept[key] = (now, _UNSETTLED, value)  # still moving: ask again next cycle
         return value

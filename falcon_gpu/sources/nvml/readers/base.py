@@ -16,8 +16,7 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Final, TypedDict
+from typing import Any, Final, NamedTuple, TypedDict
 
 from falcon_gpu.model.snapshot import (
     EccCounts,
@@ -100,11 +99,30 @@ FIELD_TYPES: Final[dict[str, tuple[type, ...]]] = {
 """What each field may hold at run time (derived from :class:`Fields`, checked in the guard)."""
 
 
+CHECKED_SHAPES: Final[set[tuple[Any, ...]]] = set()
+"""The shapes (keys, then the exact type of each value) of answers found right: a reader answers the
+same shape cycle after cycle, so the steady cycle checks one set membership per reader and GPU (the
+source's reader loop looks here itself before it calls :func:`check_fields`)."""
+_SHAPES_KEPT: Final = 1024
+"""At most this many shapes kept (a reader whose values are None or not varies a little)."""
+
+
 def check_fields(reader: str, fields: Fields) -> None:
     """Raise TypeError when ``fields`` has a key :class:`Fields` lacks or a value of the wrong type.
 
     Keeps a reader's mistake (a misspelt key, a struct where a number belongs) inside
-    that reader's guard instead of failing ``DeviceReading(**fields)`` for the whole device."""
+    that reader's guard instead of failing ``DeviceReading(**fields)`` for the whole device.
+    An answer of a shape already found right (the same keys, each value of the same exact type,
+    which makes ``isinstance`` answer the same) is not looked at again."""
+    shape = (*fields, *map(type, fields.values()))
+    if shape in CHECKED_SHAPES:
+        return
+    _check(reader, fields)
+    if len(CHECKED_SHAPES) < _SHAPES_KEPT:
+        CHECKED_SHAPES.add(shape)
+
+
+def _check(reader: str, fields: Fields) -> None:
     for key, value in fields.items():
         allowed = FIELD_TYPES.get(key)
         if allowed is None:
@@ -113,36 +131,56 @@ def check_fields(reader: str, fields: Fields) -> None:
             raise TypeError(f"reader {reader} answered {key}={type(value).__name__}")
 
 
-@dataclass
 class DeviceContext:
-    nvml: NvmlCaller
-    handle: Any
-    scope: str
-    """The device's UUID: the key under which NOT_SUPPORTED answers are remembered."""
-    index: int
-    timestamp: float
-    names: ProcessNames
-    last_seen_us: dict[str, int]
-    """Per device scope: the newest process-utilisation sample time already consumed."""
-    field_values: FieldBatch
-    """This device's batched ``nvmlDeviceGetFieldValues`` answers (one call per cycle)."""
-    slow: SlowReadings
-    """Answers that only an administrator changes (power limit, infoROM): re-read once a minute."""
-    gpm: GpmSamples
-    """Every GPU's and instance's previous GPM sample (kept across cycles by the source)."""
-    rates: CounterRates
-    """The byte counters' previous values, for their per-second rates."""
-    fields: Fields = field(default_factory=lambda: Fields())
-    """What earlier readers produced this cycle (the MIG reader uses the processes)."""
-    sm_by_pid: dict[int, float] | None = field(default_factory=dict)
-    """PID -> SM share this cycle; None where NVML gives no per-process utilisation."""
-    samples: ProcessSamples | None = None
-    """This cycle's process-utilisation samples, read once by the first reader that needs them
-    (:func:`~falcon_gpu.sources.nvml.readers.processes.process_samples`)."""
+    """One device's cycle: what its readers share (built once per GPU and cycle, by the source)."""
+
+    __slots__ = (
+        "field_values", "fields", "gpm", "handle", "index", "last_seen_us", "names", "nvml", "rates",
+        "samples", "scope", "slow", "sm_by_pid", "timestamp",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        nvml: NvmlCaller,
+        handle: Any,
+        scope: str,
+        index: int,
+        timestamp: float,
+        names: ProcessNames,
+        last_seen_us: dict[str, int],
+        field_values: FieldBatch,
+        slow: SlowReadings,
+        gpm: GpmSamples,
+        rates: CounterRates,
+    ) -> None:
+        self.nvml = nvml
+        self.handle = handle
+        self.scope = scope
+        """The device's UUID: the key under which NOT_SUPPORTED answers are remembered."""
+        self.index = index
+        self.timestamp = timestamp
+        self.names = names
+        self.last_seen_us = last_seen_us
+        """Per device scope: the newest process-utilisation sample time already consumed."""
+        self.field_values = field_values
+        """This device's batched ``nvmlDeviceGetFieldValues`` answers (one call per cycle)."""
+        self.slow = slow
+        """Answers not asked every cycle (:mod:`falcon_gpu.sources.nvml.slow`)."""
+        self.gpm = gpm
+        """Every GPU's and instance's previous GPM sample (kept across cycles by the source)."""
+        self.rates = rates
+        """The byte counters' previous values, for their per-second rates."""
+        self.fields: Fields = {}
+        """What earlier readers produced this cycle (the MIG reader uses the processes)."""
+        self.sm_by_pid: dict[int, float] | None = {}
+        """PID -> SM share this cycle; None where NVML gives no per-process utilisation."""
+        self.samples: ProcessSamples | None = None
+        """This cycle's process-utilisation samples, read once by the first reader that needs them
+        (:func:`~falcon_gpu.sources.nvml.readers.processes.process_samples`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessSamples:
+class ProcessSamples(NamedTuple):
     """What one cycle's ``nvmlDeviceGetProcessUtilization`` samples say."""
 
     sm_by_pid: dict[int, float] | None
@@ -156,9 +194,9 @@ class ProcessSamples:
 Reader = Callable[[DeviceContext], Fields]
 
 
-_PERCENT_TO_RATIO: Final = converter(PERCENT, RATIO)
+PERCENT_TO_RATIO: Final = converter(PERCENT, RATIO)
 
 
 def ratio(percent: Any) -> float:
     """NVML percent -> ratio 0-1."""
-    return _PERCENT_TO_RATIO(float(percent))
+    return PERCENT_TO_RATIO(float(percent))

@@ -10,6 +10,22 @@ this cycle differs from the one of its last read, and at least once a minute
 (:mod:`falcon_gpu.sources.nvml.slow`) so that a locked memory clock (``nvidia-smi -lmc``,
 which holds the clock within a P-state) is seen within 60 s. Where the P-state is unknown it
 is asked every cycle.
+
+The clock event reasons (a bit mask) are not asked every cycle either. Its limiter bits (SW power cap,
+HW slowdown, sync boost, SW and HW thermal slowdown, HW power brake) hold the clocks down, and the time
+any limiter does so is counted by the driver in two field values of the GPU's one batch:
+``NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS`` and ``..._TOTAL_BASE_CLOCKS`` (field IDs 80 and 81; nvml.h's
+``nvmlPerfPolicyType_t``: "Total time the GPU was held below application clocks by any limiter" and
+"Total time the GPU was held below base clocks", violation times in nanoseconds). A limiter that comes on
+moves them; the idle bit follows the GPU utilisation (0 or not), the applications-clocks bit the SM clock.
+So the mask is asked again when (those counters, the SM clock, whether the utilisation is 0) differ from
+their values at its last ask, then until two answers agree, every cycle while its last answer held a
+limiter bit (the counters move as long as it lasts: the cycle it ends shows at once), and at least once a
+minute (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.follows`). Where the counters, the SM clock or
+the utilisation are not known (NOT_SUPPORTED, a failure, MIG) it is asked every cycle. Two safety nets:
+a limiter the counters might not count still holds the SM clock down, which is in the token; and the
+"any limiter" of the app-clocks counter includes the low-utilisation policy (nvml.h's policies 0-5), so
+a lightly loaded GPU may move it every cycle: the mask is then asked every cycle, as before, not less.
 """
 
 from __future__ import annotations
@@ -19,6 +35,7 @@ import pynvml
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
 from falcon_gpu.readings.device import BY_FIELD
 from falcon_gpu.sources.nvml.calls import ABSENT, Variant
+from falcon_gpu.sources.nvml.field_values import THROTTLE_TIME, FieldGroup
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
 _SM_HZ, _MEMORY_HZ = BY_FIELD["sm_clock_hertz"].from_nvml, BY_FIELD["memory_clock_hertz"].from_nvml
@@ -29,6 +46,20 @@ _REASONS: tuple[Variant, ...] = (
 )
 
 
+_THROTTLE = FieldGroup(THROTTLE_TIME)
+_LIMITERS = sum(
+    1 << CLOCK_EVENT_REASONS.index(name)
+    for name in ("sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal", "hw_thermal", "hw_power_brake")
+)
+"""The mask bits of the limiters the throttle counters count."""
+
+
+def _limited(mask: object) -> bool:
+    return isinstance(mask, int) and bool(mask & _LIMITERS)
+
+
+_EVENTS = "clock_event_reasons"
+"""The mask's not-supported key and variant family."""
 _BY_MASK: dict[int, frozenset[str]] = {}
 """Each mask's reasons, built once: a GPU shows a handful of masks, asked every cycle."""
 _MASKS_KEPT = 1024
@@ -58,7 +89,15 @@ def read_clocks(ctx: DeviceContext) -> Fields:
                             pynvml.NVML_CLOCK_MEM, token=pstate)  # fmt: skip
     if mem is not ABSENT:
         out["memory_clock_hertz"] = _MEMORY_HZ(mem)
-    mask = ctx.nvml.call_first(scope, "clock_event_reasons", "clock_event_reasons", _REASONS, h)
+    nvml = ctx.nvml
+    app, base = ctx.field_values.values(nvml, _THROTTLE)
+    utilization = ctx.fields.get("utilization_ratio")
+    if app is ABSENT or base is ABSENT or sm is ABSENT or utilization is None:
+        mask = nvml.call_first(scope, _EVENTS, _EVENTS, _REASONS, h)
+    else:
+        token = (app, base, sm, utilization == 0)
+        mask = ctx.slow.follows(nvml, ctx.timestamp, scope, _EVENTS, token, _limited,
+                                nvml.call_first, scope, _EVENTS, _EVENTS, _REASONS, h)  # fmt: skip
     if mask is not ABSENT:
         out["clock_event_reasons"] = reasons_from_mask(int(mask))
     return out

@@ -12,7 +12,8 @@ administrator-level fact, re-read once a minute.
 
 from __future__ import annotations
 
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import pynvml
 
@@ -108,12 +109,32 @@ def _by_field(ctx: DeviceContext) -> Fields:
     return out
 
 
+_LAST = "health_numbers"
+"""The caller's memo key of each scope's last usual answer: (its numbers, the fields made of them)."""
+
+
+def _from_numbers(ctx: DeviceContext, numbers: tuple[Any, ...]) -> Fields:
+    """:func:`_from_batch`, or the fields of the last cycle where its numbers were the same (counters that
+    sit at 0 on a healthy GPU: the same records, not new ones, every cycle)."""
+    last_by_scope: dict[str, tuple[tuple[Any, ...], Fields]] = ctx.nvml.memo.setdefault(_LAST, {})
+    last = last_by_scope.get(ctx.scope)
+    if last is not None and last[0] == numbers:
+        return last[1].copy()
+    out = _from_batch(numbers)
+    last_by_scope[ctx.scope] = (numbers, out.copy())
+    return out
+
+
+_CORRUPTED: Final = MappingProxyType({pynvml.NVML_ERROR_CORRUPTED_INFOROM: False})
+"""The infoROM check's answer "corrupted" (built once, not per GPU and cycle)."""
+
+
 def read_health(ctx: DeviceContext) -> Fields:
     numbers = ctx.field_values.fast(_GROUP)
-    out = _by_field(ctx) if numbers is None else _from_batch(numbers)
+    out = _by_field(ctx) if numbers is None else _from_numbers(ctx, numbers)
     valid = ctx.slow.call(
         ctx.nvml, ctx.timestamp, ctx.scope, "inforom", "nvmlDeviceValidateInforom", ctx.handle,
-        answers={pynvml.NVML_ERROR_CORRUPTED_INFOROM: False},
+        answers=_CORRUPTED,
     )  # fmt: skip
     if valid is not ABSENT:
         out["inforom_valid"] = valid is not False

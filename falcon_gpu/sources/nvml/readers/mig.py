@@ -47,8 +47,8 @@ falls back to the profile alone, see :mod:`falcon_gpu.attribution.device_index`)
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
-from typing import Any, Final
+from dataclasses import replace
+from typing import Any, Final, NamedTuple
 
 import pynvml
 
@@ -71,8 +71,7 @@ def profile_from_name(name: str) -> str:
     return name.rsplit(MIG_NAME_MARK, 1)[1].strip() if MIG_NAME_MARK in name else ""
 
 
-@dataclass(frozen=True, slots=True)
-class MigSlot:
+class MigSlot(NamedTuple):
     """One populated MIG slot: what stays true until the instance is destroyed."""
 
     slot: int
@@ -150,7 +149,7 @@ def _instance(ctx: DeviceContext, s: MigSlot, memory: Any) -> MigReading:
             gpu_instance_id=p.gpu_instance_id if p.gpu_instance_id is not None else gi,
             compute_instance_id=p.compute_instance_id if p.compute_instance_id is not None else ci,
         )
-        for p in list_processes(ctx, s.handle, scope)
+        for p in list_processes(ctx, s.handle, scope, None if memory is ABSENT else int(memory.used))
     )
     return MigReading(
         gpu_instance_id=gi if gi is not None else s.slot,

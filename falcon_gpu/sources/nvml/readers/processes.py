@@ -30,21 +30,38 @@ that listed clients (to see them go); and it is asked once a minute whatever the
 list holds (:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`). Its answer is kept per
 scope while the compute list holds the same PIDs as in the cycle before.
 
+The graphics list (``nvmlDeviceGetGraphicsRunningProcesses``: "processes with a graphics context") is
+empty on a compute node, and a process that opens a graphics context shows elsewhere first: the
+process-utilisation samples name every PID that ran work on the GPU, and a new context allocates
+device memory. So it is asked (:func:`_graphics_may_run`, through
+:meth:`~falcon_gpu.sources.nvml.slow.SlowReadings.gated`) while its last answer listed processes (to
+see them go); when a sample of this cycle names a PID in neither the compute nor the MPS list; when
+the device's used memory beyond what the compute and MPS processes use rose above its level at the
+last such ask; every cycle where there are no process samples (NOT_SUPPORTED under MIG, or failed)
+or no memory reading; and at least once a minute. Otherwise its last answer, empty, stands. What only
+the minute finds: a compute process that also opens a graphics context without its memory growing
+beyond its own, and a graphics context smaller than a fall of that unlisted memory since the last ask.
+
 Written for the hot path (hundreds of processes per node, every cycle, most of them unchanged): a
 process whose name, types, memory and share did not move keeps last cycle's :class:`ProcessReading`
 (kept per scope for one cycle, in the caller's memo), and the SM mean divides only where a PID has
-several samples.
+several samples. A device whose three lists (each process's PID, memory and instance IDs) and SM shares
+read as in its last full pass gets that pass's whole tuple again (a steady training job: one comparison
+per list instead of a merge and a check per process), its names kept alive for the cycle as the
+general path would (:meth:`~falcon_gpu.sources.nvml.process_names.ProcessNames.held`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Any, Final
 
 import pynvml
 
 from falcon_gpu.model.snapshot import ProcessReading
 from falcon_gpu.sources.nvml.calls import ABSENT, Variant
-from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ProcessSamples, ratio
+from falcon_gpu.sources.nvml.readers.base import PERCENT_TO_RATIO, DeviceContext, Fields, ProcessSamples
 
 LISTS = (
     ("compute", "nvmlDeviceGetComputeRunningProcesses"),
@@ -60,8 +77,11 @@ _VARIANTS: dict[str, tuple[Variant, ...]] = {
     kind: (("v3", f"{base}_v3", {}), ("v2", f"{base}_v2", {}), ("v1", base, {})) for kind, base in LISTS
 }
 """Per list: the process-info generations, newest first (``_v3`` -> ``_v2`` -> plain)."""
-_PLAN = tuple((kind, f"processes_{kind}", _VARIANTS[kind], (kind,)) for kind, _ in LISTS)
-"""Per list: (kind, not-supported key and family, variants, the one-kind types tuple)."""
+(_COMPUTE_FIELD, _GRAPHICS_FIELD, _MPS_FIELD) = (f"processes_{kind}" for kind, _ in LISTS)
+"""Per list: its not-supported key and variant family."""
+_COMPUTE_VARIANTS, _GRAPHICS_VARIANTS, _MPS_VARIANTS = (_VARIANTS[kind] for kind, _ in LISTS)
+_COMPUTE_ALONE, _GRAPHICS_ALONE, _MPS_ALONE = (("compute",), ("graphics",), ("mps",))
+"""The types tuple of a process in one list only."""
 _KEPT = "process_readings"
 """The caller's memo key of the readings kept from the last cycle, per scope (:func:`_readings`)."""
 MAX_KEPT = 4096
@@ -70,22 +90,27 @@ MPS_SERVER = "nvidia-cuda-mps-server"
 """The MPS server's process name (the path's last part where NVML answers the whole path)."""
 _MPS_SERVER_PATH = "/" + MPS_SERVER
 _GATES = "mps_gate"
-"""The caller's memo key of each scope's last compute PIDs and :func:`_mps_server_may_run`'s answer."""
+"""The caller's memo key of each scope's last compute PIDs and :func:`_compute_pids`' answer."""
+_STEADY = "process_lists"
+"""The caller's memo key of each scope's last :class:`_Steady` (what the whole tuple was built from)."""
+_GRAPHICS = "graphics_gate"
+"""The caller's memo key of each scope's memory beyond its compute and MPS processes' when the graphics
+list was last asked for a reason of :func:`_graphics_may_run`."""
 
 
-def _mps_server_may_run(ctx: DeviceContext, scope: str, compute: Any) -> bool:
-    """Whether ``compute`` (a compute list, or ABSENT) may hold the MPS server.
+def _compute_pids(ctx: DeviceContext, scope: str, compute: Any) -> tuple[bool, frozenset[int]]:
+    """Whether ``compute`` (a compute list, or ABSENT) may hold the MPS server, and its PIDs.
 
     The same PIDs as in the last cycle give the last answer: a PID's name does not change while it
     lives (:class:`~falcon_gpu.sources.nvml.process_names.ProcessNames` keeps it as long), and a PID
     that went and came back is one cycle absent, which changes the PIDs."""
     if compute is ABSENT:
-        return True
+        return True, frozenset()
     pids = [info.pid for info in compute]
-    gates: dict[str, tuple[list[Any], bool]] = ctx.nvml.memo.setdefault(_GATES, {})
+    gates: dict[str, tuple[list[Any], bool, frozenset[int]]] = ctx.nvml.memo.setdefault(_GATES, {})
     last = gates.get(scope)
     if last is not None and last[0] == pids:
-        return last[1]
+        return last[1], last[2]
     names = ctx.names.get
     may = False
     for pid in pids:
@@ -93,59 +118,173 @@ def _mps_server_may_run(ctx: DeviceContext, scope: str, compute: Any) -> bool:
         if name is None or name == MPS_SERVER or name.endswith(_MPS_SERVER_PATH):
             may = True
             break
-    gates[scope] = (pids, may)
-    return may
+    known = frozenset(pids)
+    gates[scope] = (pids, may, known)
+    return may, known
+
+
+_WITH_IDS = attrgetter("pid", "usedGpuMemory", "gpuInstanceId", "computeInstanceId")
+_WITHOUT_IDS = attrgetter("pid", "usedGpuMemory")
+
+
+def _signature(found: Any) -> Any:
+    """What a list's readings are built from (each process's PID, memory and instance IDs), comparable
+    with ``==`` to last cycle's: ABSENT, or one tuple per process (one C-level ``attrgetter`` each)."""
+    if found is ABSENT or not found:
+        return found if found is ABSENT else ()
+    return tuple(map(_WITH_IDS if hasattr(found[0], "gpuInstanceId") else _WITHOUT_IDS, found))
+
+
+class _Steady:
+    """One scope's last full pass: the lists' signatures and samples it was built from, what the gates
+    derived from the compute list, and the readings (handed out again while nothing of it moved)."""
+
+    __slots__ = ("compute", "graphics", "listed", "may_run", "mps", "named", "pids", "readings", "shares")
+
+    def __init__(
+        self, compute: Any, listed: int, may_run: bool, pids: frozenset[int], graphics: Any, mps: Any,
+        shares: dict[int, float] | None, readings: tuple[ProcessReading, ...],
+    ) -> None:  # fmt: skip
+        self.compute = compute
+        self.listed = listed
+        self.may_run = may_run
+        self.pids = pids
+        self.graphics = graphics
+        self.mps = mps
+        self.shares = shares
+        self.readings = readings
+        self.named = frozenset(p.pid for p in readings)
+        """The PIDs whose names the readings hold."""
 
 
 def _no_clients(found: Any) -> bool:
     return found is ABSENT or not found
 
 
-def list_processes(ctx: DeviceContext, handle: Any, scope: str) -> tuple[ProcessReading, ...]:
-    """The merged process lists of ``handle`` (a device or MIG handle).
+def _graphics_may_run(
+    ctx: DeviceContext,
+    scope: str,
+    compute_pids: frozenset[int],
+    listed: int,
+    mps: Any,
+    used: int | None,
+) -> bool:
+    """Whether a graphics context may have appeared that the compute and MPS lists do not show.
+
+    True where this cycle's process samples name a PID in neither list (a graphics process running
+    work), where the memory the device uses beyond those lists' processes (``used`` - ``listed``)
+    rose above what it was when the graphics list was last asked for a reason of its own (a new
+    context allocates), and wherever that cannot be told: no process samples (NOT_SUPPORTED under MIG,
+    or failed), no device memory reading, no compute list."""
+    shares = ctx.sm_by_pid
+    if shares is None or used is None or listed < 0:
+        return True
+    may = False
+    if mps is not ABSENT and mps:
+        listed += sum(_used(info) or 0 for info in mps)
+    if shares and not shares.keys() <= compute_pids:
+        may = mps is ABSENT or not shares.keys() <= compute_pids.union(info.pid for info in mps)
+    beyond = used - listed
+    levels: dict[str, int] = ctx.nvml.memo.setdefault(_GRAPHICS, {})
+    level = levels.get(scope)
+    if may or level is None or beyond > level:
+        levels[scope] = beyond
+        return True
+    return False
+
+
+def _used(info: Any) -> int | None:
+    used = getattr(info, "usedGpuMemory", None)
+    return None if used is None or used == NOT_AVAILABLE_ULL else int(used)
+
+
+def _merge(entries: dict[ProcessKey, list[Any]], kind: str, alone: tuple[str, ...], found: Any) -> int:
+    """Add one list's processes to ``entries``; the memory they use that NVML tells (-1: no list)."""
+    if found is ABSENT:
+        return -1
+    if not found:
+        return 0
+    total = 0
+    ids = hasattr(found[0], "gpuInstanceId")  # v1 structs have no instance IDs
+    get = entries.get
+    for info in found:  # every process-info struct generation has pid and usedGpuMemory (ints)
+        if ids:
+            gi, ci = info.gpuInstanceId, info.computeInstanceId
+            key = (
+                info.pid,
+                None if gi is None or gi == NOT_AVAILABLE_UINT else gi,
+                None if ci is None or ci == NOT_AVAILABLE_UINT else ci,
+            )
+        else:
+            key = (info.pid, None, None)
+        used = info.usedGpuMemory
+        if used is None or used == NOT_AVAILABLE_ULL:
+            used = None
+        else:
+            total += used
+        entry = get(key)
+        if entry is None:
+            entries[key] = [alone, used]
+            continue
+        if kind not in entry[0]:
+            entry[0] = (*entry[0], kind)
+        if used is not None and used > (entry[1] or 0):
+            entry[1] = used
+    return total
+
+
+def list_processes(
+    ctx: DeviceContext, handle: Any, scope: str, used_memory: int | None = None
+) -> tuple[ProcessReading, ...]:
+    """The merged process lists of ``handle`` (a device or MIG handle, whose used memory is
+    ``used_memory``: None where unknown, which asks the graphics list every cycle).
 
     Written for the hot path (hundreds of processes per node per cycle): one dict
     entry per process (its types and memory), the types tuple built only when a PID
     is in several lists, the instance IDs looked for once per list (a list's entries
-    are all of one struct version)."""
-    entries: dict[ProcessKey, list[Any]] = {}
-    nvml = ctx.nvml
+    are all of one struct version). The lists are asked compute, MPS, graphics (each gate
+    needs the lists before it) and merged compute, graphics, MPS (the order of the readings and
+    of a process's types)."""
+    nvml, slow, now = ctx.nvml, ctx.slow, ctx.timestamp
     call_first = nvml.call_first
-    compute: Any = ABSENT
-    for kind, field, variants, alone in _PLAN:
-        if kind == "mps":
-            found = ctx.slow.gated(
-                nvml, ctx.timestamp, scope, field, call_first, scope, field, field, variants, handle,
-                in_use=_mps_server_may_run(ctx, scope, compute), idle=_no_clients,
-            )  # fmt: skip
-        else:
-            found = call_first(scope, field, field, variants, handle)
-        if kind == "compute":
-            compute = found
-        if found is ABSENT or not found:
-            continue
-        ids = hasattr(found[0], "gpuInstanceId")  # v1 structs have no instance IDs
-        for info in found:
-            if ids:
-                gi, ci = info.gpuInstanceId, info.computeInstanceId
-                key = (
-                    int(info.pid),
-                    None if gi is None or gi == NOT_AVAILABLE_UINT else int(gi),
-                    None if ci is None or ci == NOT_AVAILABLE_UINT else int(ci),
-                )
-            else:
-                key = (int(info.pid), None, None)
-            used = getattr(info, "usedGpuMemory", None)
-            used = None if used is None or used == NOT_AVAILABLE_ULL else int(used)
-            entry = entries.get(key)
-            if entry is None:
-                entries[key] = [alone, used]
-                continue
-            if kind not in entry[0]:
-                entry[0] = (*entry[0], kind)
-            if used is not None and used > (entry[1] or 0):
-                entry[1] = used
-    return _readings(ctx, scope, entries)
+    compute = call_first(scope, _COMPUTE_FIELD, _COMPUTE_FIELD, _COMPUTE_VARIANTS, handle)
+    steady: dict[str, _Steady] = nvml.memo.setdefault(_STEADY, {})
+    last = steady.get(scope)
+    computed = _signature(compute)
+    entries: dict[ProcessKey, list[Any]] | None = None
+    if last is not None and last.compute == computed:
+        listed, mps_may_run, compute_pids = last.listed, last.may_run, last.pids
+    else:
+        entries = {}
+        listed = _merge(entries, "compute", _COMPUTE_ALONE, compute)
+        mps_may_run, compute_pids = _compute_pids(ctx, scope, compute)
+    mps = slow.gated(
+        nvml, now, scope, _MPS_FIELD, call_first, scope, _MPS_FIELD, _MPS_FIELD, _MPS_VARIANTS, handle,
+        in_use=mps_may_run, idle=_no_clients,
+    )  # fmt: skip
+    graphics = slow.gated(
+        nvml, now, scope, _GRAPHICS_FIELD, call_first, scope, _GRAPHICS_FIELD, _GRAPHICS_FIELD,
+        _GRAPHICS_VARIANTS, handle,
+        in_use=_graphics_may_run(ctx, scope, compute_pids, listed, mps, used_memory), idle=_no_clients,
+    )  # fmt: skip
+    graphed, mpsed, shares = _signature(graphics), _signature(mps), ctx.sm_by_pid
+    if (
+        last is not None
+        and last.compute == computed
+        and last.graphics == graphed
+        and last.mps == mpsed
+        and last.shares == shares
+        and ctx.names.held(last.named)
+    ):
+        return last.readings
+    if entries is None:
+        entries = {}
+        _merge(entries, "compute", _COMPUTE_ALONE, compute)
+    _merge(entries, "graphics", _GRAPHICS_ALONE, graphics)
+    _merge(entries, "mps", _MPS_ALONE, mps)
+    readings = _readings(ctx, scope, entries)
+    steady[scope] = _Steady(computed, listed, mps_may_run, compute_pids, graphed, mpsed, shares, readings)
+    return readings
 
 
 def _readings(
@@ -178,6 +317,15 @@ def _readings(
     return tuple(now.values())
 
 
+_NO_SAMPLES: Final = MappingProxyType({pynvml.NVML_SUCCESS: (), pynvml.NVML_ERROR_NOT_FOUND: ()})
+"""The codes that mean "no new samples" (built once: this call is made every cycle on every GPU)."""
+
+
+_SHARES: dict[Any, float] = {}
+"""Each SM percent's share (0-1), converted once: NVML answers whole percents, a hundred-odd values."""
+_SHARES_KEPT: Final = 1024
+
+
 def process_samples(ctx: DeviceContext) -> ProcessSamples:
     """This cycle's samples of the device (asked once per cycle, kept in ``ctx``)."""
     if ctx.samples is None:
@@ -191,7 +339,7 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     # pynvml raises NVMLError(NVML_SUCCESS) when the driver has no samples at all: also "none".
     samples = ctx.nvml.call(
         ctx.scope, "process_utilization", "nvmlDeviceGetProcessUtilization", ctx.handle, last_seen,
-        answers={pynvml.NVML_SUCCESS: [], pynvml.NVML_ERROR_NOT_FOUND: []},
+        answers=_NO_SAMPLES,
     )  # fmt: skip
     if samples is ABSENT:
         return ProcessSamples(None, encoder_in_use=True, decoder_in_use=True)
@@ -199,18 +347,25 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     shares: dict[int, float] = {}  # per PID: its one sample's share, or the sum of its shares
     counts: dict[int, int] = {}  # only the PIDs with more than one sample (rare: one per PID and cycle)
     encoder = decoder = False
+    by_percent = _SHARES
     for sample in samples:
         stamp = sample.timeStamp
         if stamp <= last_seen:
             continue
         if stamp > newest:
             newest = stamp
-        pid = int(sample.pid)
+        pid = sample.pid
+        percent = sample.smUtil
+        share = by_percent.get(percent)
+        if share is None:
+            share = PERCENT_TO_RATIO(float(percent))
+            if len(by_percent) < _SHARES_KEPT:
+                by_percent[percent] = share
         if pid in shares:
-            shares[pid] += ratio(sample.smUtil)
+            shares[pid] += share
             counts[pid] = counts.get(pid, 1) + 1
         else:
-            shares[pid] = ratio(sample.smUtil)
+            shares[pid] = share
         if not encoder and sample.encUtil:
             encoder = True
         if not decoder and sample.decUtil:
@@ -223,4 +378,4 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
 
 def read_processes(ctx: DeviceContext) -> Fields:
     ctx.sm_by_pid = process_samples(ctx).sm_by_pid
-    return {"processes": list_processes(ctx, ctx.handle, ctx.scope)}
+    return {"processes": list_processes(ctx, ctx.handle, ctx.scope, ctx.fields.get("memory_used_bytes"))}
