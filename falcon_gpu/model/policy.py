@@ -5,11 +5,10 @@ Produced by :mod:`falcon_gpu.policies`; kept here so the schemas need not import
 
 from __future__ import annotations
 
-from falcon_gpu.model.record import record
+from typing import NamedTuple
 
 
-@record
-class PolicyStatus:
+class PolicyStatus(NamedTuple):
     policy: str
     gpu_uuid: str
     violating: bool

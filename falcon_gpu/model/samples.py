@@ -2,27 +2,31 @@
 
 Two families exist because the two worlds disagree on shape: Prometheus metric
 families (name, type, help, labelled series) and Open-Falcon items
-(endpoint/metric/tags/step/counterType). Both are immutable (:func:`~falcon_gpu.model.record.record`).
+(endpoint/metric/tags/step/counterType). Both are immutable (:mod:`falcon_gpu.model.record`
+says how they are declared).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal, NamedTuple
 
-from falcon_gpu.model.record import record
+from falcon_gpu.model.record import Record
 
 MetricKind = Literal["gauge", "counter"]
 Labels = tuple[tuple[str, str], ...]
 
 
-@record
-class Series:
-    labels: Labels
-    value: float
+class Series(Record):
+    """One labelled value: a plain class, not a NamedTuple, as thousands are built a cycle."""
+
+    __slots__ = _fields = ("labels", "value")
+
+    def __init__(self, labels: Labels, value: float) -> None:
+        self.labels: Final = labels
+        self.value: Final = value
 
 
-@record
-class Family:
+class Family(NamedTuple):
     """A Prometheus metric family: every series of one metric name in one cycle."""
 
     name: str
@@ -31,8 +35,7 @@ class Family:
     series: tuple[Series, ...]
 
 
-@record
-class FalconItem:
+class FalconItem(NamedTuple):
     """One Open-Falcon data point, exactly the fields of falcon-agent's push API."""
 
     endpoint: str
@@ -56,8 +59,7 @@ class FalconItem:
         }
 
 
-@record
-class PromBatch:
+class PromBatch(NamedTuple):
     """One cycle in the Prometheus schema; ``timestamp_ms`` is the cycle's single timestamp."""
 
     timestamp_ms: int
@@ -67,8 +69,7 @@ class PromBatch:
         return sum(len(f.series) for f in self.families)
 
 
-@record
-class PromGroup:
+class PromGroup(NamedTuple):
     """A batch for one Pushgateway group of its own, e.g. ``job=falcon_gpu_job/namespace/ml/pod/x``:
     ``grouping`` is the group's key as (name, value) pairs, in URL order."""
 

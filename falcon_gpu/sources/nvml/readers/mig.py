@@ -47,7 +47,7 @@ falls back to the profile alone, see :mod:`falcon_gpu.attribution.device_index`)
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pynvml
@@ -145,8 +145,7 @@ def _instances(ctx: DeviceContext) -> list[MigReading] | None:
 def _instance(ctx: DeviceContext, s: MigSlot, memory: Any) -> MigReading:
     scope, gi, ci = s.uuid, s.gpu_instance_id, s.compute_instance_id
     processes = tuple(
-        replace(
-            p,
+        p._replace(
             gpu_instance_id=p.gpu_instance_id if p.gpu_instance_id is not None else gi,
             compute_instance_id=p.compute_instance_id if p.compute_instance_id is not None else ci,
         )
