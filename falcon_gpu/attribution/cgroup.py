@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -44,8 +43,7 @@ _CONTAINER_SEGMENT = re.compile(
 _CONMON = "crio-conmon-"
 
 
-@dataclass(frozen=True, slots=True)
-class CgroupIdentity:
+class CgroupIdentity(NamedTuple):
     """Where a process lives: always a pod UID (dashed, lower case), a container ID when known."""
 
     pod_uid: str

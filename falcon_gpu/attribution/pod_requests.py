@@ -31,8 +31,7 @@ for none of these gets no entry: its requested series are absent, not 0.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 MIB = 1 << 20
 VCUDA_MEMORY_UNIT = 256 * MIB
@@ -45,8 +44,7 @@ WHOLE_GPU = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 """Whole GPUs, and time-sliced replicas (the device plugin's renamed ``.shared`` resource)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Requested:
+class Requested(NamedTuple):
     """One container's quota on each GPU it is on; None: it asked for no such quota."""
 
     memory_bytes: int | None = None

@@ -17,7 +17,7 @@ cgroup v2 ``0::`` line over the v1 controller lines.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
 
@@ -28,8 +28,7 @@ _RUNTIME = {"docker": "docker", "libpod": "podman", "nerdctl": "containerd"}
 _NOT_A_NAMESPACE = ("system.slice", "user.slice", "machine.slice", "libpod_parent", "docker")
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeContainer:
+class RuntimeContainer(NamedTuple):
     """A container a process runs in, outside any pod: ``docker``, ``podman`` or ``containerd``."""
 
     runtime: str

@@ -17,7 +17,7 @@ scans segment by segment, never raises, and prefers the v2 ``0::`` line.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
 
@@ -26,8 +26,7 @@ _STEP = re.compile(r"^step_(?P<step>[0-9]+|batch|extern|interactive)$")
 _UID = re.compile(r"^uid_(?P<uid>[0-9]+)$")
 
 
-@dataclass(frozen=True, slots=True)
-class SlurmStep:
+class SlurmStep(NamedTuple):
     """A Slurm job step a process runs in; ``uid`` None where the path does not say (v2)."""
 
     job: str

@@ -27,8 +27,7 @@ views in registry order and takes the first answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef
@@ -44,8 +43,7 @@ PodKey = tuple[str, str]
 Labels = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class SourceContext:
+class SourceContext(NamedTuple):
     """What a source's ``build`` gets: its settings, the clock, and telemetry for problems that
     are not a failed refresh (an unknown DRA driver: counted and logged once, the refresh goes on)."""
 
@@ -58,8 +56,7 @@ class SourceError(Exception):
     """A refresh failed; the message is logged once and says what to check."""
 
 
-@dataclass(frozen=True, slots=True)
-class SourceHealth:
+class SourceHealth(NamedTuple):
     """A source's own state: did its last refresh work, and if not, why."""
 
     ok: bool = False
@@ -67,8 +64,7 @@ class SourceHealth:
     last_error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Allocation:
+class Allocation(NamedTuple):
     """Devices given to one container for one resource (device plugins, DRA claims)."""
 
     namespace: str
