@@ -1,4 +1,4 @@
-"""Model values: NamedTuples or slotted ``Record`` classes; read-only to mypy, equal by value, no dataclass."""
+"""Model values: NamedTuples or slotted ``Record`` classes, read-only to mypy, equal by value."""
 
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ def test_a_record_is_never_equal_to_another_class_with_the_same_values() -> None
 def test_replace_copies_and_leaves_the_original_alone() -> None:
     dev = DeviceReading(0, "GPU-1", "H100", "00:18.0", ecc=EccCounts(1, 0, 1, 0), xid_counts={79: 1})
     changed = dev._replace(up=False)
-    assert (dev.up, changed.up, changed.ecc, changed.xid_counts) == (True, False, EccCounts(1, 0, 1, 0), {79: 1})
+    assert (dev.up, changed.up, changed.ecc) == (True, False, EccCounts(1, 0, 1, 0))
+    assert changed.xid_counts == {79: 1}
     assert changed == dev._replace(up=False) and changed != dev
     with pytest.raises(TypeError):
         dev._replace(misspelt=1)
