@@ -15,22 +15,22 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final, NamedTuple
+
+from falcon_gpu.model.record import Record
 
 _CONTAINER_LOG = re.compile(
     r"^(?P<pod>[^_]+)_(?P<ns>[^_]+)_(?P<container>[^_]+)-(?P<id>[0-9a-fA-F]{64})\.log$"
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PodName:
+class PodName(NamedTuple):
     namespace: str
     pod: str
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerName:
+class ContainerName(NamedTuple):
     namespace: str
     pod: str
     container: str
@@ -38,12 +38,16 @@ class ContainerName:
     """From the log link's target, when the link is readable."""
 
 
-@dataclass(frozen=True, slots=True)
-class NameMaps:
-    pods: dict[str, PodName] = field(default_factory=dict)
-    """pod UID -> namespace and name."""
-    containers: dict[str, ContainerName] = field(default_factory=dict)
-    """container ID -> namespace, pod and container name."""
+class NameMaps(Record):
+    __slots__ = _fields = ("pods", "containers")
+
+    def __init__(
+        self, pods: dict[str, PodName] | None = None, containers: dict[str, ContainerName] | None = None
+    ) -> None:
+        self.pods: Final = {} if pods is None else pods
+        """pod UID -> namespace and name."""
+        self.containers: Final = {} if containers is None else containers
+        """container ID -> namespace, pod and container name."""
 
 
 def parse_pod_dir(name: str) -> tuple[str, PodName] | None:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import grpc
@@ -34,8 +33,7 @@ class PodResourcesError(Exception):
     """
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimDevice:
+class ClaimDevice(NamedTuple):
     """One device of a DRA claim used by one container, as PodResources List reports it."""
 
     namespace: str
@@ -48,8 +46,7 @@ class ClaimDevice:
     device: str
 
 
-@dataclass(frozen=True, slots=True)
-class KubeletAllocations:
+class KubeletAllocations(NamedTuple):
     allocations: tuple[Allocation, ...] = ()
     allocatable: tuple[tuple[str, DeviceRef], ...] = ()
     """(resource, device) pairs the kubelet can hand out; empty when the kubelet has no such call."""
