@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from typing import NamedTuple
+
+from falcon_gpu.model.record import Record
 
 log = logging.getLogger("falcon_gpu")
 
 OUTCOMES = ("sent", "spooled", "dropped")
 
 
-class TelemetryView(NamedTuple):
+class TelemetryView(Record):
     """A consistent copy of the counters, for the schemas."""
 
     cycles_total: int

@@ -30,7 +30,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
+
+from falcon_gpu.model.record import Record
 
 T = TypeVar("T")
 
@@ -43,7 +45,7 @@ _CONTAINER_SEGMENT = re.compile(
 _CONMON = "crio-conmon-"
 
 
-class CgroupIdentity(NamedTuple):
+class CgroupIdentity(Record):
     """Where a process lives: always a pod UID (dashed, lower case), a container ID when known."""
 
     pod_uid: str

@@ -27,7 +27,8 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+
+from falcon_gpu.model.record import Record
 
 _GKE = re.compile(r"^nvidia(?P<index>\d+)(?:/gi(?P<gi>\d+))?(?:/vgpu\d+)?$")
 _OLD_MIG = re.compile(r"^MIG-(?P<gpu>GPU-[^/]+)/(?P<gi>\d+)/(?P<ci>\d+)$")
@@ -38,7 +39,7 @@ _DRA_MIG = re.compile(
 _NOT_IN_DRA_NAME = re.compile(r"[^0-9a-z]+")
 
 
-class DeviceRef(NamedTuple):
+class DeviceRef(Record):
     """One parsed device ID. Exactly one way of naming is set."""
 
     gpu_uuid: str | None = None

@@ -32,7 +32,6 @@ device exactly, like energy.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.chain import Chain
@@ -50,6 +49,7 @@ from falcon_gpu.model.attribution import (
     SlurmJobUsage,
     UnattributedUsage,
 )
+from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import ProcessReading, Snapshot
 
 
@@ -75,7 +75,7 @@ class _Acc:
         self.processes += 1
 
 
-class JoinResult(NamedTuple):
+class JoinResult(Record):
     attribution: Attribution
     misses: frozenset[str]
     """Container IDs (or pod UIDs) seen in cgroups that could not be named (yet)."""

@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
 from falcon_gpu.attribution.pod_requests import Requested, pod_requested
 from falcon_gpu.model.record import Record
@@ -46,7 +46,7 @@ def sanitise_label(name: str) -> str:
     return "label_" + _INVALID.sub("_", name)
 
 
-class KubeApiConfig(NamedTuple):
+class KubeApiConfig(Record):
     url: str
     token_file: Path | None
     ca_file: Path | None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
 from falcon_gpu.model.record import Record
 
@@ -25,12 +25,12 @@ _CONTAINER_LOG = re.compile(
 )
 
 
-class PodName(NamedTuple):
+class PodName(Record):
     namespace: str
     pod: str
 
 
-class ContainerName(NamedTuple):
+class ContainerName(Record):
     namespace: str
     pod: str
     container: str

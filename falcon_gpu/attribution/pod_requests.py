@@ -31,7 +31,9 @@ for none of these gets no entry: its requested series are absent, not 0.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
+
+from falcon_gpu.model.record import Record
 
 MIB = 1 << 20
 VCUDA_MEMORY_UNIT = 256 * MIB
@@ -44,7 +46,7 @@ WHOLE_GPU = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 """Whole GPUs, and time-sliced replicas (the device plugin's renamed ``.shared`` resource)."""
 
 
-class Requested(NamedTuple):
+class Requested(Record):
     """One container's quota on each GPU it is on; None: it asked for no such quota."""
 
     memory_bytes: int | None = None

@@ -17,9 +17,9 @@ cgroup v2 ``0::`` line over the v1 controller lines.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
+from falcon_gpu.model.record import Record
 
 _ID = "[0-9a-f]{64}"
 _SCOPE = re.compile(rf"^(?P<prefix>docker|libpod|nerdctl)-(?P<id>{_ID})(?:\.scope)?$")
@@ -28,7 +28,7 @@ _RUNTIME = {"docker": "docker", "libpod": "podman", "nerdctl": "containerd"}
 _NOT_A_NAMESPACE = ("system.slice", "user.slice", "machine.slice", "libpod_parent", "docker")
 
 
-class RuntimeContainer(NamedTuple):
+class RuntimeContainer(Record):
     """A container a process runs in, outside any pod: ``docker``, ``podman`` or ``containerd``."""
 
     runtime: str

@@ -17,16 +17,16 @@ scans segment by segment, never raises, and prefers the v2 ``0::`` line.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
+from falcon_gpu.model.record import Record
 
 _JOB = re.compile(r"^job_(?P<id>[0-9]+)$")
 _STEP = re.compile(r"^step_(?P<step>[0-9]+|batch|extern|interactive)$")
 _UID = re.compile(r"^uid_(?P<uid>[0-9]+)$")
 
 
-class SlurmStep(NamedTuple):
+class SlurmStep(Record):
     """A Slurm job step a process runs in; ``uid`` None where the path does not say (v2)."""
 
     job: str

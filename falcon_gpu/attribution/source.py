@@ -27,7 +27,7 @@ views in registry order and takes the first answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef
@@ -36,6 +36,7 @@ from falcon_gpu.attribution.pod_requests import Requested
 from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.checks import Row
+from falcon_gpu.model.record import Record
 from falcon_gpu.telemetry import Telemetry
 
 PodKey = tuple[str, str]
@@ -43,7 +44,7 @@ PodKey = tuple[str, str]
 Labels = tuple[tuple[str, str], ...]
 
 
-class SourceContext(NamedTuple):
+class SourceContext(Record):
     """What a source's ``build`` gets: its settings, the clock, and telemetry for problems that
     are not a failed refresh (an unknown DRA driver: counted and logged once, the refresh goes on)."""
 
@@ -56,7 +57,7 @@ class SourceError(Exception):
     """A refresh failed; the message is logged once and says what to check."""
 
 
-class SourceHealth(NamedTuple):
+class SourceHealth(Record):
     """A source's own state: did its last refresh work, and if not, why."""
 
     ok: bool = False
@@ -64,7 +65,7 @@ class SourceHealth(NamedTuple):
     last_error: str | None = None
 
 
-class Allocation(NamedTuple):
+class Allocation(Record):
     """Devices given to one container for one resource (device plugins, DRA claims)."""
 
     namespace: str

@@ -12,12 +12,12 @@ memory where the device's own memory reading is missing.
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Final
 
 from falcon_gpu.model.record import Record
 
 
-class ContainerRef(NamedTuple):
+class ContainerRef(Record):
     """A container of a pod; ``labels`` are the copied pod labels (already sanitised names)."""
 
     namespace: str
@@ -83,7 +83,7 @@ class PodUsage(Record):
         self.claim_namespace: Final = claim_namespace
 
 
-class UnattributedUsage(NamedTuple):
+class UnattributedUsage(Record):
     """Everything on a device (or MIG instance) that is not in a pod.
 
     ``memory_used_bytes`` is the device's used memory minus every pod's on it:
@@ -136,7 +136,7 @@ class ProcessUsage(Record):
         self.container: Final = container
 
 
-class ContainerUsage(NamedTuple):
+class ContainerUsage(Record):
     """One plain container's (Docker, Podman, containerd; outside Kubernetes) use of one GPU or
     MIG instance. Its processes are in no pod, so they also count in unattributed: this is a
     breakdown of that, not an addition to the pods."""
@@ -154,7 +154,7 @@ class ContainerUsage(NamedTuple):
     energy_joules_total: float | None = 0.0
 
 
-class SlurmJobUsage(NamedTuple):
+class SlurmJobUsage(Record):
     """One Slurm job step's use of one GPU or MIG instance. Like a plain container, its
     processes are in no pod: a breakdown of the unattributed share, not an addition to it."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Final
 
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.policy import PolicyStatus
@@ -39,7 +39,7 @@ class HealthReport(Record):
         return max(self.checks.values(), default=PASS)
 
 
-class CycleData(NamedTuple):
+class CycleData(Record):
     node: str
     step: int
     """Open-Falcon ``step``: the interval in whole seconds (the plugin uses 60)."""

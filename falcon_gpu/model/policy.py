@@ -5,10 +5,10 @@ Produced by :mod:`falcon_gpu.policies`; kept here so the schemas need not import
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from falcon_gpu.model.record import Record
 
 
-class PolicyStatus(NamedTuple):
+class PolicyStatus(Record):
     policy: str
     gpu_uuid: str
     violating: bool

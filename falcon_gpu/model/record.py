@@ -1,60 +1,128 @@
-"""``Record``: the base of the model's plain value classes; how the model's values are declared, and why.
+"""``Record``: how value classes are declared: read-only to the type checker, nothing generated at import.
 
-Every class in :mod:`falcon_gpu.model` is a value: built once by the stage that produces it and
-only read after that (by the schemas, the sinks, the scrape endpoint, other threads). How they
-are declared is set by start-up cost: the Open-Falcon plugin is a new process every minute, and
-on Python 3.11 ``@dataclass`` generates and compiles each class's methods at import (about 1 ms a
-class; the model's 25 were a fifth of the plugin's start). So:
+Every class in :mod:`falcon_gpu.model` (and the small values of ``readings/`` and ``attribution/``)
+is a value: built once by the stage that produces it and only read after that (by the schemas, the
+sinks, the scrape endpoint, other threads). How they are declared is set by start-up cost: the
+Open-Falcon plugin is a new process every minute, and on Python 3.11 ``@dataclass`` generates and
+compiles each class's methods at import (about 1 ms a class); a ``typing.NamedTuple`` still
+compiles its ``__new__`` (measured 0.82 M instructions a 6-field class, against 0.13 M for a plain
+slotted class: ``docs/BENCHMARKS.md``, "Plugin start-up", third cut). So a value class is
 
-- most are ``typing.NamedTuple`` (about a fifth of a dataclass to build; read-only at run time
-  and to mypy, ``==``, ``hash``, ``repr`` and a typed ``_replace`` given);
-- the few that a NamedTuple does not fit — built by keyword thousands of times a cycle
-  (``Series``, ``PodUsage``, ``ProcessUsage``: a NamedTuple's keyword call is slower than a plain
-  ``__init__``), with a mutable default (``DeviceReading.xid_counts``, ``HealthReport``,
-  ``Attribution.sources_ok``), or too wide for a cheap NamedTuple (``DeviceReading``'s 46 fields) —
-  are plain classes with ``__slots__`` and a written ``__init__`` on this base, whose fields are
-  ``Final`` (``self.x: Final = x``), so ``mypy --strict`` (CI) refuses an assignment to one as
-  ``@dataclass(frozen=True)`` would at run time. A frozen dataclass sets each field through
-  ``object.__setattr__``, about ten times a plain store; that run-time check is left out.
+    class PolicyStatus(Record):
+        policy: str
+        gpu_uuid: str
+        violating: bool = False
 
-The base gives those plain classes what the model's users need of a value, written once here
-rather than generated per class: ``_fields`` and ``_replace`` (the NamedTuple spellings, so a
-caller changes a copy the same way whatever the class), and equality, hashing and ``repr`` by
-field values (as a frozen dataclass: only an instance of the same class is equal).
+and the metaclass turns its annotations into ``__slots__`` and ``_fields`` (its defaults into
+``_defaults``); nothing is compiled. One ``__init__``, written once here, takes the fields by
+position or keyword as a dataclass would; ``==``, ``hash`` and ``repr`` go by the field values
+(only an instance of the same class is equal, as for a frozen dataclass), and ``_fields``,
+``_replace`` and ``_asdict`` have the NamedTuple spellings. ``dataclass_transform(frozen_default=True)``
+tells ``mypy --strict`` (CI) the signature and that every field is read-only, so an assignment to
+one is a type error, which ``@dataclass(frozen=True)`` checked at run time through
+``object.__setattr__`` (about ten times a plain store).
+
+A class built thousands of times a cycle (``Series``, ``PodUsage``) or with a mutable default
+(``DeviceReading.xid_counts``) writes its own ``__slots__ = _fields = (...)`` and ``__init__``
+(``self.x: Final = x``: read-only to mypy as well); the metaclass then leaves it alone. A mutable
+default in the annotated form is refused at class creation, as by a dataclass.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any, ClassVar, TypeVar
 
+T = TypeVar("T")
 R = TypeVar("R", bound="Record")
 
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # Python 3.10: the marker only informs type checkers, which read it from 3.11 on
 
-class Record:
-    """A slotted value; a subclass sets ``__slots__ = _fields = (...)`` and writes ``__init__``."""
+    def dataclass_transform(**_: Any) -> Callable[[T], T]:
+        return lambda decorated: decorated
+
+
+class _RecordMeta(type):
+    """Slots, field names and defaults from the annotations; no code generated."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> _RecordMeta:
+        if "__slots__" not in ns:
+            fields = tuple(ns.get("__annotations__", ()))
+            defaults = {f: ns.pop(f) for f in fields if f in ns}
+            for f, value in defaults.items():
+                if isinstance(value, list | dict | set):
+                    raise ValueError(f"{name}.{f}: a mutable default would be shared; write __init__")
+            missing = [f for f in fields if f not in defaults]
+            if missing and fields.index(missing[-1]) >= len(missing):
+                raise TypeError(f"{name}.{missing[-1]}: a field without a default after one with")
+            ns["__slots__"] = ns["_fields"] = fields
+            ns["_defaults"] = defaults
+        ns["_values"] = staticmethod(_getter(ns.get("_fields", ())))
+        return super().__new__(mcs, name, bases, ns)
+
+
+def _getter(fields: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    if len(fields) > 1:
+        return attrgetter(*fields)
+    if fields:
+        one = attrgetter(fields[0])
+        return lambda r: (one(r),)
+    return lambda r: ()
+
+
+@dataclass_transform(frozen_default=True)
+class Record(metaclass=_RecordMeta):
+    """A slotted value (see the module docstring)."""
 
     __slots__ = ()
-    _fields: ClassVar[tuple[str, ...]] = ()
+    _fields: ClassVar[tuple[str, ...]]
+    _defaults: ClassVar[dict[str, Any]] = {}
+    _values: ClassVar[Callable[[Any], tuple[Any, ...]]]
+    """The field values as one tuple (``operator.attrgetter``: one C call for ``==`` and ``hash``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        fields = self._fields
+        if len(args) > len(fields):
+            raise TypeError(f"{type(self).__name__}() takes {len(fields)} values, {len(args)} given")
+        for name, value in zip(fields, args, strict=False):  # fewer args: the rest below
+            setattr(self, name, value)
+        if len(args) < len(fields):
+            defaults = self._defaults
+            for name in fields[len(args) :]:
+                if name in kwargs:
+                    setattr(self, name, kwargs.pop(name))
+                elif name in defaults:
+                    setattr(self, name, defaults[name])
+                else:
+                    raise TypeError(f"{type(self).__name__}() missing the value of {name!r}")
+        if kwargs:
+            raise TypeError(
+                f"{type(self).__name__}() got an unexpected or repeated value {next(iter(kwargs))!r}"
+            )
 
     def _replace(self: R, **changes: Any) -> R:
         """A copy with ``changes``; an unknown field name is a TypeError, as for a NamedTuple."""
         values = {name: getattr(self, name) for name in self._fields}
         values.update(changes)
-        return type(self)(**values)
+        cls: Any = type(self)
+        out: R = cls(**values)
+        return out
 
     def _asdict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._fields}
 
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self._fields)
-
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Record) or type(other) is not type(self):
+        if type(other) is not type(self):
             return NotImplemented
-        return self is other or self._values() == other._values()
+        values = type(self)._values
+        return self is other or values(self) == values(other)
 
     def __hash__(self) -> int:
-        return hash((type(self), self._values()))
+        return hash((type(self), type(self)._values(self)))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)

@@ -8,7 +8,7 @@ emit no series for it. Units are the base units of the Prometheus schema
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Final
 
 from falcon_gpu.model.record import Record
 
@@ -26,20 +26,36 @@ CLOCK_EVENT_REASONS: tuple[str, ...] = (
 """Clock event (throttle) reason names, in NVML bit order (bit 0 = idle)."""
 
 
-class ProcessReading(NamedTuple):
-    """A process NVML lists on a device (compute, graphics and MPS lists merged by PID)."""
+class ProcessReading(Record):
+    """A process NVML lists on a device (compute, graphics and MPS lists merged by PID).
 
-    pid: int
-    name: str | None = None
-    types: tuple[str, ...] = ("compute",)
-    used_memory_bytes: int | None = None
-    sm_util_ratio: float | None = None
-    """SM share from process utilisation samples since the previous cycle; None: no sample."""
-    gpu_instance_id: int | None = None
-    compute_instance_id: int | None = None
+    Its own ``__init__`` (built per process: faster than the generic one)."""
+
+    __slots__ = _fields = (
+        "pid", "name", "types", "used_memory_bytes", "sm_util_ratio", "gpu_instance_id", "compute_instance_id"
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        pid: int,
+        name: str | None = None,
+        types: tuple[str, ...] = ("compute",),
+        used_memory_bytes: int | None = None,
+        sm_util_ratio: float | None = None,
+        gpu_instance_id: int | None = None,
+        compute_instance_id: int | None = None,
+    ) -> None:
+        self.pid: Final = pid
+        self.name: Final = name
+        self.types: Final = types
+        self.used_memory_bytes: Final = used_memory_bytes
+        self.sm_util_ratio: Final = sm_util_ratio
+        """SM share from process utilisation samples since the previous cycle; None: no sample."""
+        self.gpu_instance_id: Final = gpu_instance_id
+        self.compute_instance_id: Final = compute_instance_id
 
 
-class GpmReading(NamedTuple):
+class GpmReading(Record):
     """NVML GPM (Hopper and later) metrics between two consecutive cycles' samples, as ratios 0-1.
 
     A metric the device does not report is None; the reading as a whole is absent (``None`` on
@@ -59,7 +75,7 @@ GPM_METRICS: tuple[str, ...] = GpmReading._fields
 """The GPM metric names, in :class:`GpmReading` field order."""
 
 
-class NvlinkErrors(NamedTuple):
+class NvlinkErrors(Record):
     """NVLink error counters since the driver loaded: of one link, or summed over a GPU's links."""
 
     crc_flit: int | None = None
@@ -71,14 +87,14 @@ class NvlinkErrors(NamedTuple):
 NVLINK_ERROR_TYPES: tuple[str, ...] = NvlinkErrors._fields
 
 
-class NvlinkReading(NamedTuple):
+class NvlinkReading(Record):
     """One NVLink that has counted errors (links without any are not listed: 18 per GPU)."""
 
     link: int
     errors: NvlinkErrors
 
 
-class MigReading(NamedTuple):
+class MigReading(Record):
     """One MIG instance (a populated slot of the parent's MIG device handles)."""
 
     gpu_instance_id: int
@@ -95,20 +111,20 @@ class MigReading(NamedTuple):
     of one profile apart for DRA device names. None: not known (NVML wants a privileged user)."""
 
 
-class EccCounts(NamedTuple):
+class EccCounts(Record):
     corrected_volatile: int | None = None
     uncorrected_volatile: int | None = None
     corrected_aggregate: int | None = None
     uncorrected_aggregate: int | None = None
 
 
-class RetiredPages(NamedTuple):
+class RetiredPages(Record):
     single_bit: int
     double_bit: int
     pending: bool | None = None
 
 
-class RemappedRows(NamedTuple):
+class RemappedRows(Record):
     correctable: int
     uncorrectable: int
     pending: bool
@@ -287,7 +303,7 @@ class DeviceReading(Record):
         """The XID of the most recent event since the agent started (arrival order; counts have none)."""
 
 
-class Snapshot(NamedTuple):
+class Snapshot(Record):
     """One cycle of the node: every device, plus whether NVML itself answered."""
 
     timestamp: float

@@ -10,7 +10,7 @@ what they need from that one record; the conversions between its units are built
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal
 
 import pynvml
 
@@ -26,7 +26,7 @@ ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 SINT: Final = pynvml.NVML_VALUE_TYPE_SIGNED_INT
 
 
-class Nvml(NamedTuple):
+class Nvml(Record):
     """Where NVML has the reading, and in which unit it answers."""
 
     unit: Unit
@@ -45,7 +45,7 @@ class Nvml(NamedTuple):
     one field ID, no fallback, no logic of its own; its reader has no line for it."""
 
 
-class Simulated(NamedTuple):
+class Simulated(Record):
     """Where a scenario holds it (CONTRACT section 6; public: keys never change)."""
 
     key: str
@@ -60,7 +60,7 @@ class Simulated(NamedTuple):
         return self.group or self.key
 
 
-class Publish(NamedTuple):
+class Publish(Record):
     """How one schema publishes the reading."""
 
     name: str

@@ -1,4 +1,4 @@
-"""Model values: NamedTuples or slotted ``Record`` classes, read-only to mypy, equal by value."""
+"""Model values: slotted ``Record`` classes, none generated, read-only to mypy, equal by value."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from mypy import api as mypy_api
 import falcon_gpu.model
 from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage
 from falcon_gpu.model.cycle import HealthReport
+from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.record import Record
 from falcon_gpu.model.samples import Series
-from falcon_gpu.model.snapshot import DeviceReading, EccCounts, NvlinkErrors, ProcessReading
+from falcon_gpu.model.snapshot import DeviceReading, EccCounts, NvlinkErrors, ProcessReading, Snapshot
 
 
 def _model_classes() -> list[type]:
@@ -26,16 +27,46 @@ def _model_classes() -> list[type]:
     return out
 
 
-def test_every_model_class_is_a_named_tuple_or_a_slotted_record() -> None:
-    classes = [c for c in _model_classes() if c is not Record]
+def test_every_model_class_is_a_slotted_record_and_no_dataclass() -> None:
+    classes = [c for c in _model_classes() if c is not Record and c.__module__ != "falcon_gpu.model.record"]
     assert len(classes) >= 25
     for cls in classes:
+        assert issubclass(cls, Record) and not issubclass(cls, tuple), cls
         assert not hasattr(cls, "__dataclass_fields__"), cls
-        if issubclass(cls, Record):
-            assert cls._fields == cls.__slots__, cls
+        assert cls._fields == cls.__slots__, cls
+        if "__init__" in vars(cls):  # written by hand: the same fields, in order
             assert list(inspect.signature(cls).parameters) == list(cls._fields), cls
-        else:
-            assert issubclass(cls, tuple) and hasattr(cls, "_fields"), cls
+
+
+def test_the_generic_init_takes_values_by_position_keyword_or_default() -> None:
+    assert PolicyStatus("hot", "GPU-1", True, 3) == PolicyStatus(
+        violations_total=3, violating=True, gpu_uuid="GPU-1", policy="hot"
+    )
+    assert (
+        Snapshot(1.0, True).devices == ()
+        and Snapshot(1.0, True, devices=(), nvml_error="x").nvml_error == "x"
+    )
+    with pytest.raises(TypeError, match="missing the value of 'violations_total'"):
+        PolicyStatus("hot", "GPU-1", True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="takes 4 values, 5 given"):
+        PolicyStatus("hot", "GPU-1", True, 3, 4)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected or repeated value 'misspelt'"):
+        Snapshot(1.0, True, misspelt=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected or repeated value 'timestamp'"):
+        Snapshot(1.0, True, timestamp=2.0)  # type: ignore[misc]
+
+
+def test_a_mutable_default_or_a_required_field_after_a_default_is_refused_at_class_creation() -> None:
+    with pytest.raises(ValueError, match=r"Bad\.seen: a mutable default"):
+
+        class Bad(Record):
+            seen: dict[str, int] = {}
+
+    with pytest.raises(TypeError, match=r"Late\.b: a field without a default after one with"):
+
+        class Late(Record):
+            a: int = 0
+            b: int
 
 
 def test_equal_values_are_equal_and_hash_alike() -> None:
@@ -52,13 +83,12 @@ def test_equal_values_are_equal_and_hash_alike() -> None:
 
 def test_a_record_is_never_equal_to_another_class_with_the_same_values() -> None:
     class Other(Record):
-        __slots__ = _fields = ("labels", "value")
-
-        def __init__(self, labels: tuple[tuple[str, str], ...], value: float) -> None:
-            self.labels = labels
-            self.value = value
+        labels: tuple[tuple[str, str], ...]
+        value: float
 
     assert Series((), 1.0) != Other((), 1.0) and hash(Series((), 1.0)) != hash(Other((), 1.0))
+    assert Other((), 1.0) == Other((), 1.0) and Other((), 1.0) != ((), 1.0)
+    assert NvlinkErrors(1, 2, 3, 4) != EccCounts(1, 2, 3, 4)
 
 
 def test_replace_copies_and_leaves_the_original_alone() -> None:
@@ -95,7 +125,7 @@ def test_mypy_refuses_an_assignment_to_a_field(tmp_path: Path) -> None:
     """The immutability that ``@dataclass(frozen=True)`` checked at run time is checked here."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "from falcon_gpu.model.snapshot import DeviceReading, ProcessReading\n"
+        "from falcon_gpu.model.snapshot import DeviceReading, ProcessReading, Snapshot\n"
         "from falcon_gpu.model.samples import Series\n"
         "p = ProcessReading(1)\n"
         "p.pid = 2\n"
@@ -104,12 +134,17 @@ def test_mypy_refuses_an_assignment_to_a_field(tmp_path: Path) -> None:
         "ok = ProcessReading(2, name='x').name\n"
         "d = DeviceReading(0, 'GPU-1', 'H100', '00:18.0')\n"
         "d.up = False\n"
-        "q = p._replace(pid='x')\n"
+        "n = Snapshot(1.0, True)\n"
+        "n.nvml_ok = False\n"
+        "m = Snapshot('now', True)\n"
+        "k = Snapshot(1.0, True, misspelt=1)\n"
     )
     out, _, status = mypy_api.run(["--strict", "--no-incremental", "--follow-imports=silent", str(probe)])
     assert status == 1
-    assert 'probe.py:4: error: Property "pid" defined in "ProcessReading" is read-only' in out
+    assert 'probe.py:4: error: Cannot assign to final attribute "pid"' in out
     assert 'probe.py:6: error: Cannot assign to final attribute "value"' in out
     assert 'probe.py:9: error: Cannot assign to final attribute "up"' in out
-    assert 'probe.py:10: error: Argument "pid" to "_replace" of "ProcessReading" has incompatible type' in out
-    assert out.count("error:") == 4
+    assert 'probe.py:11: error: Property "nvml_ok" defined in "Snapshot" is read-only' in out
+    assert 'probe.py:12: error: Argument 1 to "Snapshot" has incompatible type "str"; expected "float"' in out
+    assert 'probe.py:13: error: Unexpected keyword argument "misspelt" for "Snapshot"' in out
+    assert out.count("error:") == 6
