@@ -33,16 +33,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-T = TypeVar("T")
-R = TypeVar("R", bound="Record")
+if TYPE_CHECKING:  # a TypeVar bound by name builds a ForwardRef, whose compile() is ~10 M instructions
+    from typing import TypeVar
+
+    R = TypeVar("R", bound="Record")
 
 if sys.version_info >= (3, 11):
     from typing import dataclass_transform
 else:  # Python 3.10: the marker only informs type checkers, which read it from 3.11 on
 
-    def dataclass_transform(**_: Any) -> Callable[[T], T]:
+    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
         return lambda decorated: decorated
 
 
