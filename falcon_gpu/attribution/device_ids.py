@@ -30,13 +30,13 @@ from collections.abc import Iterable, Sequence
 
 from falcon_gpu.model.record import Record
 
-_GKE = re.compile(r"^nvidia(?P<index>\d+)(?:/gi(?P<gi>\d+))?(?:/vgpu\d+)?$")
-_OLD_MIG = re.compile(r"^MIG-(?P<gpu>GPU-[^/]+)/(?P<gi>\d+)/(?P<ci>\d+)$")
-_DRA_GPU = re.compile(r"^gpu-(?P<minor>\d+)$")
-_DRA_MIG = re.compile(
-    r"^gpu-(?P<minor>\d+)-mig-(?P<profile>[0-9a-z][0-9a-z-]*?)-(?P<profile_id>\d+)-(?P<placement>\d+)$"
-)
-_NOT_IN_DRA_NAME = re.compile(r"[^0-9a-z]+")
+# Patterns as strings: ``re`` compiles one on its first use and keeps it (its own cache), so a
+# process that never meets such a path (every plugin start on a node without them) compiles none.
+_GKE = r"^nvidia(?P<index>\d+)(?:/gi(?P<gi>\d+))?(?:/vgpu\d+)?$"
+_OLD_MIG = r"^MIG-(?P<gpu>GPU-[^/]+)/(?P<gi>\d+)/(?P<ci>\d+)$"
+_DRA_GPU = r"^gpu-(?P<minor>\d+)$"
+_DRA_MIG = r"^gpu-(?P<minor>\d+)-mig-(?P<profile>[0-9a-z][0-9a-z-]*?)-(?P<profile_id>\d+)-(?P<placement>\d+)$"
+_NOT_IN_DRA_NAME = r"[^0-9a-z]+"
 
 
 class DeviceRef(Record):
@@ -61,14 +61,14 @@ def parse_device_id(device_id: str) -> DeviceRef | None:
         raw = raw.split("::", 1)[0]
     if not raw:
         return None
-    old = _OLD_MIG.match(raw)
+    old = re.match(_OLD_MIG, raw)
     if old is not None:
         return DeviceRef(gpu_uuid=old.group("gpu"), gpu_instance_id=int(old.group("gi")))
     if raw.startswith("MIG-"):
         return DeviceRef(mig_uuid=raw)
     if raw.startswith("GPU-"):
         return DeviceRef(gpu_uuid=raw)
-    gke = _GKE.match(raw)
+    gke = re.match(_GKE, raw)
     if gke is not None:
         gi = gke.group("gi")
         return DeviceRef(gpu_index=int(gke.group("index")), gpu_instance_id=int(gi) if gi else None)
@@ -77,15 +77,15 @@ def parse_device_id(device_id: str) -> DeviceRef | None:
 
 def dra_profile(profile: str) -> str:
     """An NVML MIG profile as a DRA device name spells it: ``1g.10gb+me`` -> ``1g10gb-me``."""
-    return _NOT_IN_DRA_NAME.sub("-", profile.lower().replace(".", "")).strip("-")
+    return re.sub(_NOT_IN_DRA_NAME, "-", profile.lower().replace(".", "")).strip("-")
 
 
 def parse_dra_device(device_name: str) -> DeviceRef | None:
     """A ``gpu.nvidia.com`` DRA device name; None for names of another shape (e.g. ``gpu-vfio-0``)."""
-    whole = _DRA_GPU.match(device_name)
+    whole = re.match(_DRA_GPU, device_name)
     if whole is not None:
         return DeviceRef(gpu_index=int(whole.group("minor")))
-    mig = _DRA_MIG.match(device_name)
+    mig = re.match(_DRA_MIG, device_name)
     if mig is not None:
         return DeviceRef(
             gpu_index=int(mig.group("minor")),
