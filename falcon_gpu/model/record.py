@@ -48,12 +48,17 @@ else:  # Python 3.10: the marker only informs type checkers, which read it from 
         return lambda decorated: decorated
 
 
+_CLASS_VARS = ("ClassVar", "typing.ClassVar")
+"""Annotations of a class attribute, not a field (strings: ``from __future__ import annotations``)."""
+
+
 class _RecordMeta(type):
     """Slots, field names and defaults from the annotations; no code generated."""
 
     def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> _RecordMeta:
         if "__slots__" not in ns:
-            fields = tuple(ns.get("__annotations__", ()))
+            annotations = ns.get("__annotations__", {})
+            fields = tuple(f for f, t in annotations.items() if not str(t).startswith(_CLASS_VARS))
             defaults = {f: ns.pop(f) for f in fields if f in ns}
             for f, value in defaults.items():
                 if isinstance(value, list | dict | set):

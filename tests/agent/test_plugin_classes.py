@@ -2,7 +2,7 @@
 
 Building a ``@dataclass`` generates and compiles its methods at import, about 1 ms of CPU a class
 on Python 3.11, and falcon-agent starts the plugin every minute: the value classes on its path are
-NamedTuples or plain slotted classes instead (:mod:`falcon_gpu.model.record`). This guards that no
+``Record`` subclasses or plain slotted classes instead (:mod:`falcon_gpu.model.record`). This guards that no
 module a cached plugin run imports declares or uses a dataclass but those listed below, and that
 ``dataclasses`` and ``inspect`` (which it imports) are loaded only while one of those remains.
 """

@@ -6,6 +6,7 @@ import importlib
 import inspect
 import pkgutil
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from mypy import api as mypy_api
@@ -61,6 +62,12 @@ def test_a_mutable_default_or_a_required_field_after_a_default_is_refused_at_cla
 
         class Bad(Record):
             seen: dict[str, int] = {}
+
+    class Counted(Record):
+        limit: ClassVar[int] = 3
+        value: int
+
+    assert Counted._fields == ("value",) and Counted.limit == 3 and Counted(5).value == 5
 
     with pytest.raises(TypeError, match=r"Late\.b: a field without a default after one with"):
 
