@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from falcon_gpu.model.record import Record
 
@@ -48,8 +48,15 @@ _CONMON = "crio-conmon-"
 class CgroupIdentity(Record):
     """Where a process lives: always a pod UID (dashed, lower case), a container ID when known."""
 
-    pod_uid: str
-    container_id: str | None
+    __slots__ = _fields = ("pod_uid", "container_id")
+
+    def __init__(
+        self,
+        pod_uid: str,
+        container_id: str | None,
+    ) -> None:
+        self.pod_uid: Final = pod_uid
+        self.container_id: Final = container_id
 
 
 def parse_cgroup_path(path: str) -> CgroupIdentity | None:

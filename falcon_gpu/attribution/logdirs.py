@@ -26,16 +26,32 @@ _CONTAINER_LOG = re.compile(
 
 
 class PodName(Record):
-    namespace: str
-    pod: str
+    __slots__ = _fields = ("namespace", "pod")
+
+    def __init__(
+        self,
+        namespace: str,
+        pod: str,
+    ) -> None:
+        self.namespace: Final = namespace
+        self.pod: Final = pod
 
 
 class ContainerName(Record):
-    namespace: str
-    pod: str
-    container: str
-    pod_uid: str | None = None
-    """From the log link's target, when the link is readable."""
+    __slots__ = _fields = ("namespace", "pod", "container", "pod_uid")
+
+    def __init__(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        pod_uid: str | None = None,
+    ) -> None:
+        self.namespace: Final = namespace
+        self.pod: Final = pod
+        self.container: Final = container
+        self.pod_uid: Final = pod_uid
+        """From the log link's target, when the link is readable."""
 
 
 class NameMaps(Record):

@@ -17,6 +17,7 @@ cgroup v2 ``0::`` line over the v1 controller lines.
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
 from falcon_gpu.model.record import Record
@@ -33,10 +34,18 @@ _NOT_A_NAMESPACE = ("system.slice", "user.slice", "machine.slice", "libpod_paren
 class RuntimeContainer(Record):
     """A container a process runs in, outside any pod: ``docker``, ``podman`` or ``containerd``."""
 
-    runtime: str
-    container_id: str
-    namespace: str | None = None
-    """containerd's namespace, when the path gives it."""
+    __slots__ = _fields = ("runtime", "container_id", "namespace")
+
+    def __init__(
+        self,
+        runtime: str,
+        container_id: str,
+        namespace: str | None = None,
+    ) -> None:
+        self.runtime: Final = runtime
+        self.container_id: Final = container_id
+        self.namespace: Final = namespace
+        """containerd's namespace, when the path gives it."""
 
 
 def parse_runtime_path(path: str) -> RuntimeContainer | None:

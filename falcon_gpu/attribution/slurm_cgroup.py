@@ -17,6 +17,7 @@ scans segment by segment, never raises, and prefers the v2 ``0::`` line.
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
 from falcon_gpu.model.record import Record
@@ -31,9 +32,17 @@ _UID = r"^uid_(?P<uid>[0-9]+)$"
 class SlurmStep(Record):
     """A Slurm job step a process runs in; ``uid`` None where the path does not say (v2)."""
 
-    job: str
-    step: str
-    uid: int | None = None
+    __slots__ = _fields = ("job", "step", "uid")
+
+    def __init__(
+        self,
+        job: str,
+        step: str,
+        uid: int | None = None,
+    ) -> None:
+        self.job: Final = job
+        self.step: Final = step
+        self.uid: Final = uid
 
 
 def _is_root(segment: str) -> bool:

@@ -27,7 +27,7 @@ views in registry order and takes the first answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef
@@ -68,15 +68,35 @@ class SourceHealth(Record):
 class Allocation(Record):
     """Devices given to one container for one resource (device plugins, DRA claims)."""
 
-    namespace: str
-    pod: str
-    container: str
-    resource: str
-    """The kubelet resource name (``nvidia.com/gpu``), or ``dra:<driver>`` for a DRA claim."""
-    devices: tuple[DeviceRef, ...]
-    claim_name: str | None = None
-    """DRA: the ResourceClaim the devices come from."""
-    claim_namespace: str | None = None
+    __slots__ = _fields = (
+        "namespace",
+        "pod",
+        "container",
+        "resource",
+        "devices",
+        "claim_name",
+        "claim_namespace",
+    )
+
+    def __init__(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        resource: str,
+        devices: tuple[DeviceRef, ...],
+        claim_name: str | None = None,
+        claim_namespace: str | None = None,
+    ) -> None:
+        self.namespace: Final = namespace
+        self.pod: Final = pod
+        self.container: Final = container
+        self.resource: Final = resource
+        """The kubelet resource name (``nvidia.com/gpu``), or ``dra:<driver>`` for a DRA claim."""
+        self.devices: Final = devices
+        self.claim_name: Final = claim_name
+        """DRA: the ResourceClaim the devices come from."""
+        self.claim_namespace: Final = claim_namespace
 
 
 class SourceView:

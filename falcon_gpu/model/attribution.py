@@ -20,15 +20,35 @@ from falcon_gpu.model.record import Record
 class ContainerRef(Record):
     """A container of a pod; ``labels`` are the copied pod labels (already sanitised names)."""
 
-    namespace: str
-    pod: str
-    container: str
-    pod_uid: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()
-    requested_memory_bytes: int | None = None
-    """Its memory quota on each GPU it is on (``pod_requests``); None: it asked for none."""
-    requested_compute_ratio: float | None = None
-    """Its compute quota per GPU, 1 = a whole GPU; None: it asked for none."""
+    __slots__ = _fields = (
+        "namespace",
+        "pod",
+        "container",
+        "pod_uid",
+        "labels",
+        "requested_memory_bytes",
+        "requested_compute_ratio",
+    )
+
+    def __init__(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        pod_uid: str | None = None,
+        labels: tuple[tuple[str, str], ...] = (),
+        requested_memory_bytes: int | None = None,
+        requested_compute_ratio: float | None = None,
+    ) -> None:
+        self.namespace: Final = namespace
+        self.pod: Final = pod
+        self.container: Final = container
+        self.pod_uid: Final = pod_uid
+        self.labels: Final = labels
+        self.requested_memory_bytes: Final = requested_memory_bytes
+        """Its memory quota on each GPU it is on (``pod_requests``); None: it asked for none."""
+        self.requested_compute_ratio: Final = requested_compute_ratio
+        """Its compute quota per GPU, 1 = a whole GPU; None: it asked for none."""
 
 
 class PodUsage(Record):
@@ -94,13 +114,31 @@ class UnattributedUsage(Record):
     ``processes`` count only the processes in no pod.
     """
 
-    gpu_uuid: str
-    mig_uuid: str | None = None
-    memory_used_bytes: int | None = 0
-    utilization_ratio: float | None = 0.0
-    processes: int = 0
-    energy_joules_total: float = 0.0
-    """The device energy not shared out to pods (idle draw included), so pods + this = device."""
+    __slots__ = _fields = (
+        "gpu_uuid",
+        "mig_uuid",
+        "memory_used_bytes",
+        "utilization_ratio",
+        "processes",
+        "energy_joules_total",
+    )
+
+    def __init__(
+        self,
+        gpu_uuid: str,
+        mig_uuid: str | None = None,
+        memory_used_bytes: int | None = 0,
+        utilization_ratio: float | None = 0.0,
+        processes: int = 0,
+        energy_joules_total: float = 0.0,
+    ) -> None:
+        self.gpu_uuid: Final = gpu_uuid
+        self.mig_uuid: Final = mig_uuid
+        self.memory_used_bytes: Final = memory_used_bytes
+        self.utilization_ratio: Final = utilization_ratio
+        self.processes: Final = processes
+        self.energy_joules_total: Final = energy_joules_total
+        """The device energy not shared out to pods (idle draw included), so pods + this = device."""
 
 
 class ProcessUsage(Record):
@@ -141,34 +179,84 @@ class ContainerUsage(Record):
     MIG instance. Its processes are in no pod, so they also count in unattributed: this is a
     breakdown of that, not an addition to the pods."""
 
-    runtime: str
-    container_id: str
-    name: str
-    """The runtime's name for it; the first 12 hex digits of the ID where no name is readable."""
-    gpu_uuid: str
-    mig_uuid: str | None = None
-    memory_used_bytes: int = 0
-    utilization_ratio: float | None = 0.0
-    """None: NVML gives no per-process utilisation on this device."""
-    processes: int = 0
-    energy_joules_total: float | None = 0.0
+    __slots__ = _fields = (
+        "runtime",
+        "container_id",
+        "name",
+        "gpu_uuid",
+        "mig_uuid",
+        "memory_used_bytes",
+        "utilization_ratio",
+        "processes",
+        "energy_joules_total",
+    )
+
+    def __init__(
+        self,
+        runtime: str,
+        container_id: str,
+        name: str,
+        gpu_uuid: str,
+        mig_uuid: str | None = None,
+        memory_used_bytes: int = 0,
+        utilization_ratio: float | None = 0.0,
+        processes: int = 0,
+        energy_joules_total: float | None = 0.0,
+    ) -> None:
+        self.runtime: Final = runtime
+        self.container_id: Final = container_id
+        self.name: Final = name
+        """The runtime's name for it; the first 12 hex digits of the ID where no name is readable."""
+        self.gpu_uuid: Final = gpu_uuid
+        self.mig_uuid: Final = mig_uuid
+        self.memory_used_bytes: Final = memory_used_bytes
+        self.utilization_ratio: Final = utilization_ratio
+        """None: NVML gives no per-process utilisation on this device."""
+        self.processes: Final = processes
+        self.energy_joules_total: Final = energy_joules_total
 
 
 class SlurmJobUsage(Record):
     """One Slurm job step's use of one GPU or MIG instance. Like a plain container, its
     processes are in no pod: a breakdown of the unattributed share, not an addition to it."""
 
-    job: str
-    step: str
-    uid: int | None
-    user: str | None
-    """The uid's name in the host's passwd (``passwd_file``); None where it is not readable."""
-    gpu_uuid: str
-    mig_uuid: str | None = None
-    memory_used_bytes: int = 0
-    utilization_ratio: float | None = 0.0
-    processes: int = 0
-    energy_joules_total: float | None = 0.0
+    __slots__ = _fields = (
+        "job",
+        "step",
+        "uid",
+        "user",
+        "gpu_uuid",
+        "mig_uuid",
+        "memory_used_bytes",
+        "utilization_ratio",
+        "processes",
+        "energy_joules_total",
+    )
+
+    def __init__(
+        self,
+        job: str,
+        step: str,
+        uid: int | None,
+        user: str | None,
+        gpu_uuid: str,
+        mig_uuid: str | None = None,
+        memory_used_bytes: int = 0,
+        utilization_ratio: float | None = 0.0,
+        processes: int = 0,
+        energy_joules_total: float | None = 0.0,
+    ) -> None:
+        self.job: Final = job
+        self.step: Final = step
+        self.uid: Final = uid
+        self.user: Final = user
+        """The uid's name in the host's passwd (``passwd_file``); None where it is not readable."""
+        self.gpu_uuid: Final = gpu_uuid
+        self.mig_uuid: Final = mig_uuid
+        self.memory_used_bytes: Final = memory_used_bytes
+        self.utilization_ratio: Final = utilization_ratio
+        self.processes: Final = processes
+        self.energy_joules_total: Final = energy_joules_total
 
 
 class Attribution(Record):
