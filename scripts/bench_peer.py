@@ -10,6 +10,8 @@ cycle by cycle in this process so that both see the same machine state; the
 figure is the median CPU time (``time.process_time``) per cycle over the repeats.
 falcon_gpu's cycle is the one ``bench_cycle.py`` measures: NVML source, health,
 ``falcon_gpu`` schema, Prometheus text into a string (no attribution: the peer has none).
+After the warm-up the heap is frozen (``settle_heap``), as ``falcon-gpu run`` does before its
+first cycle; the process is shared, so the peer's start-up objects are frozen with ours.
 
 The NVML calls per GPU per cycle, counted by the simulator, are reported for both.
 ``--breakdown`` adds a second, separate pass that says where each side's time goes:
@@ -38,6 +40,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 import falcon_gpu.schemas.falcon_gpu as fg_schema
 import falcon_gpu.sources.nvml.source as nvml_source
+from falcon_gpu.agent.loop import settle_heap
 from falcon_gpu.sinks.encoding import prom_text
 from falcon_gpu.sources.nvml.readers import READERS
 
@@ -216,6 +219,7 @@ def measure(gpus: int, procs: int, cycles: int) -> dict[str, float]:
     for _ in range(3):  # warm-up: identity, variants and NOT_SUPPORTED learnt, caches filled
         runner.run()
         peer.scrape()
+    settle_heap()  # as `falcon-gpu run` does before its first cycle (agent/loop.py); the peer's heap too
     ours_before, peer_before = dict(ours_lib.calls), dict(peer_lib.calls)
     ours, theirs = [], []
     size = (0, 0)
@@ -311,6 +315,7 @@ def breakdown(gpus: int, procs: int, cycles: int) -> dict[str, float]:
         for _ in range(3):
             run()
             scrape()
+        settle_heap()
         per_cycle: list[dict[str, float]] = []
         for _ in range(cycles):
             watch.seconds.clear()

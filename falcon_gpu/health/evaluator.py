@@ -17,8 +17,6 @@ highest new code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from falcon_gpu.model.cycle import FAIL, PASS, WARN, HealthReport
 from falcon_gpu.model.snapshot import DeviceReading, NvlinkErrors, Snapshot
 
@@ -32,16 +30,23 @@ XID_HOLD_SECONDS = 300.0
 """How long an XID keeps the ``xid`` check raised after it arrived."""
 
 
-@dataclass
 class _DeviceState:
-    xid_counts: dict[int, int] = field(default_factory=dict)
-    pcie_replays: int | None = None
-    xid_at: dict[int, float] = field(default_factory=dict)
-    """When an XID of each level (WARN, FAIL) last arrived: a critical XID keeps the check
-    failed for its whole hold even if a harmless one follows it."""
-    last_xid: int | None = None
-    nvlink_errors: NvlinkErrors | None = None
-    """The GPU's NVLink error totals last cycle."""
+    """What a device's change-based checks compare with, and its last report."""
+
+    __slots__ = ("last_xid", "nvlink_errors", "pcie_replays", "report", "xid_at", "xid_counts")
+
+    def __init__(self) -> None:
+        self.xid_counts: dict[int, int] = {}
+        self.pcie_replays: int | None = None
+        self.xid_at: dict[int, float] = {}
+        """When an XID of each level (WARN, FAIL) last arrived: a critical XID keeps the check
+        failed for its whole hold even if a harmless one follows it."""
+        self.last_xid: int | None = None
+        self.nvlink_errors: NvlinkErrors | None = None
+        """The GPU's NVLink error totals last cycle."""
+        self.report: HealthReport | None = None
+        """The last report, handed out again while it would be equal (so the schema, which keeps
+        the health series per GPU, finds it unchanged by identity)."""
 
 
 NVLINK_LEVELS: tuple[tuple[str, int], ...] = (("crc_flit", WARN), ("crc_data", WARN), ("replay", WARN),
@@ -73,28 +78,42 @@ class HealthEvaluator:
         return {d.uuid: self._device(d, snapshot.timestamp) for d in snapshot.devices}
 
     def _device(self, dev: DeviceReading, now: float) -> HealthReport:
-        st = self._state.setdefault(dev.uuid, _DeviceState())
-        new_xids = {
-            xid: n - st.xid_counts.get(xid, 0)
-            for xid, n in dev.xid_counts.items()
-            if n > st.xid_counts.get(xid, 0)
-        }
-        st.xid_counts = dict(dev.xid_counts)
+        st = self._state.get(dev.uuid)
+        if st is None:
+            st = self._state[dev.uuid] = _DeviceState()
+        new_xids: dict[int, int] = {}
+        if dev.xid_counts != st.xid_counts:  # the usual cycle has no new XID: nothing to compare
+            new_xids = {
+                xid: n - st.xid_counts.get(xid, 0)
+                for xid, n in dev.xid_counts.items()
+                if n > st.xid_counts.get(xid, 0)
+            }
+            st.xid_counts = dict(dev.xid_counts)
         if new_xids:
             st.xid_at[FAIL if CRITICAL_XIDS & new_xids.keys() else WARN] = now
             st.last_xid = dev.last_xid if dev.last_xid in new_xids else max(new_xids)
-        checks = {"lost": PASS if dev.up else FAIL, "xid": self._xid_level(st, now)}
+        checks = {"lost": PASS if dev.up else FAIL, "xid": self._xid_level(st, now) if st.xid_at else PASS}
         if dev.up:
-            checks.update(self._levels(dev, st))
-        return HealthReport(checks=checks, xid_in_interval=new_xids, last_xid=st.last_xid)
+            self._levels(dev, st, checks)
+        last = st.report
+        if (
+            last is not None
+            and not new_xids
+            and not last.xid_in_interval
+            and last.last_xid == st.last_xid
+            and last.checks == checks
+        ):
+            return last
+        report = st.report = HealthReport(checks=checks, xid_in_interval=new_xids, last_xid=st.last_xid)
+        return report
 
     def _xid_level(self, st: _DeviceState, now: float) -> int:
         held = [level for level, at in st.xid_at.items() if now - at <= self._hold]
         return max(held, default=PASS)
 
     @staticmethod
-    def _levels(dev: DeviceReading, st: _DeviceState) -> dict[str, int]:
-        checks: dict[str, int] = {}
+    def _levels(dev: DeviceReading, st: _DeviceState, checks: dict[str, int]) -> None:
+        """Add the level-based checks and the change-based ones of a GPU that answered to ``checks``."""
         if dev.ecc is not None:
             checks["ecc"] = FAIL if (dev.ecc.uncorrected_volatile or 0) > 0 else PASS
         if dev.retired_pages is not None:
@@ -123,4 +142,3 @@ class HealthEvaluator:
         if dev.nvlink_errors is not None:
             checks["nvlink"] = _nvlink_level(dev.nvlink_errors, st.nvlink_errors)
             st.nvlink_errors = dev.nvlink_errors
-        return checks

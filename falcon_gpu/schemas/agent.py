@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from falcon_gpu.model.cycle import CycleData
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+from falcon_gpu.model.samples import Labels
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
+from falcon_gpu.schemas.label_cache import LabelCache
 
 P = "falcon_gpu_agent_"
 
@@ -20,18 +22,28 @@ SPECS: tuple[MetricSpec, ...] = (
 )
 
 
+def _with(key: tuple[Labels, tuple[tuple[str, str], ...]]) -> Labels:
+    return without_empty((*key[0], *key[1]))
+
+
+_LABELS: LabelCache[tuple[Labels, tuple[tuple[str, str], ...]], Labels] = LabelCache(_with, limit=1024)
+"""(node labels, what a series adds: its error kind, sink, outcome or reader) -> the series' labels,
+built once (the same few come back every cycle; their values change)."""
+
+
 def add_agent(b: FamilyBuilder, cycle: CycleData) -> None:
     t = cycle.telemetry
     node = cycle.base_labels
+    labels = _LABELS.get
     b.add(P + "cycle_seconds", node, t.last_cycle_seconds)
     b.add(P + "cycles_total", node, t.cycles_total)
     for kind, n in sorted(t.errors_total.items()):
-        b.add(P + "errors_total", (*node, ("kind", kind)), n)
+        b.put(P + "errors_total", labels((node, (("kind", kind),))), n)
     for (sink, outcome), n in sorted(t.samples_total.items()):
-        b.add(P + "samples_total", (*node, ("sink", sink), ("outcome", outcome)), n)
+        b.put(P + "samples_total", labels((node, (("sink", sink), ("outcome", outcome)))), n)
     for sink, n in sorted(t.spool_bytes.items()):
-        b.add(P + "spool_bytes", (*node, ("sink", sink)), n)
+        b.put(P + "spool_bytes", labels((node, (("sink", sink),))), n)
     for reader, (ok, seconds) in t.readers.items():
-        labels = (*node, ("reader", reader))
-        b.add(P + "reader_success", labels, ok)
-        b.add(P + "reader_seconds", labels, seconds)
+        lb = labels((node, (("reader", reader),)))
+        b.put(P + "reader_success", lb, ok)
+        b.put(P + "reader_seconds", lb, seconds)

@@ -1,14 +1,27 @@
-"""Collects series into families in a fixed metric order, from a table of specs."""
+"""Collects series into families in a fixed metric order, from a table of specs.
+
+Per cycle the work is proportional to what changed: series are appended to two plain lists per
+metric (labels, values; no hashing of label tuples), and a metric whose labels and values are the
+same as in the schema's previous cycle (:class:`FamilyMemo`) hands out the previous cycle's
+:class:`~falcon_gpu.model.samples.Family` object itself, so no ``Series`` is built for it and the
+Prometheus encoder reuses that family's text whole (:mod:`falcon_gpu.sinks.encoding.prom_text`).
+
+Metrics that every GPU has one series of under one label set (the reading table's scalars, GPM) are
+added a row at a time instead (:class:`RowBlock`: one label set and the raw values of all the
+block's metrics), and turned into families column by column at the end: a column whose labels and
+raw values are those of the previous cycle is the previous family, with no per-series work at all.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from falcon_gpu.model.samples import Family, Labels, MetricKind, Series
 
 
-@dataclass(frozen=True, slots=True)
-class MetricSpec:
+class MetricSpec(NamedTuple):
     name: str
     kind: MetricKind
     help: str
@@ -21,26 +34,83 @@ def without_empty(labels: Labels) -> Labels:
     return tuple(pair for pair in labels if pair[1])
 
 
+Columns = tuple[list[Labels], list[float]]
+"""One metric's series of one cycle so far: their labels and their values, in the order added."""
+Row = tuple[Labels, tuple[Any, ...]]
+"""One label set and a :class:`RowBlock`'s raw values under it (None: that reading is absent)."""
+_LABELS_OF, _VALUES_OF = itemgetter(0), itemgetter(1)
+
+
+class RowBlock:
+    """Metrics added together, one row per label set (a GPU, a MIG instance): ``specs`` and, per
+    metric, the conversion of its raw value to the float published. A block's metrics get their
+    series from its rows only (:meth:`FamilyBuilder.rows`), never from ``put``/``add``."""
+
+    __slots__ = ("converts", "specs")
+
+    def __init__(self, specs: tuple[MetricSpec, ...], converts: tuple[Callable[[Any], float], ...]) -> None:
+        if len(specs) != len(converts):
+            raise ValueError("a RowBlock needs one conversion per metric")
+        self.specs = specs
+        self.converts = converts
+
+
+MemoEntry = tuple[Sequence[Labels], Sequence[Any], Family | None]
+"""(labels, values, family) of a ``put``/``add`` metric (lists, a family always); (each row's labels,
+the column of raw values, the family or None if no row had a value) of a block's metric."""
+
+
+class FamilyMemo(dict[str, MemoEntry]):
+    """One schema's families of its previous cycle: metric name -> :data:`MemoEntry`.
+
+    Bounded by the schema's metric names. Shared by whichever thread renders (sinks may render in
+    threads of their own): an entry is an immutable tuple replaced whole, its lists never written
+    after it is stored, so a render that reads an entry another one just replaced still compares
+    that entry's own labels and values with its own. (A dict itself: its ``get`` and item
+    assignment are the C ones, two per metric and cycle.)
+    """
+
+    __slots__ = ()
+
+
 class FamilyBuilder:
     """Series added under a spec's name come out grouped, in the specs' order.
 
     Duplicate label sets within one metric are a bug upstream; Prometheus would
-    reject the whole remote-write request, so the last value wins here instead.
+    reject the whole remote-write request, so the last value wins here instead
+    (in the place of the first, as a dictionary keeps them).
 
     A label whose value is ``""`` is left out of the series (CONTRACT section 3):
     Prometheus treats an empty label as absent, so keeping it would only make
     stores and validators disagree about what the series is; a series is never
     dropped for it. Doing it here, where every Prometheus schema builds its
     series, is what makes it hold for every schema and every sink.
+
+    ``memo``: the schema's previous families (:class:`FamilyMemo`); a metric whose series are equal
+    to its previous ones (the same labels, in the same order, and equal values) is that previous
+    :class:`Family` object. None: every family is built anew (a schema rendered per group).
     """
 
-    def __init__(self, specs: tuple[MetricSpec, ...]) -> None:
+    __slots__ = ("_columns", "_labels", "_last_in", "_last_out", "_memo", "_rows", "_specs", "_values")
+
+    def __init__(self, specs: tuple[MetricSpec, ...], memo: FamilyMemo | None = None) -> None:
         self._specs = specs
-        self._series: dict[str, dict[Labels, float]] = {s.name: {} for s in specs}
+        self._memo = memo
+        self._labels: dict[str, list[Labels]] = {s.name: [] for s in specs}
+        self._values: dict[str, list[float]] = {s.name: [] for s in specs}
         # schemas add many metrics with the same label tuple in a row: filter it once
         self._last_in: Labels | None = None
         self._last_out: Labels = ()
-        self._columns: dict[int, tuple[dict[Labels, float], ...]] = {}
+        self._columns: dict[int, tuple[tuple[list[Labels], ...], tuple[list[float], ...]]] = {}
+        self._rows: dict[int, tuple[RowBlock, list[Row]]] = {}
+
+    def rows(self, block: RowBlock) -> list[Row]:
+        """The block's rows of this cycle, to append ``(labels, raw values)`` to: labels with no empty
+        value (as :meth:`put`), one raw value (or None) per metric of the block, in its order."""
+        found = self._rows.get(id(block))
+        if found is None:
+            found = self._rows[id(block)] = (block, [])
+        return found[1]
 
     def add(self, name: str, labels: Labels, value: float | int | bool | None) -> None:
         """Add one series; ``None`` (a reading that is absent) adds nothing."""
@@ -49,36 +119,101 @@ class FamilyBuilder:
         if labels is not self._last_in:
             self._last_in = labels
             self._last_out = without_empty(labels)
-        self._series[name][self._last_out] = float(value)
+        self._labels[name].append(self._last_out)
+        self._values[name].append(float(value))
 
     def put(self, name: str, labels: Labels, value: float | int | bool | None) -> None:
         """:meth:`add` for ``labels`` that have no empty value already (a schema's label tuples
         kept per identity, :mod:`falcon_gpu.schemas.label_cache`): nothing to filter."""
         if value is not None:
-            self._series[name][labels] = float(value)
+            self._labels[name].append(labels)
+            self._values[name].append(float(value))
 
-    def columns(
-        self, names: tuple[str, ...], labels: Labels
-    ) -> tuple[tuple[dict[Labels, float], ...], Labels]:
-        """The series of each of ``names`` (looked up once per builder), and ``labels`` as stored
-        (empty values left out): for a caller that adds many metrics of one label set in a tight loop
-        (:mod:`falcon_gpu.schemas.scalars`); ``names`` must stay the same tuple object."""
-        if labels is not self._last_in:
-            self._last_in = labels
-            self._last_out = without_empty(labels)
-        return self.columns_of(names), self._last_out
+    def column(self, name: str) -> Columns:
+        """One metric's (labels, values) lists, for a caller that appends to them directly: labels
+        with no empty value (as :meth:`put`) and values already ``float``, one of each per series."""
+        return self._labels[name], self._values[name]
 
-    def columns_of(self, names: tuple[str, ...]) -> tuple[dict[Labels, float], ...]:
-        """The series of each of ``names``, to store under labels with no empty value (as :meth:`put`);
-        ``names`` must stay the same tuple object."""
-        found = self._columns.get(id(names))
-        if found is None:
-            found = self._columns[id(names)] = tuple(self._series[name] for name in names)
+    def columns_of(self, names: tuple[str, ...]) -> tuple[tuple[list[Labels], ...], tuple[list[float], ...]]:
+        """The label and the value lists of each of ``names`` (looked up once per builder), to append
+        to as :meth:`column`'s; ``names`` must stay the same tuple object."""
+        return self._columns.get(id(names)) or self._columns_of(names)
+
+    def _columns_of(self, names: tuple[str, ...]) -> tuple[tuple[list[Labels], ...], tuple[list[float], ...]]:
+        found = self._columns[id(names)] = (
+            tuple(self._labels[name] for name in names),
+            tuple(self._values[name] for name in names),
+        )
         return found
 
     def families(self) -> tuple[Family, ...]:
-        return tuple(
-            Family(s.name, s.kind, s.help, tuple(map(Series, series.keys(), series.values())))
-            for s in self._specs
-            if (series := self._series[s.name])
-        )
+        out: list[Family] = []
+        memo = self._memo
+        from_rows = self._row_families()
+        for spec in self._specs:
+            name = spec.name
+            if name in from_rows:
+                if (found := from_rows[name]) is not None:
+                    out.append(found)
+                continue
+            labels = self._labels[name]
+            if not labels:
+                continue
+            values = self._values[name]
+            last = memo.get(name) if memo is not None else None
+            if last is not None and labels == last[0]:  # identical label tuples compare at once
+                if values == last[1] and last[2] is not None:
+                    out.append(last[2])
+                    continue
+                family = Family(name, spec.kind, spec.help, tuple(map(Series, labels, values)))
+            else:
+                family, labels, values = _family(spec, labels, values)
+            if memo is not None:
+                memo[name] = (labels, values, family)
+            out.append(family)
+        return tuple(out)
+
+    def _row_families(self) -> dict[str, Family | None]:
+        """Each block metric's family (None: no row had its reading), column by column: a column
+        whose rows' labels and raw values equal the previous cycle's is the previous family."""
+        found: dict[str, Family | None] = {}
+        memo = self._memo
+        for block, rows in self._rows.values():
+            if not rows:
+                continue
+            row_labels = tuple(map(_LABELS_OF, rows))
+            columns = zip(*map(_VALUES_OF, rows), strict=True)
+            for spec, convert, column in zip(block.specs, block.converts, columns, strict=True):
+                name = spec.name
+                if self._labels[name]:
+                    raise ValueError(f"{name}: a block's metric must not be put or added as well")
+                last = memo.get(name) if memo is not None else None
+                unique = False  # the rows' label sets are known to be distinct
+                if last is not None and last[0] == row_labels:
+                    if last[1] == column:
+                        found[name] = last[2]
+                        continue
+                    unique = last[2] is not None and len(last[2].series) == len(row_labels)
+                labels = [lb for lb, value in zip(row_labels, column) if value is not None]  # noqa: B905
+                family = None
+                if labels:
+                    values = [convert(value) for value in column if value is not None]
+                    if unique:  # every row had a series last time, none was dropped: no duplicate
+                        family = Family(name, spec.kind, spec.help, tuple(map(Series, labels, values)))
+                    else:
+                        family = _family(spec, labels, values)[0]
+                found[name] = family
+                if memo is not None:
+                    memo[name] = (row_labels, column, family)
+        return found
+
+
+def _family(
+    spec: MetricSpec, labels: list[Labels], values: list[float]
+) -> tuple[Family, list[Labels], list[float]]:
+    """A family of these series, duplicates dropped (the last value in the first place), and its
+    labels and values as kept (deduplicated lists are never equal to the raw ones they came from)."""
+    unique = dict(zip(labels, values, strict=True))
+    if len(unique) != len(labels):
+        labels, values = list(unique), list(unique.values())
+    return Family(spec.name, spec.kind, spec.help, tuple(map(Series, labels, values))), labels, values

@@ -35,7 +35,7 @@ all links, TX + RX, in bytes, and the NVLink error totals are summed over the li
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from falcon_gpu.model.attribution import ContainerRef
 from falcon_gpu.model.cycle import CycleData, HealthReport
@@ -43,7 +43,7 @@ from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
 from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
+from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec, without_empty
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 from falcon_gpu.schemas.xid_catalog import xid_message
@@ -112,8 +112,7 @@ _COMPUTE_PREFIX = re.compile(r"^\d+c\.")
 """A compute instance's MIG device name adds ``<n>c.`` to its GPU instance's profile."""
 
 
-@dataclass(frozen=True, slots=True)
-class GpuInstance:
+class GpuInstance(NamedTuple):
     """One MIG GPU instance: its compute instances' MIG devices share its memory."""
 
     id: int
@@ -196,64 +195,72 @@ def _xid_labels(code: int) -> Labels:
 
 
 _XID: LabelCache[int, Labels] = LabelCache(_xid_labels, limit=256)
+_MASKS: LabelCache[frozenset[str], int] = LabelCache(
+    lambda active: sum(1 << i for i, r in enumerate(CLOCK_EVENT_REASONS) if r in active), limit=256
+)
+"""A set of active clock-event reasons -> dcgm-exporter's bitmask of them."""
+_MEMO = FamilyMemo()
+"""The previous cycle's families: those that did not change are handed out again (builder.py)."""
 
 
 def _memory(b: FamilyBuilder, lb: Labels, used: int | None, free: int | None) -> None:
     if used is not None:
-        b.add(_FB_USED, lb, _TO_MIB(used))
+        b.put(_FB_USED, lb, _TO_MIB(used))
     if free is not None:
-        b.add(_FB_FREE, lb, _TO_MIB(free))
+        b.put(_FB_FREE, lb, _TO_MIB(free))
 
 
 def _xid(b: FamilyBuilder, lb: Labels, dev: DeviceReading, health: HealthReport | None) -> None:
     last = health.last_xid if health else None
     code = last if last is not None else (0 if dev.up else None)
     if code is not None:
-        b.add(F + "XID_ERRORS", _EXTENDED.get((lb, _XID.get(code))), code)
+        b.put(F + "XID_ERRORS", _EXTENDED.get((lb, _XID.get(code))), code)
 
 
 def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
-    """Readings of the whole board (memory is added by the caller: per GPU or per GPU instance)."""
+    """Readings of the whole board (memory is added by the caller: per GPU or per GPU instance).
+
+    ``lb`` and every label tuple of this module's device series come from a :class:`LabelCache` with
+    their empty values left out, so they are ``put``."""
     SCALARS.add_to(b, lb, d)
     if d.ecc is not None:
-        b.add(F + "ECC_SBE_VOL_TOTAL", lb, d.ecc.corrected_volatile)
-        b.add(F + "ECC_DBE_VOL_TOTAL", lb, d.ecc.uncorrected_volatile)
-        b.add(F + "ECC_SBE_AGG_TOTAL", lb, d.ecc.corrected_aggregate)
-        b.add(F + "ECC_DBE_AGG_TOTAL", lb, d.ecc.uncorrected_aggregate)
+        b.put(F + "ECC_SBE_VOL_TOTAL", lb, d.ecc.corrected_volatile)
+        b.put(F + "ECC_DBE_VOL_TOTAL", lb, d.ecc.uncorrected_volatile)
+        b.put(F + "ECC_SBE_AGG_TOTAL", lb, d.ecc.corrected_aggregate)
+        b.put(F + "ECC_DBE_AGG_TOTAL", lb, d.ecc.uncorrected_aggregate)
     if d.retired_pages is not None:
-        b.add(F + "RETIRED_SBE", lb, d.retired_pages.single_bit)
-        b.add(F + "RETIRED_DBE", lb, d.retired_pages.double_bit)
-        b.add(F + "RETIRED_PENDING", lb, d.retired_pages.pending)
+        b.put(F + "RETIRED_SBE", lb, d.retired_pages.single_bit)
+        b.put(F + "RETIRED_DBE", lb, d.retired_pages.double_bit)
+        b.put(F + "RETIRED_PENDING", lb, d.retired_pages.pending)
     if d.remapped_rows is not None:
-        b.add(F + "CORRECTABLE_REMAPPED_ROWS", lb, d.remapped_rows.correctable)
-        b.add(F + "UNCORRECTABLE_REMAPPED_ROWS", lb, d.remapped_rows.uncorrectable)
-        b.add(F + "ROW_REMAP_FAILURE", lb, d.remapped_rows.failed)
+        b.put(F + "CORRECTABLE_REMAPPED_ROWS", lb, d.remapped_rows.correctable)
+        b.put(F + "UNCORRECTABLE_REMAPPED_ROWS", lb, d.remapped_rows.uncorrectable)
+        b.put(F + "ROW_REMAP_FAILURE", lb, d.remapped_rows.failed)
     if d.clock_event_reasons is not None:
-        mask = sum(1 << i for i, r in enumerate(CLOCK_EVENT_REASONS) if r in d.clock_event_reasons)
-        b.add(F + "CLOCK_THROTTLE_REASONS", lb, mask)
+        b.put(F + "CLOCK_THROTTLE_REASONS", lb, _MASKS.get(d.clock_event_reasons))
     _interconnect(b, lb, d)
 
 
 def _interconnect(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
     """NVLink totals of the whole board as counters (the rates come with the table's scalars)."""
     tx, rx = d.nvlink_tx_bytes, d.nvlink_rx_bytes
-    b.add(F + "NVLINK_BANDWIDTH_TOTAL", lb, None if tx is None and rx is None else (tx or 0) + (rx or 0))
+    b.put(F + "NVLINK_BANDWIDTH_TOTAL", lb, None if tx is None and rx is None else (tx or 0) + (rx or 0))
     errors = d.nvlink_errors
     if errors is not None:
-        b.add(F + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", lb, errors.crc_flit)
-        b.add(F + "NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", lb, errors.crc_data)
-        b.add(F + "NVLINK_REPLAY_ERROR_COUNT_TOTAL", lb, errors.replay)
-        b.add(F + "NVLINK_RECOVERY_ERROR_COUNT_TOTAL", lb, errors.recovery)
+        b.put(F + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", lb, errors.crc_flit)
+        b.put(F + "NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", lb, errors.crc_data)
+        b.put(F + "NVLINK_REPLAY_ERROR_COUNT_TOTAL", lb, errors.replay)
+        b.put(F + "NVLINK_RECOVERY_ERROR_COUNT_TOTAL", lb, errors.recovery)
 
 
 def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:
     if gpm is not None:
         for attr, name, _ in _PROF_GPM:
-            b.add(PROF + name, lb, getattr(gpm, attr))
+            b.put(PROF + name, lb, getattr(gpm, attr))
 
 
 def render(cycle: CycleData) -> PromBatch:
-    b = FamilyBuilder(SPECS)
+    b = FamilyBuilder(SPECS, _MEMO)
     owners = Owners(cycle)
     node, driver, extra = cycle.node, cycle.snapshot.driver_version or "", cycle.extra_labels
     for dev in cycle.snapshot.devices:

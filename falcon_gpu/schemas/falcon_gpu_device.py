@@ -20,7 +20,7 @@ from falcon_gpu.model.snapshot import (
     MigReading,
 )
 from falcon_gpu.readings.device import BOARD, INTERCONNECT, READINGS
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, RowBlock, without_empty
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 
@@ -28,7 +28,6 @@ P = "falcon_gpu_"
 SCALARS = ScalarSeries(READINGS, "falcon_gpu")
 """The scalar readings (utilisation, memory, temperatures, power, clocks, traffic, ...): from the table,
 rendered in one pass per GPU; their families go where SPECS places BOARD and INTERCONNECT."""
-_USED, _FREE, _TOTAL = (SCALARS.names[f"memory_{k}_bytes"] for k in ("used", "free", "total"))
 
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "info", "gauge", "GPU identity; value is always 1."),
@@ -65,7 +64,11 @@ GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
 """(GpmReading field, series name)."""
 
 
-_GPM_NAMES = tuple(name for _, name in GPM_SERIES)
+_GPM_BLOCK = RowBlock(
+    tuple(next(spec for spec in SPECS if spec.name == name) for _, name in GPM_SERIES),
+    (float,) * len(GPM_SERIES),
+)
+"""The GPM series, one row per GPU and MIG instance that has GPM (builder.py)."""
 _GPM_VALUES = attrgetter(*GPM_METRICS)
 _ECC_LABELS = tuple((k, s) for k in ("corrected", "uncorrected") for s in ("volatile", "aggregate"))
 _ECC_VALUES = attrgetter(*(f"{kind}_{scope}" for kind, scope in _ECC_LABELS))
@@ -78,9 +81,17 @@ MigKey = tuple[int, int, str, str]
 class DeviceLabels:
     """The label tuples of one GPU's series (empty values left out), built once per identity:
     the GPU's (node labels, index, UUID, model), then per check, XID, link and MIG device on
-    first use. A GPU whose identity changes gets a new ``DeviceLabels`` (see :data:`_DEVICES`)."""
+    first use. A GPU whose identity changes gets a new ``DeviceLabels`` (see :data:`_DEVICES`).
 
-    __slots__ = ("checks", "device", "ecc", "info", "links", "migs", "reasons", "remapped", "retired", "xids")
+    Also the values of the GPU's groups of series that are the same across most cycles, kept with
+    what they were made from: the health checks (:attr:`health`), per clock-event-reason set the
+    0/1 of each reason (:attr:`reason_values`). Each is replaced whole (an immutable tuple), so two
+    threads rendering at once at worst both build it."""
+
+    __slots__ = (
+        "checks", "device", "ecc", "health", "info", "links", "migs", "reason_labels", "reason_values",
+        "remapped", "retired", "xids",
+    )  # fmt: skip
 
     def __init__(self, key: tuple[Labels, int, str, str]) -> None:
         base, index, uuid, name = key
@@ -88,7 +99,11 @@ class DeviceLabels:
         self.ecc = tuple((*lb, ("type", kind), ("scope", scope)) for kind, scope in _ECC_LABELS)
         self.retired = ((*lb, ("cause", "single_bit")), (*lb, ("cause", "double_bit")))
         self.remapped = ((*lb, ("type", "correctable")), (*lb, ("type", "uncorrectable")))
-        self.reasons = tuple((reason, (*lb, ("reason", reason))) for reason in CLOCK_EVENT_REASONS)
+        self.reason_labels = tuple((*lb, ("reason", reason)) for reason in CLOCK_EVENT_REASONS)
+        self.reason_values: LabelCache[frozenset[str], tuple[float, ...]] = LabelCache(
+            lambda active: tuple(float(reason in active) for reason in CLOCK_EVENT_REASONS), limit=64
+        )
+        """The set of active clock-event reasons -> each reason's value, in CLOCK_EVENT_REASONS order."""
         self.info: LabelCache[tuple[str, str, str], Labels] = LabelCache(
             lambda k: without_empty(
                 (*lb, ("driver_version", k[0]), ("cuda_version", k[1]), ("pci_bus_id", k[2]))
@@ -97,6 +112,8 @@ class DeviceLabels:
         )
         """(driver version, CUDA version, PCI bus id) -> the ``info`` series' labels."""
         self.checks: LabelCache[str, Labels] = LabelCache(lambda check: (*lb, ("check", check)), limit=256)
+        self.health: tuple[dict[str, int], tuple[Labels, ...], tuple[float, ...]] | None = None
+        """The last health checks seen, and their series' labels and values (sorted by check)."""
         self.xids: LabelCache[int, Labels] = LabelCache(lambda xid: (*lb, ("xid", str(xid))), limit=256)
         self.links: LabelCache[int, tuple[Labels, ...]] = LabelCache(
             lambda link: tuple((*lb, ("link", str(link)), ("type", kind)) for kind in NVLINK_ERROR_TYPES),
@@ -106,6 +123,17 @@ class DeviceLabels:
         self.migs: LabelCache[MigKey, Labels] = LabelCache(
             lambda k: without_empty(_mig_labels(lb, *k)), limit=256
         )
+
+    def health_series(self, checks: dict[str, int]) -> tuple[tuple[Labels, ...], tuple[float, ...]]:
+        """The ``health`` series of ``checks`` (sorted by check): kept while the checks are equal."""
+        last = self.health
+        if last is not None and (last[0] is checks or last[0] == checks):
+            return last[1], last[2]
+        ordered = sorted(checks.items())
+        labels = tuple(self.checks.get(check) for check, _ in ordered)
+        values = tuple(float(level) for _, level in ordered)
+        self.health = (checks, labels, values)
+        return labels, values
 
 
 _DEVICES: LabelCache[tuple[Labels, int, str, str], DeviceLabels] = LabelCache(DeviceLabels)
@@ -140,16 +168,21 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
     snap = cycle.snapshot
     base = cycle.base_labels
     driver, cuda = snap.driver_version or "", snap.cuda_version or ""
+    info_labels, info_values = b.column(P + "info")
+    up_labels, up_values = b.column(P + "up")
+    health_labels, health_values = b.column(P + "health")
     for dev in snap.devices:
         ls = _DEVICES.get((base, dev.index, dev.uuid, dev.name))
         lb = ls.device
-        b.put(P + "info", ls.info.get((driver, cuda, dev.pci_bus_id)), 1)
-        b.put(P + "up", lb, dev.up)
+        info_labels.append(ls.info.get((driver, cuda, dev.pci_bus_id)))
+        info_values.append(1.0)
+        up_labels.append(lb)
+        up_values.append(1.0 if dev.up else 0.0)
         health = cycle.health.get(dev.uuid)
         if health is not None:
-            checks = ls.checks.get
-            for check, level in sorted(health.checks.items()):
-                b.put(P + "health", checks(check), level)
+            labels, values = ls.health_series(health.checks)
+            health_labels.extend(labels)
+            health_values.extend(values)
         if dev.xid_counts:
             xids = ls.xids.get
             for xid, n in sorted(dev.xid_counts.items()):
@@ -158,27 +191,49 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
             _readings(b, ls, dev)
 
 
+_STRUCTURED = (
+    P + "ecc_errors_total", P + "retired_pages", P + "retired_pages_pending", P + "remapped_rows",
+    P + "remapped_rows_pending", P + "remapped_rows_failed", P + "clock_event_active",
+)  # fmt: skip
+"""The structured device series that :func:`_readings` appends to directly, in its order."""
+
+
 def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading) -> None:
     lb = ls.device
     SCALARS.add_to(b, lb, dev)
+    (ecc_l, pages_l, pending_l, rows_l, rpending_l, failed_l, reason_l), (
+        ecc_v, pages_v, pending_v, rows_v, rpending_v, failed_v, reason_v
+    ) = b.columns_of(_STRUCTURED)  # fmt: skip
     if dev.ecc is not None:
-        for labels, value in zip(ls.ecc, _ECC_VALUES(dev.ecc)):  # noqa: B905 (hot path)
-            b.put(P + "ecc_errors_total", labels, value)
-    if dev.retired_pages is not None:
-        b.put(P + "retired_pages", ls.retired[0], dev.retired_pages.single_bit)
-        b.put(P + "retired_pages", ls.retired[1], dev.retired_pages.double_bit)
-        b.put(P + "retired_pages_pending", lb, dev.retired_pages.pending)
-    if dev.remapped_rows is not None:
-        rr = dev.remapped_rows
-        b.put(P + "remapped_rows", ls.remapped[0], rr.correctable)
-        b.put(P + "remapped_rows", ls.remapped[1], rr.uncorrectable)
-        b.put(P + "remapped_rows_pending", lb, rr.pending)
-        b.put(P + "remapped_rows_failed", lb, rr.failed)
+        values = _ECC_VALUES(dev.ecc)
+        if None in values:
+            for labels, value in zip(ls.ecc, values):  # noqa: B905 (hot path)
+                if value is not None:
+                    ecc_l.append(labels)
+                    ecc_v.append(float(value))
+        else:
+            ecc_l.extend(ls.ecc)
+            ecc_v.extend(map(float, values))
+    rp = dev.retired_pages
+    if rp is not None:
+        pages_l.extend(ls.retired)
+        pages_v.extend((float(rp.single_bit), float(rp.double_bit)))
+        if rp.pending is not None:
+            pending_l.append(lb)
+            pending_v.append(float(rp.pending))
+    rr = dev.remapped_rows
+    if rr is not None:
+        rows_l.extend(ls.remapped)
+        rows_v.extend((float(rr.correctable), float(rr.uncorrectable)))
+        rpending_l.append(lb)
+        rpending_v.append(float(rr.pending))
+        failed_l.append(lb)
+        failed_v.append(float(rr.failed))
     if dev.clock_event_reasons is not None:
-        active = dev.clock_event_reasons
-        for reason, labels in ls.reasons:
-            b.put(P + "clock_event_active", labels, reason in active)
-    _gpm(b, lb, dev.gpm)
+        reason_l.extend(ls.reason_labels)
+        reason_v.extend(ls.reason_values.get(dev.clock_event_reasons))
+    if dev.gpm is not None:
+        _gpm(b, lb, dev.gpm)
     # only links that counted errors: 18 links x 4 types of zeros would double the output
     if dev.nvlink:
         links = ls.links.get
@@ -187,16 +242,18 @@ def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading) -> None:
                 b.put(P + "nvlink_errors_total", labels, value)
     for mig in dev.mig:
         ml = ls.migs.get(mig_key(mig))
-        _gpm(b, ml, mig.gpm)
-        b.put(_USED, ml, mig.memory_used_bytes)
-        b.put(_TOTAL, ml, mig.memory_total_bytes)
-        if mig.memory_total_bytes is not None and mig.memory_used_bytes is not None:
-            b.put(_FREE, ml, mig.memory_total_bytes - mig.memory_used_bytes)
+        if mig.gpm is not None:
+            _gpm(b, ml, mig.gpm)
+        used, total = mig.memory_used_bytes, mig.memory_total_bytes
+        SCALARS.add_fields(
+            b,
+            ml,
+            memory_used_bytes=used,
+            memory_total_bytes=total,
+            memory_free_bytes=None if total is None or used is None else total - used,
+        )
 
 
-def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:
+def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading) -> None:
     """``lb``: labels with no empty value (from :class:`DeviceLabels`)."""
-    if gpm is not None:
-        for column, value in zip(b.columns_of(_GPM_NAMES), _GPM_VALUES(gpm)):  # noqa: B905 (hot path)
-            if value is not None:
-                column[lb] = float(value)
+    b.rows(_GPM_BLOCK).append((lb, _GPM_VALUES(gpm)))

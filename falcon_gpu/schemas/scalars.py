@@ -14,13 +14,23 @@ from typing import Any
 from falcon_gpu.model.samples import Labels, MetricKind
 from falcon_gpu.readings.spec import Reading, SchemaName, is_same
 from falcon_gpu.readings.units import Convert
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, RowBlock
 
 
 class ScalarSeries:
     """The readings of ``readings`` that ``schema`` publishes, in table order."""
 
-    __slots__ = ("_converts", "_fields", "_get", "_names", "names", "specs")
+    __slots__ = (
+        "_block",
+        "_block_fields",
+        "_converts",
+        "_fields",
+        "_get",
+        "_names",
+        "_rendered",
+        "names",
+        "specs",
+    )
 
     def __init__(self, readings: tuple[Reading, ...], schema: SchemaName) -> None:
         published = [(r, p) for r in readings if (p := r.published(schema)) is not None]
@@ -33,11 +43,14 @@ class ScalarSeries:
         fields = tuple(r.field for r, _ in rendered)
         get = attrgetter(*fields)
         self._get: Callable[[Any], tuple[Any, ...]] = get if len(fields) > 1 else lambda obj: (get(obj),)
+        self._rendered = fields
+        self._block_fields = frozenset(fields)
         self._names = tuple(p.name for _, p in rendered)
         self._converts: tuple[Convert, ...] = tuple(
             float if is_same(convert := r.to_schema(schema)) else convert for r, p in rendered
         )
         """Base unit -> the schema's, as a float (``float`` itself where the units are one)."""
+        self._block = RowBlock(tuple(MetricSpec(p.name, p.kind, p.help) for _, p in rendered), self._converts)
 
     def specs_of(
         self, kind: MetricKind | None = None, readings: tuple[Reading, ...] | None = None
@@ -53,11 +66,19 @@ class ScalarSeries:
 
     def add_to(self, b: FamilyBuilder, labels: Labels, reading: Any) -> None:
         """Add the series of each reading that ``reading`` (a
-        :class:`~falcon_gpu.model.snapshot.DeviceReading`) has, under ``labels``; absent ones add none."""
-        columns, stored = b.columns(self._names, labels)
-        for column, convert, value in zip(columns, self._converts, self._get(reading)):  # noqa: B905 (hot)
-            if value is not None:
-                column[stored] = convert(value)
+        :class:`~falcon_gpu.model.snapshot.DeviceReading`) has, under ``labels`` (with no empty value:
+        a schema's label tuples kept per identity, as :meth:`FamilyBuilder.put` takes them); absent
+        readings add none. One row of the builder's block (:class:`~falcon_gpu.schemas.builder.RowBlock`):
+        the conversions run when the families are built, and only for a reading that changed."""
+        b.rows(self._block).append((labels, self._get(reading)))
+
+    def add_fields(self, b: FamilyBuilder, labels: Labels, **values: float | int | None) -> None:
+        """Add a row of a few of the readings only (by snapshot field; the others absent): a MIG
+        instance's memory, whose series go with its GPU's, in the order they are added."""
+        unknown = values.keys() - self._block_fields
+        if unknown:
+            raise ValueError(f"not rendered from the table: {sorted(unknown)}")
+        b.rows(self._block).append((labels, tuple(values.get(field) for field in self._rendered)))
 
     def rows(self, reading: Any) -> Iterator[tuple[str, Convert, Any]]:
         """(series name, base unit -> the schema's, value or None) per rendered reading of ``reading``,

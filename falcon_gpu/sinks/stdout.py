@@ -40,6 +40,9 @@ class StdoutSink(Sink):
         self.format = config.format
         self._stream = stream
         self._telemetry = telemetry
+        self._key = f"sink:{self.name}"
+        self._again = f"stdout sink {self.name!r} writes again"
+        """Formatted once: the success path of every cycle formats nothing."""
         telemetry.register_sink(self.name)
 
     def submit(self, rendered: Rendered) -> None:
@@ -50,12 +53,10 @@ class StdoutSink(Sink):
             stream.write(text)
             stream.flush()
         except (OSError, ValueError) as exc:  # closed pipe or closed file
-            self._telemetry.failing(
-                f"sink:{self.name}", "sink", f"stdout sink {self.name!r}: cannot write: {exc}"
-            )
+            self._telemetry.failing(self._key, "sink", f"stdout sink {self.name!r}: cannot write: {exc}")
             self._telemetry.samples(self.name, "dropped", count)
             return
-        self._telemetry.recovered(f"sink:{self.name}", f"stdout sink {self.name!r} writes again")
+        self._telemetry.recovered(self._key, self._again)
         self._telemetry.samples(self.name, "sent", count)
 
 

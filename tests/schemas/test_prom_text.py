@@ -40,9 +40,13 @@ def test_cached_series_text_is_reused_and_changed_values_are_formatted() -> None
     assert prom_text.encode(batch(1.0, 2.0), cache) == first
     assert len(cache) == 3
     changed = first.replace("} 1\n", "} 7\n").replace("} 2\n", "} 8\n")
-    assert prom_text.encode(batch(7.0, 8.0), cache) == changed
-    prefix = 'x_ratio{node="n1",pod="a\\"b\\\\c\\nd0"} '
-    assert cache.line("x_ratio", (("node", "n1"), ("pod", 'a"b\\c\nd0'))) == (7.0, prefix + "7")
+    assert prom_text.encode(batch(7.0, 8.0), cache) == changed  # walked beside the last family
+    assert len(cache) == 3  # a changed value adds no line
+    one, two = batch(9.0, 8.0).families[0].series
+    swapped = Family("x_ratio", "gauge", "A ratio.\nSecond line \\ here.", (two, one))
+    prefix = 'x_ratio{node="n1",pod="a\\"b\\\\c\\nd'
+    assert cache.text(swapped).endswith(f'{prefix}1"}} 8\n{prefix}0"}} 9')  # by the per-series cache
+    assert cache.line("x_ratio", (("node", "n1"), ("pod", 'a"b\\c\nd0'))) == (9.0, prefix + '0"} 9')
     assert len(cache) == 3  # a changed value replaces its line, it adds none
 
 

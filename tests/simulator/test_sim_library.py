@@ -12,6 +12,7 @@ import pynvml
 import pytest
 
 from falcon_gpu.simulator.nvml.device import FIELD_VALUE_LAYOUT
+from falcon_gpu.simulator.nvml.gpm import METRICS_GET_HEAD
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.simulator.scenario.parse import load_scenario, parse_scenario, resolve_scenario
 from falcon_gpu.sources.nvml.library import load_nvml
@@ -52,6 +53,7 @@ def test_constants_and_error_classes_are_pynvmls_but_not_its_functions() -> None
     assert sim.NVML_FI_DEV_MEMORY_TEMP == pynvml.NVML_FI_DEV_MEMORY_TEMP
     assert sim.NVMLError is pynvml.NVMLError and sim.NVMLError_GpuIsLost is pynvml.NVMLError_GpuIsLost
     assert not hasattr(sim, "nvmlDeviceGetBAR1MemoryInfo")  # unimplemented = missing, like an old binding
+    assert not hasattr(sim, "NVML_NO_SUCH_CONSTANT") and not hasattr(sim, "NVMLError_NoSuchError")
 
 
 def test_calls_need_init_and_init_can_be_made_to_fail() -> None:
@@ -392,6 +394,47 @@ def test_the_packed_field_value_layout_is_the_ctypes_struct() -> None:
     assert FIELD_VALUE_LAYOUT.size == ctypes.sizeof(struct_type)
     offsets = [getattr(struct_type, name).offset for name, _ in struct_type._fields_]
     assert offsets == [0, 4, 8, 16, 24, 28, 32]
+
+
+def test_the_gpm_request_head_is_the_ctypes_struct() -> None:
+    get = pynvml.c_nvmlGpmMetricsGet_t
+    offsets = [getattr(get, name).offset for name in ("version", "numMetrics", "sample1", "sample2")]
+    assert offsets == [0, 4, 8, 16] and METRICS_GET_HEAD.size == get.metrics.offset
+
+
+def test_gpm_metrics_are_written_into_the_callers_struct_one_return_code_each() -> None:
+    sim = sim_of(gpu(gpm={"sm_active_percent": [50, 70, 90], "dram_active_percent": 20}))
+    h = sim.nvmlDeviceGetHandleByIndex(0)
+    older, newer = sim.nvmlGpmSampleAlloc(), sim.nvmlGpmSampleAlloc()
+    sim.nvmlDeviceGetCount()
+    sim.nvmlGpmSampleGet(h, older)
+    sim.nvmlDeviceGetCount()
+    sim.nvmlDeviceGetCount()
+    sim.nvmlGpmSampleGet(h, newer)  # cycles 1 and 2 since the older one: (70 + 90) / 2
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    request.version, request.numMetrics = pynvml.NVML_GPM_METRICS_GET_VERSION, 3
+    request.sample1, request.sample2 = older, newer
+    ids = (
+        pynvml.NVML_GPM_METRIC_SM_UTIL,
+        pynvml.NVML_GPM_METRIC_FP64_UTIL,
+        pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+    )
+    for i, metric_id in enumerate(ids):
+        request.metrics[i].metricId, request.metrics[i].value = metric_id, -1.0
+    assert sim.nvmlGpmMetricsGet(request) is request
+    answers = [(request.metrics[i].nvmlReturn, request.metrics[i].value) for i in range(3)]
+    assert answers == [
+        (pynvml.NVML_SUCCESS, 80.0),
+        (pynvml.NVML_ERROR_NOT_SUPPORTED, -1.0),
+        (pynvml.NVML_SUCCESS, 20.0),
+    ]
+    request.sample2 = pynvml.c_nvmlGpmSample_t()  # NULL
+    assert code_of(sim.nvmlGpmMetricsGet, request) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    request.version = 0
+    assert code_of(sim.nvmlGpmMetricsGet, request) == pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    sim.nvmlGpmSampleFree(older)
+    assert code_of(sim.nvmlGpmSampleFree, older) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    assert sim.gpm_samples == 1
 
 
 def test_a_process_runs_from_its_from_cycle_up_to_not_including_its_until_cycle() -> None:

@@ -31,8 +31,8 @@ import os
 import secrets
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from falcon_gpu.attribution.kube_api import KubeApiConfig
 from falcon_gpu.attribution.logdirs import parse_container_log, parse_pod_dir
@@ -44,8 +44,7 @@ from falcon_gpu.simulator.scenario.host_model import HostScenario
 _MAX_SOCKET_PATH = 100
 
 
-@dataclass(frozen=True, slots=True)
-class HostPaths:
+class HostPaths(NamedTuple):
     proc_root: Path
     log_root: Path
     kubelet_socket: Path

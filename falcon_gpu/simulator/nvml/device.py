@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, NamedTuple
 
 import pynvml
 
@@ -22,12 +21,11 @@ from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
 from falcon_gpu.readings.device import READINGS
 from falcon_gpu.readings.spec import SINT, Reading
 from falcon_gpu.readings.units import Convert
-from falcon_gpu.simulator.nvml.core import NvmlStruct, SimCore, SimDevice, fail
+from falcon_gpu.simulator.nvml.core import NvmlStruct, SimCore, SimDevice, SimMigDevice, fail
 from falcon_gpu.simulator.scenario.parse import at
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
+class Served(NamedTuple):
     """What the simulator needs to answer one table reading: where the scenario holds it, and how."""
 
     key: str
@@ -90,11 +88,15 @@ class DeviceCalls(SimCore):
     # -- memory and utilisation -------------------------------------------
     def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> NvmlStruct:
         dev, mig = self._any(handle, "nvmlDeviceGetMemoryInfo")
+        key = ("memory", version) if mig is None else ("memory", version, mig.mig.uuid)
+        return self._memo(dev, key, self._memory, dev, mig, version)
+
+    def _memory(self, dev: SimDevice, mig: SimMigDevice | None, version: int | None) -> NvmlStruct:
         if mig is not None:
             if mig.mig.memory_total_bytes is None or mig.mig.memory_used_bytes is None:
                 fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-            total = round(at(mig.mig.memory_total_bytes, self.cycle))
-            used = round(at(mig.mig.memory_used_bytes, self.cycle))
+            total = round(at(mig.mig.memory_total_bytes, self._now))
+            used = round(at(mig.mig.memory_used_bytes, self._now))
             reserved = 0
         else:
             total = self._int(dev, "memory_total_bytes")
@@ -117,6 +119,9 @@ class DeviceCalls(SimCore):
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> NvmlStruct:
         dev = self._device(handle, "nvmlDeviceGetUtilizationRates")
+        return self._memo(dev, "utilization", self._utilization, dev)
+
+    def _utilization(self, dev: SimDevice) -> NvmlStruct:
         if self.mig_on(dev):  # NVML: "utilization is not supported on MIG-enabled GPUs"
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         members = SERVED_STRUCTS["nvmlDeviceGetUtilizationRates"]
@@ -132,11 +137,14 @@ class DeviceCalls(SimCore):
     # -- the table's plain answers -------------------------------------------
     def _answer(self, dev: SimDevice, served: Served) -> int:
         """The scenario's value this cycle in NVML's unit; NOT_SUPPORTED when missing or listed so."""
+        return self._memo(dev, served, self._encoded, dev, served)
+
+    def _encoded(self, dev: SimDevice, served: Served) -> int:
         values = dev.gpu.values if served.group is None else getattr(dev.gpu, served.group)
         series = None if values is None else values.get(served.key)
         if series is None or not dev.gpu.supports(served.support):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return round(served.encode(at(series, self.cycle)))
+        return round(served.encode(at(series, self._now)))
 
     def _scalar(
         self, handle: Any, fn: str, *args: int, unknown: int = pynvml.NVML_ERROR_NOT_SUPPORTED
@@ -160,12 +168,28 @@ class DeviceCalls(SimCore):
         ``(fieldId, scopeId)`` pair), each with its own ``nvmlReturn``; NOT_SUPPORTED per field for
         IDs the simulator does not serve or the scenario lacks.
 
-        The array is packed in one go from the structs' C layout (:data:`FIELD_VALUE_LAYOUT`) rather
-        than field by field: pynvml's structs set every attribute through Python, and that would make
-        the simulator, not the code under measurement, the cost of a field-values call."""
+        The array is packed from the structs' C layout (:data:`FIELD_VALUE_LAYOUT`) rather than field
+        by field: pynvml's structs set every attribute through Python, and that would make the
+        simulator, not the code under measurement, the cost of a field-values call. Each list of IDs
+        is answered once per cycle and device (``SimCore._memo``), kept cut where the timestamps go;
+        a call joins the pieces with the cycle's stamp."""
         dev = self._device(handle, "nvmlDeviceGetFieldValues")
-        stamp = self.stamp(self.cycle) or 0
-        packed = bytearray()
+        try:
+            key: Hashable = ("fields", *fieldIds)
+            hash(key)
+        except TypeError:  # not a list of IDs and pairs: the uncached path raises what it did
+            pieces = self._field_pieces(dev, fieldIds)
+        else:
+            pieces = self._memo(dev, key, self._field_pieces, dev, fieldIds)
+        array = _FIELD_ARRAYS.get(len(pieces) - 1)
+        if array is None:
+            array = _FIELD_ARRAYS[len(pieces) - 1] = pynvml.c_nvmlFieldValue_t * (len(pieces) - 1)
+        return array.from_buffer_copy(self._stamp_bytes.join(pieces))
+
+    def _field_pieces(self, dev: SimDevice, fieldIds: list[Any]) -> list[bytes]:
+        """The packed answer to ``fieldIds`` this cycle, cut where each field's timestamp goes (the
+        cycle's stamp joins the pieces: ``len(fieldIds) + 1`` of them)."""
+        pieces = [b""]
         for requested in fieldIds:
             field_id, scope_id = requested if isinstance(requested, tuple) else (requested, 0)
             serve = FIELD_VALUES.get(field_id)
@@ -181,8 +205,10 @@ class DeviceCalls(SimCore):
                 raw = _ULL_OF[value_type](number)
             except pynvml.NVMLError as exc:
                 ret = exc.value
-            packed += FIELD_VALUE_LAYOUT.pack(field_id, scope_id, stamp, 0, value_type, ret, raw)
-        return (pynvml.c_nvmlFieldValue_t * len(fieldIds)).from_buffer_copy(packed)
+            packed = FIELD_VALUE_LAYOUT.pack(field_id, scope_id, 0, 0, value_type, ret, raw)
+            pieces[-1] += packed[:_STAMP_AT]
+            pieces.append(packed[_STAMP_AT + 8 :])
+        return pieces
 
     def _links(self, dev: SimDevice) -> dict[int, Any]:
         links: dict[int, Any] | None = self._link_index.get(dev.index)
@@ -202,7 +228,7 @@ class DeviceCalls(SimCore):
         series = getattr(found, key)
         if series is None:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return round(at(series, self.cycle) * scale)
+        return round(at(series, self._now) * scale)
 
     def _nvlink_sum(self, dev: SimDevice, key: str, scale: float = 1.0) -> int:
         """A counter summed over the GPU's links (the ``scopeId = UINT_MAX`` throughput fields and the
@@ -212,7 +238,7 @@ class DeviceCalls(SimCore):
         counted = [getattr(n, key) for n in dev.gpu.nvlink if getattr(n, key) is not None]
         if not counted:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return sum(round(at(series, self.cycle) * scale) for series in counted)
+        return sum(round(at(series, self._now) * scale) for series in counted)
 
     def _nvlink_scoped(self, dev: SimDevice, link: int, key: str) -> int:
         """A throughput field: the link named by ``scopeId``, or all of them for UINT_MAX."""
@@ -241,6 +267,10 @@ class DeviceCalls(SimCore):
 
     def _reasons(self, handle: Any, fn: str) -> int:
         dev = self._device(handle, fn)
+        return self._memo(dev, "reasons", self._reasons_mask, dev)
+
+    @staticmethod
+    def _reasons_mask(dev: SimDevice) -> int:
         names = dev.gpu.clock_event_reasons
         if names is None or not dev.gpu.supports("clock_event_reasons"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -260,6 +290,9 @@ class DeviceCalls(SimCore):
         return self._ecc(self._device(handle, "nvmlDeviceGetTotalEccErrors"), errorType, counterType)
 
     def _ecc(self, dev: SimDevice, errorType: int, counterType: int) -> int:
+        return self._memo(dev, ("ecc", errorType, counterType), self._ecc_count, dev, errorType, counterType)
+
+    def _ecc_count(self, dev: SimDevice, errorType: int, counterType: int) -> int:
         ecc = dev.gpu.ecc
         if ecc is None or not dev.gpu.supports("ecc"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -268,7 +301,7 @@ class DeviceCalls(SimCore):
         series = getattr(ecc, f"{kind}_{scope}")
         if series is None:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return round(at(series, self.cycle))
+        return round(at(series, self._now))
 
     def _retired(self, dev: SimDevice) -> Any:
         pages = dev.gpu.retired_pages
@@ -282,8 +315,11 @@ class DeviceCalls(SimCore):
         return [0x1000 * (i + 1) for i in range(self._retired_count(dev, double=double))]
 
     def _retired_count(self, dev: SimDevice, *, double: bool) -> int:
+        return self._memo(dev, ("retired", double), self._retired_now, dev, double)
+
+    def _retired_now(self, dev: SimDevice, double: bool) -> int:
         pages = self._retired(dev)
-        return round(at(pages.double_bit if double else pages.single_bit, self.cycle))
+        return round(at(pages.double_bit if double else pages.single_bit, self._now))
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Any) -> int:
         pages = self._retired(self._device(device, "nvmlDeviceGetRetiredPagesPendingStatus"))
@@ -293,10 +329,13 @@ class DeviceCalls(SimCore):
         return self._remapped(self._device(device, "nvmlDeviceGetRemappedRows"))
 
     def _remapped(self, dev: SimDevice) -> tuple[int, int, int, int]:
+        return self._memo(dev, "remapped", self._remapped_now, dev)
+
+    def _remapped_now(self, dev: SimDevice) -> tuple[int, int, int, int]:
         rows = dev.gpu.remapped_rows
         if rows is None or not dev.gpu.supports("remapped_rows"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        c = self.cycle
+        c = self._now
         return (
             round(at(rows.correctable, c)),
             round(at(rows.uncorrectable, c)),
@@ -410,6 +449,10 @@ NVML counts it)."""
 FIELD_VALUE_LAYOUT = struct.Struct("@IIqqIIQ")
 """``c_nvmlFieldValue_t`` in C: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, value
 (the 8-byte ``c_nvmlValue_t`` union; checked against ctypes in the simulator tests)."""
+_STAMP_AT = struct.calcsize("@II")
+"""Where the timestamp starts in :data:`FIELD_VALUE_LAYOUT`."""
+_FIELD_ARRAYS: dict[int, Any] = {}
+"""``c_nvmlFieldValue_t * n`` by n."""
 
 _ULL_OF: dict[int, Callable[[float], int]] = {
     _UINT: lambda n: int(n) & 0xFFFFFFFF,  # uiVal: the union's low 4 bytes (little-endian)

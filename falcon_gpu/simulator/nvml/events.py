@@ -15,7 +15,6 @@ off the bus before the agent's first cycle, and its XID 79 must still be seen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pynvml
@@ -23,12 +22,16 @@ import pynvml
 from falcon_gpu.simulator.nvml.core import NOT_AVAILABLE_UINT, NvmlStruct, SimCore, SimDevice, fail
 
 
-@dataclass(eq=False)
 class SimEventSet:
-    devices: list[SimDevice] = field(default_factory=list)
-    delivered: set[tuple[int, int]] = field(default_factory=set)
-    """(GPU index, position in its ``xid_events``) already handed out."""
-    freed: bool = False
+    """An event set handle (``nvmlEventSetCreate``): the GPUs registered in it, what it was handed."""
+
+    __slots__ = ("delivered", "devices", "freed")
+
+    def __init__(self) -> None:
+        self.devices: list[SimDevice] = []
+        self.delivered: set[tuple[int, int]] = set()
+        """(GPU index, position in its ``xid_events``) already handed out."""
+        self.freed = False
 
 
 class EventCalls(SimCore):

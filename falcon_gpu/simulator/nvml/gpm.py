@@ -18,8 +18,8 @@ tests can check that the agent frees them.
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
-from typing import Any
+import struct
+from typing import Any, NamedTuple
 
 import pynvml
 
@@ -40,8 +40,7 @@ _KEY_OF_METRIC: dict[int, str] = {
 assert set(_KEY_OF_METRIC.values()) == set(GPM_KEYS)
 
 
-@dataclass(frozen=True, slots=True)
-class _Taken:
+class _Taken(NamedTuple):
     """What a sample holds: whose activity, as of which cycle."""
 
     gpm: Gpm
@@ -49,8 +48,26 @@ class _Taken:
     cycle: int
 
 
+_SAMPLE = pynvml.c_nvmlGpmSample_t
+_POINTER = ctypes.c_void_p.from_buffer
+_GET = pynvml.c_nvmlGpmMetricsGet_t
+METRICS_GET_HEAD = struct.Struct("@IIPP")
+"""version, numMetrics, sample1, sample2: how ``c_nvmlGpmMetricsGet_t`` starts (checked against ctypes
+in the simulator tests). The request is read and answered in its bytes: pynvml's structs route every
+attribute through Python, which would make the simulator the cost of a metrics call."""
+_METRICS_AT, _METRICS_LEN = _GET.metrics.offset, _GET.metrics.size // ctypes.sizeof(pynvml.c_nvmlGpmMetric_t)
+_METRIC_SIZE = ctypes.sizeof(pynvml.c_nvmlGpmMetric_t)
+_ID_AT, _RETURN_AT, _VALUE_AT = (
+    getattr(pynvml.c_nvmlGpmMetric_t, f).offset for f in ("metricId", "nvmlReturn", "value")
+)
+_UINT, _DOUBLE = struct.Struct("@I"), struct.Struct("@d")
+
+
 def _address(sample: Any) -> int:
-    address = ctypes.cast(sample, ctypes.c_void_p).value if sample is not None else None
+    if type(sample) is _SAMPLE:
+        address = _POINTER(sample).value  # the pointer's own bytes (ctypes.cast costs three times more)
+    else:
+        address = ctypes.cast(sample, ctypes.c_void_p).value if sample is not None else None
     if not address:
         fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
     return address
@@ -114,20 +131,27 @@ class GpmCalls(SimCore):
         return self._take(gpmSample, _Taken(mig.gpm, (dev.index, gpuInstanceId), self.cycle))
 
     def nvmlGpmMetricsGet(self, metricsGet: Any) -> Any:
+        """Fills the caller's ``c_nvmlGpmMetricsGet_t`` in place, in its bytes (:data:`METRICS_GET_HEAD`)."""
         self._enter("nvmlGpmMetricsGet")
-        if metricsGet.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+        raw = memoryview(metricsGet).cast("B")  # as pynvml, which passes it by reference: a ctypes struct
+        version, count, sample1, sample2 = METRICS_GET_HEAD.unpack_from(raw)
+        if version != pynvml.NVML_GPM_METRICS_GET_VERSION:
             fail(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        if not sample1 or not sample2:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         live = self._gpm_live()
-        first, second = live.get(_address(metricsGet.sample1)), live.get(_address(metricsGet.sample2))
+        first, second = live.get(sample1), live.get(sample2)
         if first is None or second is None or first.scope != second.scope:
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if count > _METRICS_LEN:
+            raise IndexError("invalid index")  # what indexing pynvml's metrics array says
         cycles = range(first.cycle + 1, second.cycle + 1) if second.cycle > first.cycle else (second.cycle,)
-        for i in range(metricsGet.numMetrics):
-            metric = metricsGet.metrics[i]
-            series = second.gpm.get(_KEY_OF_METRIC.get(metric.metricId, ""))
+        for offset in range(_METRICS_AT, _METRICS_AT + count * _METRIC_SIZE, _METRIC_SIZE):
+            (metric_id,) = _UINT.unpack_from(raw, offset + _ID_AT)
+            series = second.gpm.get(_KEY_OF_METRIC.get(metric_id, ""))
             if series is None:
-                metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                _UINT.pack_into(raw, offset + _RETURN_AT, pynvml.NVML_ERROR_NOT_SUPPORTED)
                 continue
-            metric.nvmlReturn = pynvml.NVML_SUCCESS
-            metric.value = sum(at(series, c) for c in cycles) / len(cycles)
+            _UINT.pack_into(raw, offset + _RETURN_AT, pynvml.NVML_SUCCESS)
+            _DOUBLE.pack_into(raw, offset + _VALUE_AT, sum(at(series, c) for c in cycles) / len(cycles))
         return metricsGet

@@ -49,10 +49,15 @@ def _info(p: ProcessScenario, cycle: int, gi: int, ci: int) -> NvmlStruct:
 
 class ProcessCalls(SimCore):
     def _list(self, handle: Any, kind: str, fn: str) -> list[NvmlStruct]:
+        """A new list per call, as pynvml's; the structs in it are worked out once per cycle."""
         dev, mig = self._any(handle, fn)
+        key = ("processes", kind) if mig is None else ("processes", kind, mig.mig.uuid)
+        return list(self._memo(dev, key, self._listed, dev, mig, kind))
+
+    def _listed(self, dev: SimDevice, mig: SimMigDevice | None, kind: str) -> list[NvmlStruct]:
         if not dev.gpu.supports("processes"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        c = self.cycle
+        c = self._now
 
         def running(procs: tuple[ProcessScenario, ...]) -> list[ProcessScenario]:
             return [p for p in procs if kind in p.types and p.present(c)]
@@ -95,11 +100,23 @@ class ProcessCalls(SimCore):
     def nvmlSystemGetProcessName(self, pid: int) -> str:
         """NOT_FOUND for a PID no GPU lists (or one the scenario gives no name)."""
         self._enter("nvmlSystemGetProcessName")
+        names = self._names
+        if names is None:
+            names = self._names = self._names_now()
+            self._names_at = min(self._now, self._settles)
+        name = names.get(pid)
+        if name is None:
+            fail(pynvml.NVML_ERROR_NOT_FOUND)
+        return name
+
+    def _names_now(self) -> dict[int, str]:
+        """PID -> name of every named process running this cycle (the first GPU listing it wins)."""
+        names: dict[int, str] = {}
         for dev in self._devices:
             for p in (*dev.gpu.processes, *(q for m in self.instances(dev) for q in m.processes)):
-                if p.pid == pid and p.name is not None and p.present(self.cycle):
-                    return p.name
-        fail(pynvml.NVML_ERROR_NOT_FOUND)
+                if p.name is not None and p.present(self._now):
+                    names.setdefault(p.pid, p.name)
+        return names
 
     @staticmethod
     def _engine(dev: SimDevice, key: str, cycle: int) -> int:
@@ -112,26 +129,51 @@ class ProcessCalls(SimCore):
         # NVML: "On MIG-enabled GPUs, querying process utilization is not currently supported."
         if mig is not None or self.mig_on(dev) or not dev.gpu.supports("process_utilization"):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        procs = dev.gpu.processes
-        samples = []
-        for cycle in range(max(0, self.cycle - STAMPS_KEPT + 1), self.cycle + 1):
-            stamp = self.stamp(cycle)
+        now, stamps = self._now, self._stamps
+        first, oldest = now + 1, max(0, now - STAMPS_KEPT + 1)
+        while first > oldest:  # the cycles newer than timeStamp (stamps grow with the cycle)
+            stamp = stamps.get(first - 1)
             if stamp is None or stamp <= timeStamp:
-                continue
-            enc, dec = (
-                self._engine(dev, "encoder_percent", cycle),
-                self._engine(dev, "decoder_percent", cycle),
-            )
-            for p in procs:
-                if p.sm_util_percent is not None and p.present(cycle):
-                    sm = round(at(p.sm_util_percent, cycle))
-                    samples.append(
-                        NvmlStruct(pid=p.pid, timeStamp=stamp, smUtil=sm, memUtil=0, encUtil=enc, decUtil=dec)
-                    )
-                    enc = dec = 0  # the first sampled process of the cycle owns the engines' work
+                break
+            first -= 1
+        if first > now:
+            fail(pynvml.NVML_ERROR_NOT_FOUND)
+        samples = list(self._sampled(dev, first))
+        for cycle in range(first + 1, now + 1):
+            samples += self._sampled(dev, cycle)
         if not samples:
             fail(pynvml.NVML_ERROR_NOT_FOUND)
         return samples
+
+    def _sampled(self, dev: SimDevice, cycle: int) -> list[NvmlStruct]:
+        """The samples of ``cycle`` (which has begun), built the first time they are asked for and
+        kept for :data:`STAMPS_KEPT` cycles: each carries its cycle's stamp."""
+        kept = dev.samples.get(cycle)
+        if kept is not None:
+            return kept
+        if min(cycle, dev.settles) == dev.answers_at:  # what they say is the same as this cycle's
+            rows = self._memo(dev, "samples", self._sample_rows, dev, cycle)
+        else:
+            rows = self._sample_rows(dev, cycle)
+        stamp = self._stamps[cycle]
+        kept = [NvmlStruct(timeStamp=stamp, **row) for row in rows]
+        dev.samples.pop(cycle - STAMPS_KEPT, None)  # the usual case: asked every cycle
+        if len(dev.samples) >= STAMPS_KEPT:  # asked now and then: what is out of the window
+            for old in [c for c in dev.samples if c <= cycle - STAMPS_KEPT]:
+                del dev.samples[old]
+        dev.samples[cycle] = kept
+        return kept
+
+    def _sample_rows(self, dev: SimDevice, cycle: int) -> list[dict[str, int]]:
+        """What each sample of ``cycle`` says but its timestamp."""
+        enc, dec = self._engine(dev, "encoder_percent", cycle), self._engine(dev, "decoder_percent", cycle)
+        rows = []
+        for p in dev.gpu.processes:
+            if p.sm_util_percent is not None and p.present(cycle):
+                sm = round(at(p.sm_util_percent, cycle))
+                rows.append({"pid": p.pid, "smUtil": sm, "memUtil": 0, "encUtil": enc, "decUtil": dec})
+                enc = dec = 0  # the first sampled process of the cycle owns the engines' work
+        return rows
 
     # -- MIG -----------------------------------------------------------------
     def nvmlDeviceGetMigMode(self, device: Any) -> list[int]:

@@ -2,21 +2,20 @@
 
 Parsed by :mod:`falcon_gpu.simulator.scenario.parse`, laid out on disk (proc tree, log
 dirs, a real PodResources gRPC server) by :mod:`falcon_gpu.simulator.node.layout`.
+``NamedTuple`` values, as in :mod:`~falcon_gpu.simulator.scenario.model`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class PodResourcesDevice:
+class PodResourcesDevice(NamedTuple):
     resource_name: str
     device_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class PodResourcesClaimDevice:
+class PodResourcesClaimDevice(NamedTuple):
     """One device of a DRA claim: the driver, its pool (the node) and its device name."""
 
     driver_name: str
@@ -24,8 +23,7 @@ class PodResourcesClaimDevice:
     device_name: str
 
 
-@dataclass(frozen=True, slots=True)
-class PodResourcesClaim:
+class PodResourcesClaim(NamedTuple):
     """A DRA ResourceClaim a container uses, as PodResources ``dynamic_resources`` lists it."""
 
     claim_name: str
@@ -33,22 +31,19 @@ class PodResourcesClaim:
     claim_resources: tuple[PodResourcesClaimDevice, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class PodResourcesContainer:
+class PodResourcesContainer(NamedTuple):
     name: str
     devices: tuple[PodResourcesDevice, ...]
     dynamic_resources: tuple[PodResourcesClaim, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class PodResourcesPod:
+class PodResourcesPod(NamedTuple):
     namespace: str
     name: str
     containers: tuple[PodResourcesContainer, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ApiContainer:
+class ApiContainer(NamedTuple):
     """A container of a pod's spec: its ``resources`` limits and requests (quantities as text)."""
 
     name: str
@@ -56,8 +51,7 @@ class ApiContainer:
     requests: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ApiPod:
+class ApiPod(NamedTuple):
     """One pod of the API server's pod list (``GET /api/v1/pods``) on the simulated node."""
 
     namespace: str
@@ -67,8 +61,7 @@ class ApiPod:
     containers: tuple[ApiContainer, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class HostScenario:
+class HostScenario(NamedTuple):
     proc_cgroups: dict[int, str]
     """host PID -> the text of ``/proc/<pid>/cgroup``."""
     pod_resources: tuple[PodResourcesPod, ...]

@@ -1,14 +1,15 @@
 """The typed scenario that :mod:`falcon_gpu.simulator.scenario.parse` parses and the simulator serves.
 
-Plain frozen dataclasses, with no behaviour beyond :func:`at` (a per-cycle list,
-the last value repeating) and :meth:`GpuScenario.supports`; kept apart from the
-parser so that the simulator depends on the data, not on JSON handling.
+Plain ``NamedTuple`` values (cheap to define at import, unlike dataclasses: the plugin's
+start-up pays for every class on its import path), with no behaviour beyond :func:`at` (a
+per-cycle list, the last value repeating), the ``present`` checks and
+:meth:`GpuScenario.supports`; kept apart from the parser so that the simulator depends on the
+data, not on JSON handling.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # parse imports it only for a scenario with a host (else the plugin start pays for it)
     from falcon_gpu.simulator.scenario.host_model import HostScenario
@@ -24,8 +25,7 @@ def at(series: Series, cycle: int) -> float:
     return series[min(max(cycle, 0), len(series) - 1)]
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessScenario:
+class ProcessScenario(NamedTuple):
     pid: int
     name: str | None
     types: tuple[str, ...]
@@ -49,8 +49,7 @@ Gpm = dict[str, Series]
 """The ``gpm`` keys present (each a percent, averaged over a cycle)."""
 
 
-@dataclass(frozen=True, slots=True)
-class NvlinkScenario:
+class NvlinkScenario(NamedTuple):
     """One NVLink: data counters in bytes (served in KiB, as NVML does) and error counters."""
 
     link: int
@@ -62,8 +61,7 @@ class NvlinkScenario:
     recovery_errors: Series | None
 
 
-@dataclass(frozen=True, slots=True)
-class MigScenario:
+class MigScenario(NamedTuple):
     gpu_instance_id: int
     compute_instance_id: int
     profile: str
@@ -84,37 +82,32 @@ class MigScenario:
         return self.from_cycle <= cycle and (self.until_cycle is None or cycle < self.until_cycle)
 
 
-@dataclass(frozen=True, slots=True)
-class EccScenario:
+class EccScenario(NamedTuple):
     corrected_volatile: Series | None
     uncorrected_volatile: Series | None
     corrected_aggregate: Series | None
     uncorrected_aggregate: Series | None
 
 
-@dataclass(frozen=True, slots=True)
-class RetiredPagesScenario:
+class RetiredPagesScenario(NamedTuple):
     single_bit: Series
     double_bit: Series
     pending: bool
 
 
-@dataclass(frozen=True, slots=True)
-class RemappedRowsScenario:
+class RemappedRowsScenario(NamedTuple):
     correctable: Series
     uncorrectable: Series
     pending: bool
     failed: bool
 
 
-@dataclass(frozen=True, slots=True)
-class XidEvent:
+class XidEvent(NamedTuple):
     cycle: int
     xid: int
 
 
-@dataclass(frozen=True, slots=True)
-class GpuScenario:
+class GpuScenario(NamedTuple):
     uuid: str
     name: str
     pci_bus_id: str
@@ -143,9 +136,35 @@ class GpuScenario:
         return name not in self.not_supported
 
 
-@dataclass(frozen=True, slots=True)
-class Scenario:
+class Scenario(NamedTuple):
     driver_version: str
     cuda_version: str
     gpus: tuple[GpuScenario, ...]
     host: HostScenario | None = None
+
+
+def settled_cycle(gpu: GpuScenario) -> int:
+    """The first cycle from which every answer about ``gpu`` repeats: each of its per-cycle lists
+    has reached its last value and each cycle number in it (a process's or MIG instance's start and
+    end, the lost cycle, an XID's cycle) has passed. From then on the simulator answers this GPU from
+    what it worked out once (see :class:`~falcon_gpu.simulator.nvml.core.SimCore`); only the cycles'
+    timestamps move. Found by walking the whole scenario, so a key added to it later counts too: a
+    :data:`Series` (a tuple of numbers) by its length, a field whose name ends in ``cycle`` by its value."""
+    last = 0
+    stack: list[object] = [gpu]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += item.values()
+        elif hasattr(item, "_fields"):  # a scenario NamedTuple
+            for name, value in zip(item._fields, item, strict=True):  # type: ignore[call-overload]
+                if name.endswith("cycle") and isinstance(value, int):
+                    last = max(last, value)
+                else:
+                    stack.append(value)
+        elif isinstance(item, tuple):
+            if item and all(isinstance(v, int | float) for v in item):
+                last = max(last, len(item) - 1)
+            else:
+                stack += item
+    return last

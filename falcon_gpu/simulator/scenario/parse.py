@@ -162,7 +162,7 @@ def _mig_mode(o: Obj) -> Series | None:
 
 
 def _ecc(o: Obj) -> EccScenario:
-    ecc = EccScenario(*(o.series(k) for k in EccScenario.__slots__))
+    ecc = EccScenario(*(o.series(k) for k in EccScenario._fields))
     o.done()
     return ecc
 

@@ -10,10 +10,14 @@ their values do not change between cycles (memory total, limits, clocks, error
 counters), so each series' rendered ``name{labels} value`` line is cached with its
 value (:class:`SeriesText`): an unchanged value reuses the line, a changed one
 formats only the value, and a label set is escaped once in its life. The
-``# HELP``/``# TYPE`` header of a family is rendered once too. So the per-cycle
-work is one dictionary look-up and one comparison per series, plus formatting
-for what changed. The cache is bounded (:data:`MAX_CACHED` series, dropped all
-at once when full, so a node whose pods churn cannot grow it without bound).
+``# HELP``/``# TYPE`` header of a family is rendered once too. A family whose
+series did not change at all comes from the schema as the very same ``Family``
+object as last time (:class:`~falcon_gpu.schemas.builder.FamilyMemo`), so each
+family's whole text is kept with the family it was made from and reused on an
+identity check. So the per-cycle work is one look-up per family, plus one look-up
+and one comparison per series of a family that changed, plus formatting for what
+changed. The caches are bounded (:data:`MAX_CACHED` series and families, dropped
+all at once when full, so a node whose pods churn cannot grow them without bound).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from falcon_gpu.model.samples import Family, Labels, PromBatch
+from falcon_gpu.model.samples import Family, Labels, PromBatch, Series
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_CACHED: Final = 65_536
@@ -36,12 +40,12 @@ def _escape_help(text: str) -> str:
 
 
 def format_value(value: float) -> str:
+    if -1e15 < value < 1e15:  # the usual case first (false for NaN and the infinities)
+        return str(int(value)) if value == int(value) else repr(float(value))
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
     return repr(float(value))
 
 
@@ -54,15 +58,17 @@ def series_prefix(name: str, labels: Labels) -> str:
 
 
 class SeriesText:
-    """Rendered text kept across cycles: per metric name, label set -> (last value, its line),
-    and per family its header. Bounded by ``limit`` series in all (cleared at once when full)."""
+    """Rendered text kept across cycles: per metric name, label set -> (last value, its line);
+    per family its header; and per metric name the last family seen and its whole text. Bounded by
+    ``limit`` series in all (cleared at once when full), and ``limit`` families."""
 
-    __slots__ = ("_headers", "_lines", "_size", "limit")
+    __slots__ = ("_families", "_headers", "_lines", "_size", "limit")
 
     def __init__(self, limit: int = MAX_CACHED) -> None:
         self.limit = limit
         self._lines: dict[str, dict[Labels, tuple[float, str]]] = {}
         self._headers: dict[tuple[str, str, str], str] = {}
+        self._families: dict[str, tuple[Family, str, list[str]]] = {}
         self._size = 0
 
     def __len__(self) -> int:
@@ -85,9 +91,35 @@ class SeriesText:
             )
         return text
 
+    def text(self, family: Family) -> str:
+        """The family's header and lines, ``\n`` between them and no newline at the end.
+
+        The last family seen under its name is kept with its text and lines: the very same object
+        (the schema hands out an unchanged family again) is its text; a family with the same label
+        sets in the same order (the usual cycle: only values moved) is walked beside it, keeping
+        each unchanged line and formatting only changed values, with no look-up per series;
+        anything else goes through the per-series cache (:meth:`lines`)."""
+        name = family.name
+        last = self._families.get(name)
+        if last is not None and last[0] is family:
+            return last[1]
+        lines = None if last is None else _follow(last[0].series, last[2], family.series)
+        if lines is None:
+            lines = []
+            self._series_lines(family, lines)
+        text = self.header(family) + "\n" + "\n".join(lines)
+        families = self._families
+        if len(families) >= self.limit and name not in families:
+            families = self._families = {}  # a new dict, as for the lines below
+        families[name] = (family, text, lines)
+        return text
+
     def lines(self, family: Family, out: list[str]) -> None:
         """Append the family's header and one line per series to ``out``."""
         out.append(self.header(family))
+        self._series_lines(family, out)
+
+    def _series_lines(self, family: Family, out: list[str]) -> None:
         name = family.name
         cache = self._lines.get(name)
         if cache is None:
@@ -122,23 +154,38 @@ class SeriesText:
         return line
 
 
+def _follow(before: tuple[Series, ...], lines: list[str], series: tuple[Series, ...]) -> list[str] | None:
+    """The lines of ``series`` from ``before``'s ``lines``, if both have the same label sets in the same
+    order (None otherwise): an equal value keeps its line, a changed one gets its value formatted.
+    A kept line always belongs to the value kept with it, so NaN (never equal) is written anew."""
+    if len(series) != len(before):
+        return None
+    out: list[str] = []
+    append = out.append
+    for now, then, line in zip(series, before, lines):  # noqa: B905 (hot path; lengths checked)
+        labels = now.labels
+        if labels is not then.labels and labels != then.labels:
+            return None
+        value = now.value
+        if value == then.value:
+            append(line)
+        else:
+            append(line[: line.rindex(" ") + 1] + format_value(value))
+    return out
+
+
 _CACHE = SeriesText()
 """The process's cache: every sink encoding Prometheus text shares it (they render the same series)."""
 
 
 def encode_family(family: Family) -> str:
-    out: list[str] = []
-    _CACHE.lines(family, out)
-    out.append("")
-    return "\n".join(out)
+    return _CACHE.text(family) + "\n"
 
 
 def encode(batch: PromBatch, cache: SeriesText = _CACHE) -> str:
     """The whole batch; families with no series are left out (the format allows it, but it is noise)."""
-    out: list[str] = []
-    for family in batch.families:
-        if family.series:
-            cache.lines(family, out)
+    text = cache.text
+    out = [text(family) for family in batch.families if family.series]
     if not out:
         return ""
     out.append("")
