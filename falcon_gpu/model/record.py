@@ -22,7 +22,8 @@ tells ``mypy --strict`` (CI) the signature and that every field is read-only, so
 one is a type error, which ``@dataclass(frozen=True)`` checked at run time through
 ``object.__setattr__`` (about ten times a plain store).
 
-A class built thousands of times a cycle (``Series``, ``PodUsage``) or with a mutable default
+A class built more than once or twice a cycle (per GPU, process, pod or series: ``Series``,
+``PodUsage``, ``NvlinkErrors``; the generic ``__init__`` is 2-5x slower to call) or with a mutable default
 (``DeviceReading.xid_counts``) writes its own ``__slots__ = _fields = (...)`` and ``__init__``
 (``self.x: Final = x``: read-only to mypy as well); the metaclass then leaves it alone. A mutable
 default in the annotated form is refused at class creation, as by a dataclass.
