@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from falcon_gpu.model.record import Record
 
 if TYPE_CHECKING:
     from falcon_gpu.settings import Settings
@@ -38,9 +40,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-class ResolvedSettings(NamedTuple):
-    """Immutable; a NamedTuple rather than a dataclass because building one costs a third as much,
-    and this module is on every plugin start."""
+class ResolvedSettings(Record):
+    """Immutable; a :class:`~falcon_gpu.model.record.Record` rather than a dataclass or a NamedTuple,
+    because this module is on every plugin start and a Record builds nothing at import."""
 
     interval: float
     node: str

@@ -11,15 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from dataclasses import dataclass, field
+
+from falcon_gpu.model.record import Record
 
 log = logging.getLogger("falcon_gpu")
 
 OUTCOMES = ("sent", "spooled", "dropped")
 
 
-@dataclass(frozen=True, slots=True)
-class TelemetryView:
+class TelemetryView(Record):
     """A consistent copy of the counters, for the schemas."""
 
     cycles_total: int
@@ -28,7 +28,7 @@ class TelemetryView:
     errors_total: dict[str, int]
     samples_total: dict[tuple[str, str], int]
     spool_bytes: dict[str, int]
-    readers: dict[str, tuple[bool, float]] = field(default_factory=dict)
+    readers: dict[str, tuple[bool, float]]
     """Per NVML reader, the last cycle: (succeeded on every GPU, seconds over all GPUs)."""
 
 

@@ -60,12 +60,12 @@ def instructions(cmd: list[str], env: dict[str, str]) -> int:
 
 BREAKDOWN = (  # cumulative: each step's code runs after the steps above it, so its count is its own cost
     ("interpreter", "pass"),
-    ("stdlib the plugin needs (logging, json, pathlib, typing, dataclasses, threading)",
-     "import logging, json, pathlib, typing, dataclasses, threading"),
+    ("stdlib the plugin needs (logging, json, pathlib, typing, threading)",
+     "import logging, json, pathlib, typing, threading"),
     ("cli + settings from the cache",
      "import falcon_gpu.cli, falcon_gpu.settings_cache as sc; sc.plugin_settings(None, {})"),
     ("pynvml", "import pynvml"),
-    ("model/ (its dataclasses)", "import falcon_gpu.model.cycle"),
+    ("model/ (its value classes)", "import falcon_gpu.model.cycle"),
     ("sources/nvml/", "import falcon_gpu.sources.nvml.source, falcon_gpu.sources.nvml.xid"),
     ("attribution/", "import falcon_gpu.attribution"),
     ("agent/, health/, schemas/ (openfalcon)", "import falcon_gpu.agent.commands"),
@@ -155,7 +155,8 @@ def dataclass_costs(python: str, scenario: Path) -> None:
                                capture_output=True, text=True).stdout  # fmt: skip
         seen = json.loads(found.splitlines()[-1])
         if not seen:
-            raise SystemExit(f"no dataclass counted:\n{found[-500:]}")
+            print("no dataclass is built on the cached plugin path")
+            return
         base = instructions([python, "-c", "import dataclasses, typing"], env)
         print("| package | classes | fields | build cost (M) | as NamedTuples (M) |\n|---|---|---|---|---|")
         for package in [*sorted({s[0] for s in seen}), None]:

@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from falcon_gpu.schemas.extra_labels import as_labels
@@ -44,21 +43,41 @@ log = logging.getLogger(__name__)
 HOST_PATHS = ("proc_root", "kubelet_socket", "log_root", "docker_root", "containers_root", "passwd_file")
 
 
-@dataclass
 class Runtime:
-    settings: Settings | ResolvedSettings
-    """``ResolvedSettings`` for the plugin: no sinks, policies or listen endpoint."""
-    telemetry: Telemetry
-    library: Any
-    """pynvml, or the simulator standing in for it (an untyped module either way)."""
-    source: NvmlSource
-    xid: XidWatcher
-    attributor: Attributor
-    sinks: list[Sink] = field(default_factory=list)
-    host: SimulatedHost | None = None
-    policies: PolicyEngine | None = None
-    jobs: JobTracker | None = None
-    listener: ListenServer | None = None
+    """The agent's parts, built by :func:`build` (a plain class: nothing generated at import)."""
+
+    __slots__ = (
+        "attributor", "host", "jobs", "library", "listener", "policies", "settings", "sinks", "source",
+        "telemetry", "xid",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        settings: Settings | ResolvedSettings,
+        telemetry: Telemetry,
+        library: Any,
+        source: NvmlSource,
+        xid: XidWatcher,
+        attributor: Attributor,
+        sinks: list[Sink] | None = None,
+        host: SimulatedHost | None = None,
+        policies: PolicyEngine | None = None,
+        jobs: JobTracker | None = None,
+        listener: ListenServer | None = None,
+    ) -> None:
+        self.settings = settings
+        """``ResolvedSettings`` for the plugin: no sinks, policies or listen endpoint."""
+        self.telemetry = telemetry
+        self.library = library
+        """pynvml, or the simulator standing in for it (an untyped module either way)."""
+        self.source = source
+        self.xid = xid
+        self.attributor = attributor
+        self.sinks: list[Sink] = [] if sinks is None else sinks
+        self.host = host
+        self.policies = policies
+        self.jobs = jobs
+        self.listener = listener
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would

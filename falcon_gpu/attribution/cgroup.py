@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Final, TypeVar
+
+from falcon_gpu.model.record import Record
 
 T = TypeVar("T")
 
@@ -44,12 +45,18 @@ _CONTAINER_SEGMENT = re.compile(
 _CONMON = "crio-conmon-"
 
 
-@dataclass(frozen=True, slots=True)
-class CgroupIdentity:
+class CgroupIdentity(Record):
     """Where a process lives: always a pod UID (dashed, lower case), a container ID when known."""
 
-    pod_uid: str
-    container_id: str | None
+    __slots__ = _fields = ("pod_uid", "container_id")
+
+    def __init__(
+        self,
+        pod_uid: str,
+        container_id: str | None,
+    ) -> None:
+        self.pod_uid: Final = pod_uid
+        self.container_id: Final = container_id
 
 
 def parse_cgroup_path(path: str) -> CgroupIdentity | None:

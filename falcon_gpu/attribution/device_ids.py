@@ -27,31 +27,50 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import Final
 
-_GKE = re.compile(r"^nvidia(?P<index>\d+)(?:/gi(?P<gi>\d+))?(?:/vgpu\d+)?$")
-_OLD_MIG = re.compile(r"^MIG-(?P<gpu>GPU-[^/]+)/(?P<gi>\d+)/(?P<ci>\d+)$")
-_DRA_GPU = re.compile(r"^gpu-(?P<minor>\d+)$")
-_DRA_MIG = re.compile(
-    r"^gpu-(?P<minor>\d+)-mig-(?P<profile>[0-9a-z][0-9a-z-]*?)-(?P<profile_id>\d+)-(?P<placement>\d+)$"
-)
-_NOT_IN_DRA_NAME = re.compile(r"[^0-9a-z]+")
+from falcon_gpu.model.record import Record
+
+# Patterns as strings: ``re`` compiles one on its first use and keeps it (its own cache), so a
+# process that never meets such a path (every plugin start on a node without them) compiles none.
+_GKE = r"^nvidia(?P<index>\d+)(?:/gi(?P<gi>\d+))?(?:/vgpu\d+)?$"
+_OLD_MIG = r"^MIG-(?P<gpu>GPU-[^/]+)/(?P<gi>\d+)/(?P<ci>\d+)$"
+_DRA_GPU = r"^gpu-(?P<minor>\d+)$"
+_DRA_MIG = r"^gpu-(?P<minor>\d+)-mig-(?P<profile>[0-9a-z][0-9a-z-]*?)-(?P<profile_id>\d+)-(?P<placement>\d+)$"
+_NOT_IN_DRA_NAME = r"[^0-9a-z]+"
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceRef:
+class DeviceRef(Record):
     """One parsed device ID. Exactly one way of naming is set."""
 
-    gpu_uuid: str | None = None
-    mig_uuid: str | None = None
-    gpu_index: int | None = None
-    """GKE's ``nvidia<N>``: the device node minor N (matched against NVML's minor number)."""
-    gpu_instance_id: int | None = None
-    """With ``gpu_uuid`` or ``gpu_index``: the MIG GPU instance on that GPU."""
-    mig_profile: str | None = None
-    """With ``gpu_index`` (DRA): a MIG instance of this profile, in DRA spelling (:func:`dra_profile`)."""
-    mig_placement: int | None = None
-    """With ``mig_profile``: the instance's placement start slot on its GPU."""
+    __slots__ = _fields = (
+        "gpu_uuid",
+        "mig_uuid",
+        "gpu_index",
+        "gpu_instance_id",
+        "mig_profile",
+        "mig_placement",
+    )
+
+    def __init__(
+        self,
+        gpu_uuid: str | None = None,
+        mig_uuid: str | None = None,
+        gpu_index: int | None = None,
+        gpu_instance_id: int | None = None,
+        mig_profile: str | None = None,
+        mig_placement: int | None = None,
+    ) -> None:
+        self.gpu_uuid: Final = gpu_uuid
+        self.mig_uuid: Final = mig_uuid
+        self.gpu_index: Final = gpu_index
+        """GKE's ``nvidia<N>``: the device node minor N (matched against NVML's minor number)."""
+        self.gpu_instance_id: Final = gpu_instance_id
+        """With ``gpu_uuid`` or ``gpu_index``: the MIG GPU instance on that GPU."""
+        self.mig_profile: Final = mig_profile
+        """With ``gpu_index`` (DRA): a MIG instance of this profile, in DRA spelling (:func:`dra_profile`)."""
+        self.mig_placement: Final = mig_placement
+        """With ``mig_profile``: the instance's placement start slot on its GPU."""
 
 
 def parse_device_id(device_id: str) -> DeviceRef | None:
@@ -61,14 +80,14 @@ def parse_device_id(device_id: str) -> DeviceRef | None:
         raw = raw.split("::", 1)[0]
     if not raw:
         return None
-    old = _OLD_MIG.match(raw)
+    old = re.match(_OLD_MIG, raw)
     if old is not None:
         return DeviceRef(gpu_uuid=old.group("gpu"), gpu_instance_id=int(old.group("gi")))
     if raw.startswith("MIG-"):
         return DeviceRef(mig_uuid=raw)
     if raw.startswith("GPU-"):
         return DeviceRef(gpu_uuid=raw)
-    gke = _GKE.match(raw)
+    gke = re.match(_GKE, raw)
     if gke is not None:
         gi = gke.group("gi")
         return DeviceRef(gpu_index=int(gke.group("index")), gpu_instance_id=int(gi) if gi else None)
@@ -77,15 +96,15 @@ def parse_device_id(device_id: str) -> DeviceRef | None:
 
 def dra_profile(profile: str) -> str:
     """An NVML MIG profile as a DRA device name spells it: ``1g.10gb+me`` -> ``1g10gb-me``."""
-    return _NOT_IN_DRA_NAME.sub("-", profile.lower().replace(".", "")).strip("-")
+    return re.sub(_NOT_IN_DRA_NAME, "-", profile.lower().replace(".", "")).strip("-")
 
 
 def parse_dra_device(device_name: str) -> DeviceRef | None:
     """A ``gpu.nvidia.com`` DRA device name; None for names of another shape (e.g. ``gpu-vfio-0``)."""
-    whole = _DRA_GPU.match(device_name)
+    whole = re.match(_DRA_GPU, device_name)
     if whole is not None:
         return DeviceRef(gpu_index=int(whole.group("minor")))
-    mig = _DRA_MIG.match(device_name)
+    mig = re.match(_DRA_MIG, device_name)
     if mig is not None:
         return DeviceRef(
             gpu_index=int(mig.group("minor")),

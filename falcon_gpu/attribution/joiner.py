@@ -32,7 +32,6 @@ device exactly, like energy.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.chain import Chain
@@ -50,16 +49,21 @@ from falcon_gpu.model.attribution import (
     SlurmJobUsage,
     UnattributedUsage,
 )
+from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import ProcessReading, Snapshot
 
 
-@dataclass(slots=True)
 class _Acc:
-    memory: int = 0
-    sm: float = 0.0
-    processes: int = 0
-    sm_missing: bool = False
-    """A process here had no SM share (NVML gives none on this device)."""
+    """What one (container, device) key's processes add up to this cycle (built per key a cycle)."""
+
+    __slots__ = ("memory", "processes", "sm", "sm_missing")
+
+    def __init__(self) -> None:
+        self.memory = 0
+        self.sm = 0.0
+        self.processes = 0
+        self.sm_missing = False
+        """A process here had no SM share (NVML gives none on this device)."""
 
     def utilization(self) -> float | None:
         return None if self.sm_missing else min(1.0, self.sm)
@@ -71,8 +75,7 @@ class _Acc:
         self.processes += 1
 
 
-@dataclass(frozen=True, slots=True)
-class JoinResult:
+class JoinResult(Record):
     attribution: Attribution
     misses: frozenset[str]
     """Container IDs (or pod UIDs) seen in cgroups that could not be named (yet)."""

@@ -20,11 +20,11 @@ import logging
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from falcon_gpu.attribution.pod_requests import Requested, pod_requested
+from falcon_gpu.model.record import Record
 
 if TYPE_CHECKING:
     import requests
@@ -46,8 +46,7 @@ def sanitise_label(name: str) -> str:
     return "label_" + _INVALID.sub("_", name)
 
 
-@dataclass(frozen=True, slots=True)
-class KubeApiConfig:
+class KubeApiConfig(Record):
     url: str
     token_file: Path | None
     ca_file: Path | None
@@ -64,15 +63,23 @@ class KubeApiConfig:
         return cls(f"https://{host}:{port}", SERVICE_ACCOUNT / "token", SERVICE_ACCOUNT / "ca.crt")
 
 
-@dataclass(frozen=True, slots=True)
-class PodLabels:
-    by_uid: dict[str, Labels]
-    by_name: dict[tuple[str, str], Labels]
-    """(namespace, pod) -> labels, for allocations (which carry no UID)."""
-    requested: dict[tuple[str, str, str], Requested] = field(default_factory=dict)
-    """(namespace, pod, container) -> its GPU quota; filled only with ``pod_requests``."""
-    uids: dict[tuple[str, str], str] = field(default_factory=dict)
-    """(namespace, pod) -> UID, for the ``pod_uid`` label."""
+class PodLabels(Record):
+    __slots__ = _fields = ("by_uid", "by_name", "requested", "uids")
+
+    def __init__(
+        self,
+        by_uid: dict[str, Labels],
+        by_name: dict[tuple[str, str], Labels],
+        requested: dict[tuple[str, str, str], Requested] | None = None,
+        uids: dict[tuple[str, str], str] | None = None,
+    ) -> None:
+        self.by_uid: Final = by_uid
+        self.by_name: Final = by_name
+        """(namespace, pod) -> labels, for allocations (which carry no UID)."""
+        self.requested: Final = {} if requested is None else requested
+        """(namespace, pod, container) -> its GPU quota; filled only with ``pod_requests``."""
+        self.uids: Final = {} if uids is None else uids
+        """(namespace, pod) -> UID, for the ``pod_uid`` label."""
 
 
 def _unique_by_label(allow: Sequence[str]) -> tuple[str, ...]:

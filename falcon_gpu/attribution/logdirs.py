@@ -15,35 +15,55 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
+
+from falcon_gpu.model.record import Record
 
 _CONTAINER_LOG = re.compile(
     r"^(?P<pod>[^_]+)_(?P<ns>[^_]+)_(?P<container>[^_]+)-(?P<id>[0-9a-fA-F]{64})\.log$"
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PodName:
-    namespace: str
-    pod: str
+class PodName(Record):
+    __slots__ = _fields = ("namespace", "pod")
+
+    def __init__(
+        self,
+        namespace: str,
+        pod: str,
+    ) -> None:
+        self.namespace: Final = namespace
+        self.pod: Final = pod
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerName:
-    namespace: str
-    pod: str
-    container: str
-    pod_uid: str | None = None
-    """From the log link's target, when the link is readable."""
+class ContainerName(Record):
+    __slots__ = _fields = ("namespace", "pod", "container", "pod_uid")
+
+    def __init__(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        pod_uid: str | None = None,
+    ) -> None:
+        self.namespace: Final = namespace
+        self.pod: Final = pod
+        self.container: Final = container
+        self.pod_uid: Final = pod_uid
+        """From the log link's target, when the link is readable."""
 
 
-@dataclass(frozen=True, slots=True)
-class NameMaps:
-    pods: dict[str, PodName] = field(default_factory=dict)
-    """pod UID -> namespace and name."""
-    containers: dict[str, ContainerName] = field(default_factory=dict)
-    """container ID -> namespace, pod and container name."""
+class NameMaps(Record):
+    __slots__ = _fields = ("pods", "containers")
+
+    def __init__(
+        self, pods: dict[str, PodName] | None = None, containers: dict[str, ContainerName] | None = None
+    ) -> None:
+        self.pods: Final = {} if pods is None else pods
+        """pod UID -> namespace and name."""
+        self.containers: Final = {} if containers is None else containers
+        """container ID -> namespace, pod and container name."""
 
 
 def parse_pod_dir(name: str) -> tuple[str, PodName] | None:

@@ -20,20 +20,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 log = logging.getLogger("falcon_gpu.attribution")
 
 
-@dataclass(slots=True)
 class _Task:
-    name: str
-    fn: Callable[[], None]
-    period: float
-    min_gap: float
-    last_run: float | None = None
-    requested: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    __slots__ = ("fn", "last_run", "lock", "min_gap", "name", "period", "requested")
+
+    def __init__(self, name: str, fn: Callable[[], None], period: float, min_gap: float) -> None:
+        self.name = name
+        self.fn = fn
+        self.period = period
+        self.min_gap = min_gap
+        self.last_run: float | None = None
+        self.requested = False
+        self.lock = threading.Lock()
 
 
 class Refresher:

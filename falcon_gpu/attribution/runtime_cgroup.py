@@ -17,25 +17,35 @@ cgroup v2 ``0::`` line over the v1 controller lines.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import Final
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
+from falcon_gpu.model.record import Record
 
 _ID = "[0-9a-f]{64}"
-_SCOPE = re.compile(rf"^(?P<prefix>docker|libpod|nerdctl)-(?P<id>{_ID})(?:\.scope)?$")
-_BARE = re.compile(rf"^{_ID}$")
+# Patterns as strings: ``re`` compiles one on its first use and keeps it (its own cache), so a
+# process that never meets such a path (every plugin start on a node without them) compiles none.
+_SCOPE = rf"^(?P<prefix>docker|libpod|nerdctl)-(?P<id>{_ID})(?:\.scope)?$"
+_BARE = rf"^{_ID}$"
 _RUNTIME = {"docker": "docker", "libpod": "podman", "nerdctl": "containerd"}
 _NOT_A_NAMESPACE = ("system.slice", "user.slice", "machine.slice", "libpod_parent", "docker")
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeContainer:
+class RuntimeContainer(Record):
     """A container a process runs in, outside any pod: ``docker``, ``podman`` or ``containerd``."""
 
-    runtime: str
-    container_id: str
-    namespace: str | None = None
-    """containerd's namespace, when the path gives it."""
+    __slots__ = _fields = ("runtime", "container_id", "namespace")
+
+    def __init__(
+        self,
+        runtime: str,
+        container_id: str,
+        namespace: str | None = None,
+    ) -> None:
+        self.runtime: Final = runtime
+        self.container_id: Final = container_id
+        self.namespace: Final = namespace
+        """containerd's namespace, when the path gives it."""
 
 
 def parse_runtime_path(path: str) -> RuntimeContainer | None:
@@ -43,10 +53,10 @@ def parse_runtime_path(path: str) -> RuntimeContainer | None:
     for i, segment in enumerate(segments):
         if "conmon" in segment:
             return None  # Podman's (or CRI-O's) container monitor: a runtime process
-        scope = _SCOPE.match(segment)
+        scope = re.match(_SCOPE, segment)
         if scope is not None:
             return RuntimeContainer(_RUNTIME[scope.group("prefix")], scope.group("id"))
-        if _BARE.match(segment) and i > 0:
+        if re.match(_BARE, segment) and i > 0:
             parent = segments[i - 1]
             if parent == "docker":
                 return RuntimeContainer("docker", segment)

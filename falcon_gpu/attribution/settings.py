@@ -9,9 +9,10 @@ agent settings to attribution settings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from falcon_gpu.model.record import Record
 
 if TYPE_CHECKING:  # a type here; its module (an HTTP client) is imported only where labels are read
     from falcon_gpu.attribution.kube_api import KubeApiConfig
@@ -21,8 +22,7 @@ if TYPE_CHECKING:  # a type here; its module (an HTTP client) is imported only w
 Kubernetes = Literal["auto", "on", "off"]
 
 
-@dataclass(frozen=True, slots=True)
-class AttributionSettings:
+class AttributionSettings(Record):
     node: str
     interval: float = 30.0
     proc_root: Path = Path("/proc")

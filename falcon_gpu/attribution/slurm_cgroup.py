@@ -17,22 +17,32 @@ scans segment by segment, never raises, and prefers the v2 ``0::`` line.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import Final
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
+from falcon_gpu.model.record import Record
 
-_JOB = re.compile(r"^job_(?P<id>[0-9]+)$")
-_STEP = re.compile(r"^step_(?P<step>[0-9]+|batch|extern|interactive)$")
-_UID = re.compile(r"^uid_(?P<uid>[0-9]+)$")
+# Patterns as strings: ``re`` compiles one on its first use and keeps it (its own cache), so a
+# process that never meets such a path (every plugin start on a node without them) compiles none.
+_JOB = r"^job_(?P<id>[0-9]+)$"
+_STEP = r"^step_(?P<step>[0-9]+|batch|extern|interactive)$"
+_UID = r"^uid_(?P<uid>[0-9]+)$"
 
 
-@dataclass(frozen=True, slots=True)
-class SlurmStep:
+class SlurmStep(Record):
     """A Slurm job step a process runs in; ``uid`` None where the path does not say (v2)."""
 
-    job: str
-    step: str
-    uid: int | None = None
+    __slots__ = _fields = ("job", "step", "uid")
+
+    def __init__(
+        self,
+        job: str,
+        step: str,
+        uid: int | None = None,
+    ) -> None:
+        self.job: Final = job
+        self.step: Final = step
+        self.uid: Final = uid
 
 
 def _is_root(segment: str) -> bool:
@@ -46,10 +56,14 @@ def parse_slurm_path(path: str) -> SlurmStep | None:
             continue
         rest = segments[i + 1 :]
         uid: int | None = None
-        if rest and (m := _UID.match(rest[0])) is not None:
+        if rest and (m := re.match(_UID, rest[0])) is not None:
             uid = int(m.group("uid"))
             rest = rest[1:]
-        if len(rest) < 2 or (job := _JOB.match(rest[0])) is None or (step := _STEP.match(rest[1])) is None:
+        if (
+            len(rest) < 2
+            or (job := re.match(_JOB, rest[0])) is None
+            or (step := re.match(_STEP, rest[1])) is None
+        ):
             return None
         if rest[2:3] == ["slurm"]:
             return None  # slurmstepd's own cgroup

@@ -27,8 +27,7 @@ views in registry order and takes the first answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef
@@ -37,6 +36,7 @@ from falcon_gpu.attribution.pod_requests import Requested
 from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.checks import Row
+from falcon_gpu.model.record import Record
 from falcon_gpu.telemetry import Telemetry
 
 PodKey = tuple[str, str]
@@ -44,8 +44,7 @@ PodKey = tuple[str, str]
 Labels = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class SourceContext:
+class SourceContext(Record):
     """What a source's ``build`` gets: its settings, the clock, and telemetry for problems that
     are not a failed refresh (an unknown DRA driver: counted and logged once, the refresh goes on)."""
 
@@ -58,8 +57,7 @@ class SourceError(Exception):
     """A refresh failed; the message is logged once and says what to check."""
 
 
-@dataclass(frozen=True, slots=True)
-class SourceHealth:
+class SourceHealth(Record):
     """A source's own state: did its last refresh work, and if not, why."""
 
     ok: bool = False
@@ -67,19 +65,38 @@ class SourceHealth:
     last_error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Allocation:
+class Allocation(Record):
     """Devices given to one container for one resource (device plugins, DRA claims)."""
 
-    namespace: str
-    pod: str
-    container: str
-    resource: str
-    """The kubelet resource name (``nvidia.com/gpu``), or ``dra:<driver>`` for a DRA claim."""
-    devices: tuple[DeviceRef, ...]
-    claim_name: str | None = None
-    """DRA: the ResourceClaim the devices come from."""
-    claim_namespace: str | None = None
+    __slots__ = _fields = (
+        "namespace",
+        "pod",
+        "container",
+        "resource",
+        "devices",
+        "claim_name",
+        "claim_namespace",
+    )
+
+    def __init__(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        resource: str,
+        devices: tuple[DeviceRef, ...],
+        claim_name: str | None = None,
+        claim_namespace: str | None = None,
+    ) -> None:
+        self.namespace: Final = namespace
+        self.pod: Final = pod
+        self.container: Final = container
+        self.resource: Final = resource
+        """The kubelet resource name (``nvidia.com/gpu``), or ``dra:<driver>`` for a DRA claim."""
+        self.devices: Final = devices
+        self.claim_name: Final = claim_name
+        """DRA: the ResourceClaim the devices come from."""
+        self.claim_namespace: Final = claim_namespace
 
 
 class SourceView:

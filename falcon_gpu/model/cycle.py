@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.policy import PolicyStatus
-from falcon_gpu.model.record import record
+from falcon_gpu.model.record import Record
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.telemetry import TelemetryView
@@ -18,23 +17,29 @@ if TYPE_CHECKING:  # types only: the plugin (no job records unless jobs_dir is s
 PASS, WARN, FAIL = 0, 1, 2
 
 
-@record
-class HealthReport:
+class HealthReport(Record):
     """One device's health: ``checks`` maps a check name to PASS/WARN/FAIL."""
 
-    checks: dict[str, int]
-    xid_in_interval: dict[int, int] = field(default_factory=dict)
-    """XID events that arrived since the previous cycle, per XID code."""
-    last_xid: int | None = None
-    """The most recent XID seen since the agent started (dcgm-exporter's ``XID_ERRORS``)."""
+    __slots__ = _fields = ("checks", "xid_in_interval", "last_xid")
+
+    def __init__(
+        self,
+        checks: dict[str, int],
+        xid_in_interval: dict[int, int] | None = None,
+        last_xid: int | None = None,
+    ) -> None:
+        self.checks: Final = checks
+        self.xid_in_interval: Final = {} if xid_in_interval is None else xid_in_interval
+        """XID events that arrived since the previous cycle, per XID code."""
+        self.last_xid: Final = last_xid
+        """The most recent XID seen since the agent started (dcgm-exporter's ``XID_ERRORS``)."""
 
     @property
     def overall(self) -> int:
         return max(self.checks.values(), default=PASS)
 
 
-@record
-class CycleData:
+class CycleData(Record):
     node: str
     step: int
     """Open-Falcon ``step``: the interval in whole seconds (the plugin uses 60)."""

@@ -5,11 +5,10 @@ Produced by :mod:`falcon_gpu.policies`; kept here so the schemas need not import
 
 from __future__ import annotations
 
-from falcon_gpu.model.record import record
+from falcon_gpu.model.record import Record
 
 
-@record
-class PolicyStatus:
+class PolicyStatus(Record):
     policy: str
     gpu_uuid: str
     violating: bool

@@ -8,9 +8,9 @@ emit no series for it. Units are the base units of the Prometheus schema
 
 from __future__ import annotations
 
-from dataclasses import field, fields
+from typing import Final
 
-from falcon_gpu.model.record import record
+from falcon_gpu.model.record import Record
 
 CLOCK_EVENT_REASONS: tuple[str, ...] = (
     "idle",
@@ -26,174 +26,377 @@ CLOCK_EVENT_REASONS: tuple[str, ...] = (
 """Clock event (throttle) reason names, in NVML bit order (bit 0 = idle)."""
 
 
-@record
-class ProcessReading:
-    """A process NVML lists on a device (compute, graphics and MPS lists merged by PID)."""
+class ProcessReading(Record):
+    """A process NVML lists on a device (compute, graphics and MPS lists merged by PID).
 
-    pid: int
-    name: str | None = None
-    types: tuple[str, ...] = ("compute",)
-    used_memory_bytes: int | None = None
-    sm_util_ratio: float | None = None
-    """SM share from process utilisation samples since the previous cycle; None: no sample."""
-    gpu_instance_id: int | None = None
-    compute_instance_id: int | None = None
+    Its own ``__init__`` (built per process: faster than the generic one)."""
+
+    __slots__ = _fields = (
+        "pid", "name", "types", "used_memory_bytes", "sm_util_ratio", "gpu_instance_id", "compute_instance_id"
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        pid: int,
+        name: str | None = None,
+        types: tuple[str, ...] = ("compute",),
+        used_memory_bytes: int | None = None,
+        sm_util_ratio: float | None = None,
+        gpu_instance_id: int | None = None,
+        compute_instance_id: int | None = None,
+    ) -> None:
+        self.pid: Final = pid
+        self.name: Final = name
+        self.types: Final = types
+        self.used_memory_bytes: Final = used_memory_bytes
+        self.sm_util_ratio: Final = sm_util_ratio
+        """SM share from process utilisation samples since the previous cycle; None: no sample."""
+        self.gpu_instance_id: Final = gpu_instance_id
+        self.compute_instance_id: Final = compute_instance_id
 
 
-@record
-class GpmReading:
+class GpmReading(Record):
     """NVML GPM (Hopper and later) metrics between two consecutive cycles' samples, as ratios 0-1.
 
     A metric the device does not report is None; the reading as a whole is absent (``None`` on
     the device or instance) on the first cycle and where GPM is not supported."""
 
-    sm_active: float | None = None
-    sm_occupancy: float | None = None
-    tensor_active: float | None = None
-    dram_active: float | None = None
-    graphics_active: float | None = None
-    fp64_active: float | None = None
-    fp32_active: float | None = None
-    fp16_active: float | None = None
+    __slots__ = _fields = (
+        "sm_active",
+        "sm_occupancy",
+        "tensor_active",
+        "dram_active",
+        "graphics_active",
+        "fp64_active",
+        "fp32_active",
+        "fp16_active",
+    )
+
+    def __init__(
+        self,
+        sm_active: float | None = None,
+        sm_occupancy: float | None = None,
+        tensor_active: float | None = None,
+        dram_active: float | None = None,
+        graphics_active: float | None = None,
+        fp64_active: float | None = None,
+        fp32_active: float | None = None,
+        fp16_active: float | None = None,
+    ) -> None:
+        self.sm_active: Final = sm_active
+        self.sm_occupancy: Final = sm_occupancy
+        self.tensor_active: Final = tensor_active
+        self.dram_active: Final = dram_active
+        self.graphics_active: Final = graphics_active
+        self.fp64_active: Final = fp64_active
+        self.fp32_active: Final = fp32_active
+        self.fp16_active: Final = fp16_active
 
 
-GPM_METRICS: tuple[str, ...] = tuple(f.name for f in fields(GpmReading))
+GPM_METRICS: tuple[str, ...] = GpmReading._fields
 """The GPM metric names, in :class:`GpmReading` field order."""
 
 
-@record
-class NvlinkErrors:
+class NvlinkErrors(Record):
     """NVLink error counters since the driver loaded: of one link, or summed over a GPU's links."""
 
-    crc_flit: int | None = None
-    crc_data: int | None = None
-    replay: int | None = None
-    recovery: int | None = None
+    __slots__ = _fields = ("crc_flit", "crc_data", "replay", "recovery")
+
+    def __init__(
+        self,
+        crc_flit: int | None = None,
+        crc_data: int | None = None,
+        replay: int | None = None,
+        recovery: int | None = None,
+    ) -> None:
+        self.crc_flit: Final = crc_flit
+        self.crc_data: Final = crc_data
+        self.replay: Final = replay
+        self.recovery: Final = recovery
 
 
-NVLINK_ERROR_TYPES: tuple[str, ...] = tuple(f.name for f in fields(NvlinkErrors))
+NVLINK_ERROR_TYPES: tuple[str, ...] = NvlinkErrors._fields
 
 
-@record
-class NvlinkReading:
+class NvlinkReading(Record):
     """One NVLink that has counted errors (links without any are not listed: 18 per GPU)."""
 
-    link: int
-    errors: NvlinkErrors
+    __slots__ = _fields = ("link", "errors")
+
+    def __init__(
+        self,
+        link: int,
+        errors: NvlinkErrors,
+    ) -> None:
+        self.link: Final = link
+        self.errors: Final = errors
 
 
-@record
-class MigReading:
+class MigReading(Record):
     """One MIG instance (a populated slot of the parent's MIG device handles)."""
 
-    gpu_instance_id: int
-    compute_instance_id: int
-    profile: str
-    uuid: str
-    memory_total_bytes: int | None = None
-    memory_used_bytes: int | None = None
-    processes: tuple[ProcessReading, ...] = ()
-    gpm: GpmReading | None = None
-    """The GPU instance's GPM metrics (``nvmlGpmMigSampleGet``; shared by its compute instances)."""
-    placement_start: int | None = None
-    """The GPU instance's first slice on its GPU (``nvmlGpuInstanceGetInfo``); tells two instances
-    of one profile apart for DRA device names. None: not known (NVML wants a privileged user)."""
+    __slots__ = _fields = (
+        "gpu_instance_id",
+        "compute_instance_id",
+        "profile",
+        "uuid",
+        "memory_total_bytes",
+        "memory_used_bytes",
+        "processes",
+        "gpm",
+        "placement_start",
+    )
+
+    def __init__(
+        self,
+        gpu_instance_id: int,
+        compute_instance_id: int,
+        profile: str,
+        uuid: str,
+        memory_total_bytes: int | None = None,
+        memory_used_bytes: int | None = None,
+        processes: tuple[ProcessReading, ...] = (),
+        gpm: GpmReading | None = None,
+        placement_start: int | None = None,
+    ) -> None:
+        self.gpu_instance_id: Final = gpu_instance_id
+        self.compute_instance_id: Final = compute_instance_id
+        self.profile: Final = profile
+        self.uuid: Final = uuid
+        self.memory_total_bytes: Final = memory_total_bytes
+        self.memory_used_bytes: Final = memory_used_bytes
+        self.processes: Final = processes
+        self.gpm: Final = gpm
+        """The GPU instance's GPM metrics (``nvmlGpmMigSampleGet``; shared by its compute instances)."""
+        self.placement_start: Final = placement_start
+        """The GPU instance's first slice on its GPU (``nvmlGpuInstanceGetInfo``); tells two instances
+        of one profile apart for DRA device names. None: not known (NVML wants a privileged user)."""
 
 
-@record
-class EccCounts:
-    corrected_volatile: int | None = None
-    uncorrected_volatile: int | None = None
-    corrected_aggregate: int | None = None
-    uncorrected_aggregate: int | None = None
+class EccCounts(Record):
+    __slots__ = _fields = (
+        "corrected_volatile",
+        "uncorrected_volatile",
+        "corrected_aggregate",
+        "uncorrected_aggregate",
+    )
+
+    def __init__(
+        self,
+        corrected_volatile: int | None = None,
+        uncorrected_volatile: int | None = None,
+        corrected_aggregate: int | None = None,
+        uncorrected_aggregate: int | None = None,
+    ) -> None:
+        self.corrected_volatile: Final = corrected_volatile
+        self.uncorrected_volatile: Final = uncorrected_volatile
+        self.corrected_aggregate: Final = corrected_aggregate
+        self.uncorrected_aggregate: Final = uncorrected_aggregate
 
 
-@record
-class RetiredPages:
-    single_bit: int
-    double_bit: int
-    pending: bool | None = None
+class RetiredPages(Record):
+    __slots__ = _fields = ("single_bit", "double_bit", "pending")
+
+    def __init__(
+        self,
+        single_bit: int,
+        double_bit: int,
+        pending: bool | None = None,
+    ) -> None:
+        self.single_bit: Final = single_bit
+        self.double_bit: Final = double_bit
+        self.pending: Final = pending
 
 
-@record
-class RemappedRows:
-    correctable: int
-    uncorrectable: int
-    pending: bool
-    failed: bool
+class RemappedRows(Record):
+    __slots__ = _fields = ("correctable", "uncorrectable", "pending", "failed")
+
+    def __init__(
+        self,
+        correctable: int,
+        uncorrectable: int,
+        pending: bool,
+        failed: bool,
+    ) -> None:
+        self.correctable: Final = correctable
+        self.uncorrectable: Final = uncorrectable
+        self.pending: Final = pending
+        self.failed: Final = failed
 
 
-@record
-class DeviceReading:
+class DeviceReading(Record):
     """Everything read from one physical GPU in one cycle.
 
     ``up`` is False when the device answered GPU_IS_LOST or another per-device
     error; identity fields then come from the last good cycle and readings are None.
     """
 
-    index: int
-    uuid: str
-    name: str
-    pci_bus_id: str
-    up: bool = True
-    error: str | None = None
-    minor_number: int | None = None
-    """The ``/dev/nvidia<N>`` minor (GKE's device IDs name it); not always the NVML index."""
-    memory_total_bytes: int | None = None
-    memory_used_bytes: int | None = None
-    memory_free_bytes: int | None = None
-    memory_reserved_bytes: int | None = None
-    utilization_ratio: float | None = None
-    memory_utilization_ratio: float | None = None
-    temperature_celsius: float | None = None
-    memory_temperature_celsius: float | None = None
-    slowdown_tlimit_celsius: float | None = None
-    """T.Limit temperature at which hardware slowdown may begin (NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT)."""
-    shutdown_tlimit_celsius: float | None = None
-    power_watts: float | None = None
-    power_limit_watts: float | None = None
-    energy_joules: float | None = None
-    performance_state: int | None = None
-    sm_clock_hertz: float | None = None
-    memory_clock_hertz: float | None = None
-    fan_speed_ratio: float | None = None
-    encoder_utilization_ratio: float | None = None
-    decoder_utilization_ratio: float | None = None
-    pcie_replays: int | None = None
-    ecc: EccCounts | None = None
-    retired_pages: RetiredPages | None = None
-    remapped_rows: RemappedRows | None = None
-    clock_event_reasons: frozenset[str] | None = None
-    inforom_valid: bool | None = None
-    gpm: GpmReading | None = None
-    pcie_tx_bytes: int | None = None
-    """PCIe bytes transmitted since the driver loaded (``NVML_FI_DEV_PCIE_COUNT_TX_BYTES``)."""
-    pcie_rx_bytes: int | None = None
-    pcie_tx_bytes_per_second: float | None = None
-    """The counter's rate since the previous cycle; None on the first cycle and after a reset."""
-    pcie_rx_bytes_per_second: float | None = None
-    nvlink_tx_bytes: int | None = None
-    """NVLink data bytes sent since the driver loaded, all links (None: no NVLink)."""
-    nvlink_rx_bytes: int | None = None
-    nvlink_errors: NvlinkErrors | None = None
-    """Error counters summed over the links (None: the GPU reports none)."""
-    nvlink: tuple[NvlinkReading, ...] = ()
-    """The links with a non-zero error counter, each with its counters."""
-    nvlink_tx_bytes_per_second: float | None = None
-    """All links' data sent per second since the previous cycle (None: first cycle, reset)."""
-    nvlink_rx_bytes_per_second: float | None = None
-    mig_enabled: bool = False
-    mig: tuple[MigReading, ...] = ()
-    processes: tuple[ProcessReading, ...] = ()
-    """Processes on the whole GPU (on a MIG GPU: every instance's, with instance ids set)."""
-    xid_counts: dict[int, int] = field(default_factory=dict)
-    """Cumulative XID events per XID code since the agent started."""
-    last_xid: int | None = None
-    """The XID of the most recent event since the agent started (arrival order; counts have none)."""
+    __slots__ = _fields = (
+        "index",
+        "uuid",
+        "name",
+        "pci_bus_id",
+        "up",
+        "error",
+        "minor_number",
+        "memory_total_bytes",
+        "memory_used_bytes",
+        "memory_free_bytes",
+        "memory_reserved_bytes",
+        "utilization_ratio",
+        "memory_utilization_ratio",
+        "temperature_celsius",
+        "memory_temperature_celsius",
+        "slowdown_tlimit_celsius",
+        "shutdown_tlimit_celsius",
+        "power_watts",
+        "power_limit_watts",
+        "energy_joules",
+        "performance_state",
+        "sm_clock_hertz",
+        "memory_clock_hertz",
+        "fan_speed_ratio",
+        "encoder_utilization_ratio",
+        "decoder_utilization_ratio",
+        "pcie_replays",
+        "ecc",
+        "retired_pages",
+        "remapped_rows",
+        "clock_event_reasons",
+        "inforom_valid",
+        "gpm",
+        "pcie_tx_bytes",
+        "pcie_rx_bytes",
+        "pcie_tx_bytes_per_second",
+        "pcie_rx_bytes_per_second",
+        "nvlink_tx_bytes",
+        "nvlink_rx_bytes",
+        "nvlink_errors",
+        "nvlink",
+        "nvlink_tx_bytes_per_second",
+        "nvlink_rx_bytes_per_second",
+        "mig_enabled",
+        "mig",
+        "processes",
+        "xid_counts",
+        "last_xid",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        uuid: str,
+        name: str,
+        pci_bus_id: str,
+        *,
+        up: bool = True,
+        error: str | None = None,
+        minor_number: int | None = None,
+        memory_total_bytes: int | None = None,
+        memory_used_bytes: int | None = None,
+        memory_free_bytes: int | None = None,
+        memory_reserved_bytes: int | None = None,
+        utilization_ratio: float | None = None,
+        memory_utilization_ratio: float | None = None,
+        temperature_celsius: float | None = None,
+        memory_temperature_celsius: float | None = None,
+        slowdown_tlimit_celsius: float | None = None,
+        shutdown_tlimit_celsius: float | None = None,
+        power_watts: float | None = None,
+        power_limit_watts: float | None = None,
+        energy_joules: float | None = None,
+        performance_state: int | None = None,
+        sm_clock_hertz: float | None = None,
+        memory_clock_hertz: float | None = None,
+        fan_speed_ratio: float | None = None,
+        encoder_utilization_ratio: float | None = None,
+        decoder_utilization_ratio: float | None = None,
+        pcie_replays: int | None = None,
+        ecc: EccCounts | None = None,
+        retired_pages: RetiredPages | None = None,
+        remapped_rows: RemappedRows | None = None,
+        clock_event_reasons: frozenset[str] | None = None,
+        inforom_valid: bool | None = None,
+        gpm: GpmReading | None = None,
+        pcie_tx_bytes: int | None = None,
+        pcie_rx_bytes: int | None = None,
+        pcie_tx_bytes_per_second: float | None = None,
+        pcie_rx_bytes_per_second: float | None = None,
+        nvlink_tx_bytes: int | None = None,
+        nvlink_rx_bytes: int | None = None,
+        nvlink_errors: NvlinkErrors | None = None,
+        nvlink: tuple[NvlinkReading, ...] = (),
+        nvlink_tx_bytes_per_second: float | None = None,
+        nvlink_rx_bytes_per_second: float | None = None,
+        mig_enabled: bool = False,
+        mig: tuple[MigReading, ...] = (),
+        processes: tuple[ProcessReading, ...] = (),
+        xid_counts: dict[int, int] | None = None,
+        last_xid: int | None = None,
+    ) -> None:
+        self.index: Final = index
+        self.uuid: Final = uuid
+        self.name: Final = name
+        self.pci_bus_id: Final = pci_bus_id
+        self.up: Final = up
+        self.error: Final = error
+        self.minor_number: Final = minor_number
+        """The ``/dev/nvidia<N>`` minor (GKE's device IDs name it); not always the NVML index."""
+        self.memory_total_bytes: Final = memory_total_bytes
+        self.memory_used_bytes: Final = memory_used_bytes
+        self.memory_free_bytes: Final = memory_free_bytes
+        self.memory_reserved_bytes: Final = memory_reserved_bytes
+        self.utilization_ratio: Final = utilization_ratio
+        self.memory_utilization_ratio: Final = memory_utilization_ratio
+        self.temperature_celsius: Final = temperature_celsius
+        self.memory_temperature_celsius: Final = memory_temperature_celsius
+        self.slowdown_tlimit_celsius: Final = slowdown_tlimit_celsius
+        """T.Limit temperature at which hardware slowdown may begin
+        (NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT)."""
+        self.shutdown_tlimit_celsius: Final = shutdown_tlimit_celsius
+        self.power_watts: Final = power_watts
+        self.power_limit_watts: Final = power_limit_watts
+        self.energy_joules: Final = energy_joules
+        self.performance_state: Final = performance_state
+        self.sm_clock_hertz: Final = sm_clock_hertz
+        self.memory_clock_hertz: Final = memory_clock_hertz
+        self.fan_speed_ratio: Final = fan_speed_ratio
+        self.encoder_utilization_ratio: Final = encoder_utilization_ratio
+        self.decoder_utilization_ratio: Final = decoder_utilization_ratio
+        self.pcie_replays: Final = pcie_replays
+        self.ecc: Final = ecc
+        self.retired_pages: Final = retired_pages
+        self.remapped_rows: Final = remapped_rows
+        self.clock_event_reasons: Final = clock_event_reasons
+        self.inforom_valid: Final = inforom_valid
+        self.gpm: Final = gpm
+        self.pcie_tx_bytes: Final = pcie_tx_bytes
+        """PCIe bytes transmitted since the driver loaded (``NVML_FI_DEV_PCIE_COUNT_TX_BYTES``)."""
+        self.pcie_rx_bytes: Final = pcie_rx_bytes
+        self.pcie_tx_bytes_per_second: Final = pcie_tx_bytes_per_second
+        """The counter's rate since the previous cycle; None on the first cycle and after a reset."""
+        self.pcie_rx_bytes_per_second: Final = pcie_rx_bytes_per_second
+        self.nvlink_tx_bytes: Final = nvlink_tx_bytes
+        """NVLink data bytes sent since the driver loaded, all links (None: no NVLink)."""
+        self.nvlink_rx_bytes: Final = nvlink_rx_bytes
+        self.nvlink_errors: Final = nvlink_errors
+        """Error counters summed over the links (None: the GPU reports none)."""
+        self.nvlink: Final = nvlink
+        """The links with a non-zero error counter, each with its counters."""
+        self.nvlink_tx_bytes_per_second: Final = nvlink_tx_bytes_per_second
+        """All links' data sent per second since the previous cycle (None: first cycle, reset)."""
+        self.nvlink_rx_bytes_per_second: Final = nvlink_rx_bytes_per_second
+        self.mig_enabled: Final = mig_enabled
+        self.mig: Final = mig
+        self.processes: Final = processes
+        """Processes on the whole GPU (on a MIG GPU: every instance's, with instance ids set)."""
+        self.xid_counts: Final = {} if xid_counts is None else xid_counts
+        """Cumulative XID events per XID code since the agent started."""
+        self.last_xid: Final = last_xid
+        """The XID of the most recent event since the agent started (arrival order; counts have none)."""
 
 
-@record
-class Snapshot:
+class Snapshot(Record):
     """One cycle of the node: every device, plus whether NVML itself answered."""
 
     timestamp: float

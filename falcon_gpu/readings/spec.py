@@ -9,13 +9,12 @@ what they need from that one record; the conversions between its units are built
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import pynvml
 
+from falcon_gpu.model.record import Record
 from falcon_gpu.model.samples import MetricKind
 from falcon_gpu.readings.units import Convert, Unit, converter, same
 
@@ -27,8 +26,7 @@ ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 SINT: Final = pynvml.NVML_VALUE_TYPE_SIGNED_INT
 
 
-@dataclass(frozen=True, slots=True)
-class Nvml:
+class Nvml(Record):
     """Where NVML has the reading, and in which unit it answers."""
 
     unit: Unit
@@ -47,8 +45,7 @@ class Nvml:
     one field ID, no fallback, no logic of its own; its reader has no line for it."""
 
 
-@dataclass(frozen=True, slots=True)
-class Simulated:
+class Simulated(Record):
     """Where a scenario holds it (CONTRACT section 6; public: keys never change)."""
 
     key: str
@@ -63,8 +60,7 @@ class Simulated:
         return self.group or self.key
 
 
-@dataclass(frozen=True, slots=True)
-class Publish:
+class Publish(Record):
     """How one schema publishes the reading."""
 
     name: str
@@ -79,41 +75,57 @@ class Publish:
     conversion from here, but the table-driven device loop leaves it out."""
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """One scalar per-device reading, declared once."""
+class Reading(Record):
+    """One scalar per-device reading, declared once.
 
-    field: str
-    """The :class:`~falcon_gpu.model.snapshot.DeviceReading` field (and ``Fields`` key)."""
-    type: type[int] | type[float]
-    unit: Unit
-    """Its base unit in the snapshot."""
-    reader: str
-    """The reader (``readers.READERS`` name, the ``reader`` label) that produces it."""
-    doc: str
-    nvml: Nvml | None = None
-    """None: derived by its reader from other answers (``derived`` says how)."""
-    derived: str | None = None
-    sim: Simulated | None = None
-    """None: the simulator has no key of its own for it (NVML computes it, or ``derived``)."""
-    falcon_gpu: Publish | None = None
-    dcgm: Publish | None = None
-    openfalcon: Publish | None = None
-    """None in a schema: not published in that schema."""
-    from_nvml: Callable[[Any], Any] = dataclasses.field(init=False, repr=False, compare=False)
-    """NVML's answer -> the base unit, as ``type`` (for its reader)."""
-    sim_to_nvml: Convert = dataclasses.field(init=False, repr=False, compare=False)
-    """The scenario's unit -> NVML's (for the simulator's answer)."""
-    sim_to_base: Convert = dataclasses.field(init=False, repr=False, compare=False)
-    """The scenario's unit -> the base unit (for the tests' expected values)."""
+    A plain slotted class (see :mod:`falcon_gpu.model.record`): it computes its conversions in
+    ``__init__``; equal, hashed and replaced by its declared fields, not by those conversions."""
 
-    def __post_init__(self) -> None:
-        nvml_unit = self.nvml.unit if self.nvml else self.unit
-        sim_unit = self.sim.unit if self.sim else self.unit
-        to_base, kind = converter(nvml_unit, self.unit), self.type
-        object.__setattr__(self, "from_nvml", lambda value: kind(to_base(value)))
-        object.__setattr__(self, "sim_to_nvml", converter(sim_unit, nvml_unit))
-        object.__setattr__(self, "sim_to_base", converter(sim_unit, self.unit))
+    _fields = (
+        "field", "type", "unit", "reader", "doc", "nvml", "derived", "sim", "falcon_gpu", "dcgm", "openfalcon"
+    )  # fmt: skip
+    __slots__ = (*_fields, "from_nvml", "sim_to_nvml", "sim_to_base")
+
+    def __init__(
+        self,
+        field: str,
+        type: type[int] | type[float],
+        unit: Unit,
+        reader: str,
+        doc: str,
+        nvml: Nvml | None = None,
+        derived: str | None = None,
+        sim: Simulated | None = None,
+        falcon_gpu: Publish | None = None,
+        dcgm: Publish | None = None,
+        openfalcon: Publish | None = None,
+    ) -> None:
+        self.field: Final = field
+        """The :class:`~falcon_gpu.model.snapshot.DeviceReading` field (and ``Fields`` key)."""
+        self.type: Final = type
+        self.unit: Final = unit
+        """Its base unit in the snapshot."""
+        self.reader: Final = reader
+        """The reader (``readers.READERS`` name, the ``reader`` label) that produces it."""
+        self.doc: Final = doc
+        self.nvml: Final = nvml
+        """None: derived by its reader from other answers (``derived`` says how)."""
+        self.derived: Final = derived
+        self.sim: Final = sim
+        """None: the simulator has no key of its own for it (NVML computes it, or ``derived``)."""
+        self.falcon_gpu: Final = falcon_gpu
+        self.dcgm: Final = dcgm
+        self.openfalcon: Final = openfalcon
+        """None in a schema: not published in that schema."""
+        nvml_unit = nvml.unit if nvml else unit
+        sim_unit = sim.unit if sim else unit
+        to_base, kind = converter(nvml_unit, unit), type
+        self.from_nvml: Final[Callable[[Any], Any]] = lambda value: kind(to_base(value))
+        """NVML's answer -> the base unit, as ``type`` (for its reader)."""
+        self.sim_to_nvml: Final = converter(sim_unit, nvml_unit)
+        """The scenario's unit -> NVML's (for the simulator's answer)."""
+        self.sim_to_base: Final = converter(sim_unit, unit)
+        """The scenario's unit -> the base unit (for the tests' expected values)."""
 
     def published(self, schema: SchemaName) -> Publish | None:
         out: Publish | None = getattr(self, schema)

@@ -14,15 +14,15 @@ A conversion multiplies or divides by an exact constant, never by its inverse
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
+
+from falcon_gpu.model.record import Record
 
 Convert = Callable[[float], float]
 """A number in one unit -> the same quantity in another."""
 
 
-@dataclass(frozen=True, slots=True)
-class Unit:
+class Unit(Record):
     """A unit, as a whole number of its base unit or of which one base unit holds a whole number."""
 
     symbol: str

@@ -4,7 +4,6 @@ after start-up (Docker installed, a kubelet started) is built and answers on the
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
@@ -85,7 +84,7 @@ def test_a_source_that_does_not_apply_is_a_quiet_stand_in(entry: SourceEntry, tm
 def test_docker_installed_after_start_up_is_picked_up_on_the_next_refresh(tmp_path: Path) -> None:
     tree = HostTree(tmp_path)
     tree.process(10, f"0::/system.slice/docker-{A}.scope\n")
-    settings = dataclasses.replace(_settings(tmp_path, kubernetes="off"), proc_root=tree.proc)
+    settings = _settings(tmp_path, kubernetes="off")._replace(proc_root=tree.proc)
     snap = snapshot(gpu(0, (proc(10, 1, 0.5),)))
     attributor = Attributor(settings, Telemetry())
     try:

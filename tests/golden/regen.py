@@ -22,7 +22,6 @@ Regenerate after a deliberate output change, and review the diff:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -72,7 +71,7 @@ def scenario_names() -> list[str]:
 def _normalised(view: TelemetryView) -> TelemetryView:
     """Wall times -> 0, so that the output is the same on every machine and run."""
     readers = {name: (ok, 0.0) for name, (ok, _) in view.readers.items()}
-    return dataclasses.replace(view, last_cycle_seconds=0.0, readers=readers)
+    return view._replace(last_cycle_seconds=0.0, readers=readers)
 
 
 def _cycles(name: str) -> list[CycleData]:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
@@ -51,7 +49,7 @@ def test_snapshot_equals_the_scenario_every_cycle(name: str) -> None:
                 assert device.power_watts is None and device.processes == ()
                 continue
             assert device.up and device.error is None
-            actual = {f.name: getattr(device, f.name) for f in dataclasses.fields(device)}
+            actual = device._asdict()
             for key, value in expected_device(gpu, cycle).items():
                 assert actual[key] == (pytest.approx(value) if isinstance(value, float) else value), (
                     name,

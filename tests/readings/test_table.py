@@ -3,7 +3,6 @@ schemas, so that a reading declared there is read, served, published and tested 
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 
 from falcon_gpu.model.snapshot import DeviceReading
@@ -17,8 +16,8 @@ from falcon_gpu.sources.nvml.readers.base import FIELD_TYPES
 
 
 def test_every_reading_is_a_device_reading_field_and_a_fields_key_of_its_type() -> None:
-    hints = typing.get_type_hints(DeviceReading)
-    assert {f.name for f in dataclasses.fields(DeviceReading)} >= set(BY_FIELD)
+    hints = typing.get_type_hints(DeviceReading.__init__)
+    assert set(DeviceReading._fields) >= set(BY_FIELD)
     for r in READINGS:
         assert hints[r.field] == r.type | None, r.field
         assert FIELD_TYPES[r.field] == ((r.type, int, type(None)) if r.type is float else (int, type(None)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -107,8 +106,7 @@ def test_mig_gpu_reports_memory_per_gpu_instance_with_only_that_instances_pod() 
 def two_instance_cycle() -> tuple[CycleData, ContainerRef, ContainerRef]:
     """A GPU instance split into two compute instances, each held by another container."""
     a, b_, c = (ContainerRef("ns", f"p{i}", "main") for i in range(3))
-    dev = dataclasses.replace(
-        mig_device(),
+    dev = mig_device()._replace(
         mig=(
             MigReading(1, 0, "1g.5gb", "MIG-1", memory_total_bytes=5 * GIB, memory_used_bytes=GIB),
             MigReading(2, 0, "1c.3g.20gb", "MIG-2a", memory_total_bytes=20 * GIB, memory_used_bytes=3 * GIB),
@@ -120,8 +118,8 @@ def two_instance_cycle() -> tuple[CycleData, ContainerRef, ContainerRef]:
         for who, mig in ((a, "MIG-1"), (b_, "MIG-2a"), (c, "MIG-2b"))
     )
     base = cycle()
-    snap = dataclasses.replace(base.snapshot, devices=(dev,))
-    return dataclasses.replace(base, snapshot=snap, attribution=Attribution(pods=pods)), a, b_
+    snap = base.snapshot._replace(devices=(dev,))
+    return base._replace(snapshot=snap, attribution=Attribution(pods=pods)), a, b_
 
 
 def test_compute_instances_of_one_gpu_instance_are_one_series_shared_so_no_pod() -> None:
@@ -138,8 +136,8 @@ def test_compute_instances_of_one_gpu_instance_are_one_series_shared_so_no_pod()
 
 def test_mig_enabled_gpu_without_instances_reports_its_own_memory() -> None:
     base = cycle()
-    snap = dataclasses.replace(base.snapshot, devices=(dataclasses.replace(mig_device(), mig=()),))
-    used = matching(series_of(dcgm.render(dataclasses.replace(base, snapshot=snap))), "DCGM_FI_DEV_FB_USED")
+    snap = base.snapshot._replace(devices=(mig_device()._replace(mig=()),))
+    used = matching(series_of(dcgm.render(base._replace(snapshot=snap))), "DCGM_FI_DEV_FB_USED")
     assert [(("GPU_I_ID" in keys(lb)), v) for lb, v in used.items()] == [(False, 2048)]
 
 
@@ -198,7 +196,7 @@ def test_xid_catalogue(code: int, text: str) -> None:
 def test_unknown_xid_keeps_its_code_and_reads_unknown() -> None:
     base = cycle()
     health = {**base.health, "GPU-aaaa": HealthReport({"xid": 1}, last_xid=201)}
-    vals = series_of(dcgm.render(dataclasses.replace(base, health=health)))
+    vals = series_of(dcgm.render(base._replace(health=health)))
     (lb,) = matching(vals, "DCGM_FI_DEV_XID_ERRORS", UUID="GPU-aaaa")
     assert ("err_code", "201") in lb and ("err_msg", "Unknown Error") in lb
     assert vals[("DCGM_FI_DEV_XID_ERRORS", lb)] == 201
@@ -220,7 +218,7 @@ def test_xid_errors_is_the_most_recent_xid_not_the_most_critical() -> None:
     # 31 is the newest, but 79's 5-minute hold still fails the check
     assert seen == [(None, None, 0), (13, 13, 2), (13, 13, 2), (31, 31, 2)]
     base = cycle()
-    snap_cycle = dataclasses.replace(base, snapshot=snap, attribution=Attribution(), health={"GPU-x": report})
+    snap_cycle = base._replace(snapshot=snap, attribution=Attribution(), health={"GPU-x": report})
     vals = series_of(dcgm.render(snap_cycle))
     (lb,) = matching(vals, "DCGM_FI_DEV_XID_ERRORS", UUID="GPU-x")
     assert ("err_code", "31") in lb and ("err_msg", "GPU memory page fault") in lb
@@ -230,6 +228,6 @@ def test_instance_pod_labels_come_only_from_kubelet_allocations() -> None:
     """A container seen running on an instance but not allocated it names no pod (dcgm-exporter's rule)."""
     base = cycle()
     seen_only = PodUsage(INFER, "GPU-bbbb", "MIG-1111", allocated=False, memory_used_bytes=GIB)
-    vals = series_of(dcgm.render(dataclasses.replace(base, attribution=Attribution(pods=(seen_only,)))))
+    vals = series_of(dcgm.render(base._replace(attribution=Attribution(pods=(seen_only,)))))
     (lb,) = matching(vals, "DCGM_FI_DEV_FB_USED", UUID="GPU-bbbb")
     assert "pod" not in keys(lb) and ("GPU_I_ID", "1") in lb

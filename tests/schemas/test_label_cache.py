@@ -3,8 +3,6 @@ holds, new when it changes, bounded; and the output they give is the output fres
 
 from __future__ import annotations
 
-import dataclasses
-
 from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.model.snapshot import MigReading, NvlinkErrors, NvlinkReading
@@ -31,8 +29,8 @@ def labels_of(batch: PromBatch, name: str) -> list[dict[str, str]]:
 
 
 def with_device(c: CycleData, **changes: object) -> CycleData:
-    devices = (dataclasses.replace(c.snapshot.devices[0], **changes), *c.snapshot.devices[1:])
-    return dataclasses.replace(c, snapshot=dataclasses.replace(c.snapshot, devices=devices))
+    devices = (c.snapshot.devices[0]._replace(**changes), *c.snapshot.devices[1:])
+    return c._replace(snapshot=c.snapshot._replace(devices=devices))
 
 
 def assert_same_label_objects(one: PromBatch, two: PromBatch, *names: str) -> None:
@@ -65,7 +63,7 @@ def test_a_changed_identity_changes_every_label_it_is_in() -> None:
     c = cycle()
     before = device_labels(c.base_labels, c.snapshot.devices[0])
     renamed = with_device(c, uuid="GPU-eeee", name="NVIDIA H200")
-    renamed = dataclasses.replace(renamed, health={**c.health, "GPU-eeee": c.health["GPU-aaaa"]})
+    renamed = renamed._replace(health={**c.health, "GPU-eeee": c.health["GPU-aaaa"]})
     out = falcon_gpu.render(renamed)
     assert device_labels(renamed.base_labels, renamed.snapshot.devices[0]) is not before
     for name in PER_DEVICE:
@@ -76,8 +74,8 @@ def test_a_changed_identity_changes_every_label_it_is_in() -> None:
 
 
 def test_node_labels_driver_and_pci_bus_are_part_of_the_identity() -> None:
-    c = dataclasses.replace(cycle(), node_labels=(("node", "node-b"), ("site", "x")))
-    c = dataclasses.replace(c, snapshot=dataclasses.replace(c.snapshot, driver_version="560.1"))
+    c = cycle()._replace(node_labels=(("node", "node-b"), ("site", "x")))
+    c = c._replace(snapshot=c.snapshot._replace(driver_version="560.1"))
     c = with_device(c, pci_bus_id="00000000:99:00.0")
     (info,) = [lb for lb in labels_of(falcon_gpu.render(c), "falcon_gpu_info") if lb["gpu"] == "0"]
     assert info["node"] == "node-b" and info["site"] == "x"
@@ -121,12 +119,12 @@ def test_put_stores_clean_labels_as_given_and_skips_absent_values() -> None:
 
 
 def test_a_device_added_later_gets_labels_without_its_empty_values() -> None:
-    dev = dataclasses.replace(full_device(index=3, uuid="GPU-dddd"), name="")
+    dev = (full_device(index=3, uuid="GPU-dddd"))._replace(name="")
     assert device_labels((("node", "n"),), dev) == (("node", "n"), ("gpu", "3"), ("uuid", "GPU-dddd"))
 
 
 def with_attribution(c: CycleData, **changes: object) -> CycleData:
-    return dataclasses.replace(c, attribution=dataclasses.replace(c.attribution, **changes))
+    return c._replace(attribution=c.attribution._replace(**changes))
 
 
 def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
@@ -140,14 +138,11 @@ def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
         "falcon_gpu_process_memory_used_bytes",
     )
     pod = c.attribution.pods[0]
-    moved = dataclasses.replace(
-        pod,
-        container=dataclasses.replace(pod.container, pod="train-1", labels=(("label_team", "nlp"),)),
+    moved = pod._replace(
+        container=pod.container._replace(pod="train-1", labels=(("label_team", "nlp"),)),
         claim_name="gpu-claim",
     )
-    proc = dataclasses.replace(
-        c.attribution.processes[0], pid=5151, command="torchrun", container=moved.container
-    )
+    proc = c.attribution.processes[0]._replace(pid=5151, command="torchrun", container=moved.container)
     out = falcon_gpu.render(with_attribution(c, pods=(moved, *c.attribution.pods[1:]), processes=(proc,)))
     mem = [lb for lb in labels_of(out, "falcon_gpu_pod_memory_used_bytes") if lb["gpu"] == "0"]
     assert [(lb["pod"], lb["label_team"]) for lb in mem] == [("train-1", "nlp")]
@@ -165,12 +160,10 @@ def test_dcgm_labels_are_reused_and_follow_the_gpu_its_pod_and_its_xid() -> None
         one, two, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_USED"
     )
     pod = c.attribution.pods[0]
-    moved = dataclasses.replace(
-        pod, gpu_uuid="GPU-eeee", container=dataclasses.replace(pod.container, pod="train-1")
-    )
+    moved = pod._replace(gpu_uuid="GPU-eeee", container=pod.container._replace(pod="train-1"))
     changed = with_device(with_attribution(c, pods=(moved, *c.attribution.pods[1:])), uuid="GPU-eeee")
     health = {**c.health, "GPU-eeee": HealthReport({"xid": 2}, {48: 1}, last_xid=48)}
-    out = dcgm.render(dataclasses.replace(changed, health=health))
+    out = dcgm.render(changed._replace(health=health))
     (temp,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_GPU_TEMP") if lb["gpu"] == "0"]
     assert (temp["UUID"], temp["pod"]) == ("GPU-eeee", "train-1")
     (xid,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_XID_ERRORS") if lb["gpu"] == "0"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.schemas import openfalcon
 from tests.schemas.fixtures import TRAIN, cycle
@@ -64,10 +62,10 @@ def test_pod_items() -> None:
 
 
 def test_tags_sanitised_and_bounded() -> None:
-    long_pod = dataclasses.replace(TRAIN, pod="p" * 300, namespace="ns with space/x")
+    long_pod = TRAIN._replace(pod="p" * 300, namespace="ns with space/x")
     c = cycle()
-    pods = (dataclasses.replace(c.attribution.pods[0], container=long_pod),)
-    c = dataclasses.replace(c, attribution=dataclasses.replace(c.attribution, pods=pods))
+    pods = (c.attribution.pods[0]._replace(container=long_pod),)
+    c = c._replace(attribution=c.attribution._replace(pods=pods))
     items = openfalcon.render(c)
     assert_valid_falcon(items)
     pod_items = [i for i in items if i.metric == "PodFBUsed"]
@@ -83,11 +81,9 @@ def test_distinct_long_values_stay_distinct() -> None:
 
 def test_non_finite_readings_are_left_out() -> None:
     c = cycle()
-    dev = dataclasses.replace(
-        c.snapshot.devices[0], power_watts=float("nan"), temperature_celsius=float("inf")
-    )
-    snap = dataclasses.replace(c.snapshot, devices=(dev, *c.snapshot.devices[1:]))
-    items = openfalcon.render(dataclasses.replace(c, snapshot=snap))
+    dev = c.snapshot.devices[0]._replace(power_watts=float("nan"), temperature_celsius=float("inf"))
+    snap = c.snapshot._replace(devices=(dev, *c.snapshot.devices[1:]))
+    items = openfalcon.render(c._replace(snapshot=snap))
     metrics = {i.metric for i in items if i.tags == "GpuId=0,uuid=GPU-aaaa"}
     assert "PowerUsed" not in metrics and "DeviceTemperature" not in metrics and "GPUUtils" in metrics
 
@@ -106,12 +102,11 @@ def test_gpu_count_per_model_beside_the_total() -> None:
 def test_tags_formatted_once_per_device_equal_formatting_each_item() -> None:
     """One device's (or pod's) items share their tags, formatted once; each item must still get exactly
     what formatting it alone gives, including the shortening that depends on the metric's length."""
-    pod = dataclasses.replace(TRAIN, pod="p" * 190)  # fits beside PodFBUsed, too long beside PodGPUUtils
+    pod = TRAIN._replace(pod="p" * 190)  # fits beside PodFBUsed, too long beside PodGPUUtils
     c = cycle()
-    pods = (dataclasses.replace(c.attribution.pods[0], container=pod),)
-    c = dataclasses.replace(
-        c,
-        attribution=dataclasses.replace(c.attribution, pods=pods),
+    pods = (c.attribution.pods[0]._replace(container=pod),)
+    c = c._replace(
+        attribution=c.attribution._replace(pods=pods),
         extra_labels=(("cluster", "eu 1"),),
     )
     items = openfalcon.render(c)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 
 from falcon_gpu.attribution.device_ids import DeviceRef, is_gpu_resource, parse_device_ids
 from falcon_gpu.attribution.source import Allocation
+from falcon_gpu.model.record import Record
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The kubelet's own client limit; a node's full List fits well under it."""
@@ -34,8 +34,7 @@ class PodResourcesError(Exception):
     """
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimDevice:
+class ClaimDevice(Record):
     """One device of a DRA claim used by one container, as PodResources List reports it."""
 
     namespace: str
@@ -48,8 +47,7 @@ class ClaimDevice:
     device: str
 
 
-@dataclass(frozen=True, slots=True)
-class KubeletAllocations:
+class KubeletAllocations(Record):
     allocations: tuple[Allocation, ...] = ()
     allocatable: tuple[tuple[str, DeviceRef], ...] = ()
     """(resource, device) pairs the kubelet can hand out; empty when the kubelet has no such call."""

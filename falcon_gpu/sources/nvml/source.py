@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
@@ -130,7 +129,7 @@ class NvmlSource:
             xid_counts, last_xid = self._xid.read()
         stats = _ReaderStats()
         devices = tuple(
-            replace(d, last_xid=last_xid[d.uuid]) if d.uuid in last_xid else d
+            d._replace(last_xid=last_xid[d.uuid]) if d.uuid in last_xid else d
             for d in (self._read_device(i, timestamp, xid_counts, stats) for i in range(count))
         )
         stats.report(self._telemetry)

@@ -47,7 +47,6 @@ falls back to the profile alone, see :mod:`falcon_gpu.attribution.device_index`)
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Any, Final, NamedTuple
 
 import pynvml
@@ -144,8 +143,7 @@ def _instances(ctx: DeviceContext) -> list[MigReading] | None:
 def _instance(ctx: DeviceContext, s: MigSlot, memory: Any) -> MigReading:
     scope, gi, ci = s.uuid, s.gpu_instance_id, s.compute_instance_id
     processes = tuple(
-        replace(
-            p,
+        p._replace(
             gpu_instance_id=p.gpu_instance_id if p.gpu_instance_id is not None else gi,
             compute_instance_id=p.compute_instance_id if p.compute_instance_id is not None else ci,
         )

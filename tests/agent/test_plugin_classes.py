@@ -1,0 +1,81 @@
+"""The plugin builds no dataclass at start (issue 9, plugin start-up: <= 8x the bare interpreter).
+
+Building a ``@dataclass`` generates and compiles its methods at import, about 1 ms of CPU a class
+on Python 3.11, and falcon-agent starts the plugin every minute: the value classes on its path are
+``Record`` subclasses, NamedTuples or plain slotted classes instead (:mod:`falcon_gpu.model.record`).
+This guards that no module a cached plugin run imports declares or uses a dataclass, and that neither
+``dataclasses`` nor ``inspect`` (which it imports) is loaded (but for grpc's asyncio with a kubelet).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from falcon_gpu.simulator.scenario.parse import resolve_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+PROBE = """
+import contextlib, io, json, sys
+from falcon_gpu.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    main(["plugin", "--simulate", sys.argv[1]])
+loaded = sorted({"dataclasses", "inspect"} & set(sys.modules))
+import dataclasses
+
+def uses_dataclasses(module):
+    for value in vars(module).values():
+        if value is dataclasses or getattr(value, "__module__", None) == "dataclasses":
+            return True
+        mine = isinstance(value, type) and value.__module__ == module.__name__
+        if mine and "__dataclass_fields__" in vars(value):
+            return True
+    return False
+
+users = sorted(n for n, m in list(sys.modules.items()) if n.startswith("falcon_gpu") and uses_dataclasses(m))
+print(json.dumps({"users": users, "loaded": loaded, "items": len(json.loads(out.getvalue()))}))
+"""
+
+
+def _cached_run(scenario: str, cache: Path) -> dict[str, Any]:
+    """The second of two plugin runs (the first fills the settings cache), each a new process."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "NODE_NAME": "classes-node"}
+    env = {k: v for k, v in env.items() if not k.startswith("FALCON_GPU_")}
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-c", PROBE, scenario],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+@pytest.mark.parametrize("host", [False, True], ids=["bare node", "kubelet, pods, log dirs"])
+def test_the_cached_plugin_builds_no_dataclass_and_loads_neither_dataclasses_nor_inspect(
+    tmp_path: Path, host: bool
+) -> None:
+    """Host-less: the node ``bench_plugin.py`` measures; with a host, the kubelet client, the log
+    directories and the pod label source are loaded as well."""
+    scenario = json.loads(resolve_scenario("mixed-4gpu").read_text())
+    if not host:
+        del scenario["host"]
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    run = _cached_run(str(path), tmp_path / "cache")
+    assert run["users"] == []
+    # grpc (the kubelet client) loads asyncio, which loads inspect: not ours to avoid
+    assert run["loaded"] == (["inspect"] if host else [])
+    assert isinstance(run["items"], int) and run["items"] > 20
