@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
+from falcon_gpu.model.record import Record
 from falcon_gpu.model.samples import Family, Labels, MetricKind, Series
 
 
-class MetricSpec(NamedTuple):
+class MetricSpec(Record):
     name: str
     kind: MetricKind
     help: str

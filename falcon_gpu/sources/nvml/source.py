@@ -26,8 +26,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller, text
 from falcon_gpu.sources.nvml.field_values import FieldValues
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("falcon_gpu.nvml")
 
 
-class Identity(NamedTuple):
+class Identity(Record):
     uuid: str
     name: str
     pci_bus_id: str

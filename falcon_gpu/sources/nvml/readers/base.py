@@ -11,13 +11,12 @@ raises or answers a key or type the snapshot does not have loses only its own
 fields, never the device.
 """
 
-from __future__ import annotations
-
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple, TypedDict
+from typing import Any, Final, TypedDict
 
+from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import (
     EccCounts,
     GpmReading,
@@ -180,15 +179,21 @@ class DeviceContext:
         (:func:`~falcon_gpu.sources.nvml.readers.processes.process_samples`)."""
 
 
-class ProcessSamples(NamedTuple):
-    """What one cycle's ``nvmlDeviceGetProcessUtilization`` samples say."""
+class ProcessSamples(Record):
+    """What one cycle's ``nvmlDeviceGetProcessUtilization`` samples say (one per GPU and cycle:
+    its own ``__init__``, see :mod:`falcon_gpu.model.record`)."""
 
-    sm_by_pid: dict[int, float] | None
-    """PID -> mean SM share; None where NVML gives no per-process utilisation (MIG, some boards)."""
-    encoder_in_use: bool
-    """A sample showed the encoder busy (``encUtil`` > 0); True where there are no samples at all."""
-    decoder_in_use: bool
-    """The same for the decoder (``decUtil``)."""
+    __slots__ = _fields = ("sm_by_pid", "encoder_in_use", "decoder_in_use")
+
+    def __init__(
+        self, sm_by_pid: dict[int, float] | None, encoder_in_use: bool, decoder_in_use: bool
+    ) -> None:
+        self.sm_by_pid: Final = sm_by_pid
+        """PID -> mean SM share; None where NVML gives no per-process utilisation (MIG, some boards)."""
+        self.encoder_in_use: Final = encoder_in_use
+        """A sample showed the encoder busy (``encUtil`` > 0); True where there are no samples at all."""
+        self.decoder_in_use: Final = decoder_in_use
+        """The same for the decoder (``decUtil``)."""
 
 
 Reader = Callable[[DeviceContext], Fields]

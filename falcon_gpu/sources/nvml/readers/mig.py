@@ -47,10 +47,11 @@ falls back to the profile alone, see :mod:`falcon_gpu.attribution.device_index`)
 from __future__ import annotations
 
 import logging
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import pynvml
 
+from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import MigReading, ProcessReading
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, text
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
@@ -70,7 +71,7 @@ def profile_from_name(name: str) -> str:
     return name.rsplit(MIG_NAME_MARK, 1)[1].strip() if MIG_NAME_MARK in name else ""
 
 
-class MigSlot(NamedTuple):
+class MigSlot(Record):
     """One populated MIG slot: what stays true until the instance is destroyed."""
 
     slot: int
