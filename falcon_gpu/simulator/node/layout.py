@@ -32,11 +32,11 @@ import secrets
 import shutil
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
 
 from falcon_gpu.attribution.kube_api import KubeApiConfig
 from falcon_gpu.attribution.logdirs import parse_container_log, parse_pod_dir
 from falcon_gpu.attribution.presence import PODMAN_FILE
+from falcon_gpu.model.record import Record
 from falcon_gpu.simulator.node.kube_api_server import KubeApiServer
 from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
 from falcon_gpu.simulator.scenario.host_model import HostScenario
@@ -44,7 +44,7 @@ from falcon_gpu.simulator.scenario.host_model import HostScenario
 _MAX_SOCKET_PATH = 100
 
 
-class HostPaths(NamedTuple):
+class HostPaths(Record):
     proc_root: Path
     log_root: Path
     kubelet_socket: Path

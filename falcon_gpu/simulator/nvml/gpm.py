@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from typing import Any, NamedTuple
+from typing import Any
 
 import pynvml
 
+from falcon_gpu.model.record import Record
 from falcon_gpu.simulator.nvml.core import SimCore, SimDevice, fail
 from falcon_gpu.simulator.scenario.model import GPM_KEYS, Gpm
 from falcon_gpu.simulator.scenario.parse import at
@@ -40,7 +41,7 @@ _KEY_OF_METRIC: dict[int, str] = {
 assert set(_KEY_OF_METRIC.values()) == set(GPM_KEYS)
 
 
-class _Taken(NamedTuple):
+class _Taken(Record):
     """What a sample holds: whose activity, as of which cycle."""
 
     gpm: Gpm

@@ -2,20 +2,20 @@
 
 Parsed by :mod:`falcon_gpu.simulator.scenario.parse`, laid out on disk (proc tree, log
 dirs, a real PodResources gRPC server) by :mod:`falcon_gpu.simulator.node.layout`.
-``NamedTuple`` values, as in :mod:`~falcon_gpu.simulator.scenario.model`.
+``Record`` values, as in :mod:`~falcon_gpu.simulator.scenario.model`.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from falcon_gpu.model.record import Record
 
 
-class PodResourcesDevice(NamedTuple):
+class PodResourcesDevice(Record):
     resource_name: str
     device_ids: tuple[str, ...]
 
 
-class PodResourcesClaimDevice(NamedTuple):
+class PodResourcesClaimDevice(Record):
     """One device of a DRA claim: the driver, its pool (the node) and its device name."""
 
     driver_name: str
@@ -23,7 +23,7 @@ class PodResourcesClaimDevice(NamedTuple):
     device_name: str
 
 
-class PodResourcesClaim(NamedTuple):
+class PodResourcesClaim(Record):
     """A DRA ResourceClaim a container uses, as PodResources ``dynamic_resources`` lists it."""
 
     claim_name: str
@@ -31,19 +31,19 @@ class PodResourcesClaim(NamedTuple):
     claim_resources: tuple[PodResourcesClaimDevice, ...]
 
 
-class PodResourcesContainer(NamedTuple):
+class PodResourcesContainer(Record):
     name: str
     devices: tuple[PodResourcesDevice, ...]
     dynamic_resources: tuple[PodResourcesClaim, ...] = ()
 
 
-class PodResourcesPod(NamedTuple):
+class PodResourcesPod(Record):
     namespace: str
     name: str
     containers: tuple[PodResourcesContainer, ...]
 
 
-class ApiContainer(NamedTuple):
+class ApiContainer(Record):
     """A container of a pod's spec: its ``resources`` limits and requests (quantities as text)."""
 
     name: str
@@ -51,7 +51,7 @@ class ApiContainer(NamedTuple):
     requests: tuple[tuple[str, str], ...] = ()
 
 
-class ApiPod(NamedTuple):
+class ApiPod(Record):
     """One pod of the API server's pod list (``GET /api/v1/pods``) on the simulated node."""
 
     namespace: str
@@ -61,7 +61,7 @@ class ApiPod(NamedTuple):
     containers: tuple[ApiContainer, ...]
 
 
-class HostScenario(NamedTuple):
+class HostScenario(Record):
     proc_cgroups: dict[int, str]
     """host PID -> the text of ``/proc/<pid>/cgroup``."""
     pod_resources: tuple[PodResourcesPod, ...]

@@ -1,7 +1,7 @@
 """The typed scenario that :mod:`falcon_gpu.simulator.scenario.parse` parses and the simulator serves.
 
-Plain ``NamedTuple`` values (cheap to define at import, unlike dataclasses: the plugin's
-start-up pays for every class on its import path), with no behaviour beyond :func:`at` (a
+Plain :class:`~falcon_gpu.model.record.Record` values (nothing compiled at import, unlike a
+dataclass or a NamedTuple: the plugin's start-up pays for every class on its import path), with no behaviour beyond :func:`at` (a
 per-cycle list, the last value repeating), the ``present`` checks and
 :meth:`GpuScenario.supports`; kept apart from the parser so that the simulator depends on the
 data, not on JSON handling.
@@ -9,7 +9,9 @@ data, not on JSON handling.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
+
+from falcon_gpu.model.record import Record
 
 if TYPE_CHECKING:  # parse imports it only for a scenario with a host (else the plugin start pays for it)
     from falcon_gpu.simulator.scenario.host_model import HostScenario
@@ -25,7 +27,7 @@ def at(series: Series, cycle: int) -> float:
     return series[min(max(cycle, 0), len(series) - 1)]
 
 
-class ProcessScenario(NamedTuple):
+class ProcessScenario(Record):
     pid: int
     name: str | None
     types: tuple[str, ...]
@@ -49,7 +51,7 @@ Gpm = dict[str, Series]
 """The ``gpm`` keys present (each a percent, averaged over a cycle)."""
 
 
-class NvlinkScenario(NamedTuple):
+class NvlinkScenario(Record):
     """One NVLink: data counters in bytes (served in KiB, as NVML does) and error counters."""
 
     link: int
@@ -61,7 +63,7 @@ class NvlinkScenario(NamedTuple):
     recovery_errors: Series | None
 
 
-class MigScenario(NamedTuple):
+class MigScenario(Record):
     gpu_instance_id: int
     compute_instance_id: int
     profile: str
@@ -82,32 +84,32 @@ class MigScenario(NamedTuple):
         return self.from_cycle <= cycle and (self.until_cycle is None or cycle < self.until_cycle)
 
 
-class EccScenario(NamedTuple):
+class EccScenario(Record):
     corrected_volatile: Series | None
     uncorrected_volatile: Series | None
     corrected_aggregate: Series | None
     uncorrected_aggregate: Series | None
 
 
-class RetiredPagesScenario(NamedTuple):
+class RetiredPagesScenario(Record):
     single_bit: Series
     double_bit: Series
     pending: bool
 
 
-class RemappedRowsScenario(NamedTuple):
+class RemappedRowsScenario(Record):
     correctable: Series
     uncorrectable: Series
     pending: bool
     failed: bool
 
 
-class XidEvent(NamedTuple):
+class XidEvent(Record):
     cycle: int
     xid: int
 
 
-class GpuScenario(NamedTuple):
+class GpuScenario(Record):
     uuid: str
     name: str
     pci_bus_id: str
@@ -136,7 +138,7 @@ class GpuScenario(NamedTuple):
         return name not in self.not_supported
 
 
-class Scenario(NamedTuple):
+class Scenario(Record):
     driver_version: str
     cuda_version: str
     gpus: tuple[GpuScenario, ...]
@@ -156,8 +158,8 @@ def settled_cycle(gpu: GpuScenario) -> int:
         item = stack.pop()
         if isinstance(item, dict):
             stack += item.values()
-        elif hasattr(item, "_fields"):  # a scenario NamedTuple
-            for name, value in zip(item._fields, item, strict=True):  # type: ignore[call-overload]
+        elif isinstance(item, Record):  # a scenario value
+            for name, value in zip(item._fields, type(item)._values(item), strict=True):
                 if name.endswith("cycle") and isinstance(value, int):
                     last = max(last, value)
                 else:
