@@ -1,10 +1,10 @@
 """The typed scenario that :mod:`falcon_gpu.simulator.scenario.parse` parses and the simulator serves.
 
 Plain :class:`~falcon_gpu.model.record.Record` values (nothing compiled at import, unlike a
-dataclass or a NamedTuple: the plugin's start-up pays for every class on its import path), with no behaviour beyond :func:`at` (a
-per-cycle list, the last value repeating), the ``present`` checks and
-:meth:`GpuScenario.supports`; kept apart from the parser so that the simulator depends on the
-data, not on JSON handling.
+dataclass or a NamedTuple: the plugin's start-up pays for every class on its import path), with no
+behaviour beyond :func:`at` (a per-cycle list, the last value repeating), the ``present`` checks and
+:meth:`GpuScenario.supports`; kept apart from the parser so that the simulator depends on the data,
+not on JSON handling.
 """
 
 from __future__ import annotations
