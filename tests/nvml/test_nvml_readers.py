@@ -151,6 +151,55 @@ def test_a_reader_that_works_again_is_logged_once(
     assert telemetry.view().readers["utilization"][0] is True
 
 
+def test_a_reader_gone_wrong_after_a_known_merged_shape_costs_only_its_fields(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The steady cycle checks the merged answer's shape only: a reader whose answer turns wrong after
+    that shape is known must still be found, dropped alone, and said to work again once it is right."""
+    wrong = [False]
+    real = dict(READERS)["thermal_power"]
+
+    def turning(ctx: DeviceContext) -> Fields:
+        answer = real(ctx)
+        return {"power_wats": 1.0} if wrong[0] else answer
+
+    _replace_reader(monkeypatch, "thermal_power", turning)
+    sim = SimulatedNvml(scenario_of(FULL))
+    source, telemetry = source_on(sim)
+    with caplog.at_level(logging.INFO, logger="falcon_gpu"):
+        assert source.collect(1000.0).devices[0].power_watts is not None
+        wrong[0] = True
+        device = source.collect(1001.0).devices[0]
+        for name in THERMAL_POWER:
+            assert getattr(device, name) is None, name
+        assert_matches_scenario(device, sim, 1, without=THERMAL_POWER)
+        assert telemetry.view().readers["thermal_power"][0] is False
+        assert telemetry.view().readers["memory"][0] is True
+        wrong[0] = False
+        device = source.collect(1002.0).devices[0]
+    assert_matches_scenario(device, sim, 2, without=set())
+    assert telemetry.view().errors_total == {"nvml_field": 1}
+    assert telemetry.view().readers["thermal_power"][0] is True
+    assert len([r for r in caplog.records if "thermal_power works again" in r.getMessage()]) == 1
+
+
+def test_the_kept_device_context_starts_each_cycle_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The source keeps one context per device and resets it: no cycle sees the last one's state."""
+    seen: list[tuple[float, dict[str, object], object, object]] = []
+    real = dict(READERS)["memory"]
+
+    def watching(ctx: DeviceContext) -> Fields:
+        if ctx.index == 0:
+            seen.append((ctx.timestamp, dict(ctx.fields), ctx.samples, ctx.sm_by_pid))
+        return real(ctx)
+
+    _replace_reader(monkeypatch, "memory", watching)
+    source, _ = source_on(SimulatedNvml(scenario_of(FULL)))
+    for t in range(3):
+        assert source.collect(1000.0 + t).devices[0].processes  # the process readers filled it
+    assert seen == [(1000.0 + t, {}, None, {}) for t in range(3)]
+
+
 PER_CYCLE = {
     "nvmlDeviceGetMemoryInfo": 1,
     "nvmlDeviceGetUtilizationRates": 1,

@@ -37,7 +37,7 @@ from falcon_gpu.sources.nvml.library import NvmlLibrary
 from falcon_gpu.sources.nvml.process_names import ProcessNames
 from falcon_gpu.sources.nvml.rates import CounterRates
 from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields, check_fields
-from falcon_gpu.sources.nvml.readers.base import CHECKED_SHAPES
+from falcon_gpu.sources.nvml.readers.base import CHECKED_SHAPES, SHAPES_KEPT
 from falcon_gpu.sources.nvml.session import NvmlSession
 from falcon_gpu.sources.nvml.slow import SlowReadings
 from falcon_gpu.telemetry import Telemetry
@@ -97,6 +97,10 @@ class NvmlSource:
         """Reader keys now failing: only these get a "works again" message."""
         self._down: dict[int, str] = {}
         """GPU index -> the telemetry key under which it was reported down."""
+        self._contexts: dict[int, DeviceContext] = {}
+        """GPU index -> its reader context, reset each cycle."""
+        self._answers: list[Fields | None] = [None] * len(READERS)
+        """The device being read: each reader's answer (None: it raised or was found wrong)."""
 
     @property
     def caller(self) -> NvmlCaller:
@@ -168,6 +172,7 @@ class NvmlSource:
     def _forget_devices(self) -> None:
         self._handles.clear()
         self._identity.clear()
+        self._contexts.clear()
         self._slow.forget()
         self._gpm.close()
         self._count = None
@@ -238,44 +243,90 @@ class NvmlSource:
             keys = self._reader_keys[scope] = tuple(f"reader:{name}:{scope}" for name, _ in READERS)
         return keys
 
+    def _context(self, index: int, scope: str, handle: Any, timestamp: float) -> DeviceContext:
+        """The device's :class:`DeviceContext`, kept across cycles and reset (cheaper than a new one)."""
+        ctx = self._contexts.get(index)
+        if ctx is None or ctx.handle is not handle or ctx.scope != scope:
+            ctx = self._contexts[index] = DeviceContext(
+                nvml=self._nvml, handle=handle, scope=scope, index=index, timestamp=timestamp,
+                names=self._names, last_seen_us=self._last_seen,
+                field_values=self._field_values.batch(scope, handle), slow=self._slow, gpm=self._gpm,
+                rates=self._rates,
+            )  # fmt: skip
+        else:
+            ctx.reset(timestamp, self._field_values.batch(scope, handle))
+        return ctx
+
     def _run_readers(
         self, index: int, ident: Identity, handle: Any, timestamp: float, stats: _ReaderStats
     ) -> Fields:
+        """Every reader on one device. The success path checks one shape, the merged answer's (see
+        :data:`CHECKED_SHAPES`); an unknown one is checked reader by reader (:meth:`_checked`), which
+        drops only the answer at fault. "Works again" is said after that check, never before."""
         scope = ident.uuid or f"gpu{index}"
-        ctx = DeviceContext(
-            nvml=self._nvml, handle=handle, scope=scope, index=index, timestamp=timestamp,
-            names=self._names, last_seen_us=self._last_seen,
-            field_values=self._field_values.batch(scope, handle), slow=self._slow, gpm=self._gpm,
-            rates=self._rates,
-        )  # fmt: skip
+        ctx = self._context(index, scope, handle, timestamp)
         errors = self._nvml.errors
         keys = self._keys(scope)
-        fields, seconds, failing, checked = ctx.fields, stats.seconds, self._failing, CHECKED_SHAPES
+        fields, seconds, answers = ctx.fields, stats.seconds, self._answers
+        failed: list[int] | None = None
         clock = time.perf_counter
         started = clock()
         for i, (name, reader) in enumerate(READERS):
             if errors:
                 errors.clear()
+            answer: Fields | None = None
             try:
                 answer = reader(ctx)
-                if (*answer, *map(type, answer.values())) not in checked:  # check_fields' own test
-                    check_fields(name, answer)
                 fields.update(answer)
             except DeviceGone:
                 raise
             except Exception as exc:  # a reader must never take the device (or the agent) down
                 log.debug("NVML reader %s failed", name, exc_info=True)
                 errors.append(f"{type(exc).__name__}: {exc}")
+            answers[i] = answer
             now = clock()  # one clock read per reader: its end is the next one's start
             seconds[i] += now - started
             started = now
             if errors:
                 self._reader_failed(stats, i, keys[i], index, scope, name, errors)
-            elif failing and keys[i] in failing:
-                failing.discard(keys[i])
-                self._telemetry.recovered(keys[i], f"GPU {index} ({scope}): reading {name} works again")
-        self._note_mig_mode(index, scope, ctx.fields.get("mig_enabled"))
-        return ctx.fields
+                failed = failed or []
+                failed.append(i)
+        if (*fields, *map(type, fields.values())) not in CHECKED_SHAPES:
+            fields = ctx.fields = self._checked(fields, stats, keys, index, scope, failed is None)
+        if self._failing:
+            self._recovered(keys, index, scope, failed or ())
+        self._note_mig_mode(index, scope, fields.get("mig_enabled"))
+        return fields
+
+    def _checked(
+        self, merged: Fields, stats: _ReaderStats, keys: tuple[str, ...], index: int, scope: str, clean: bool
+    ) -> Fields:
+        """The merged answer rebuilt from the answers :func:`check_fields` finds right; a wrong one marks
+        its reader failing. A clean merged answer's shape is remembered (under the same cap)."""
+        fields: Fields = {}
+        for i, (name, _) in enumerate(READERS):
+            answer = self._answers[i]
+            if answer is None:
+                continue
+            try:
+                check_fields(name, answer)
+            except TypeError as exc:
+                self._reader_failed(stats, i, keys[i], index, scope, name, [f"TypeError: {exc}"])
+                self._answers[i] = None
+                clean = False
+                continue
+            fields.update(answer)
+        if clean and len(CHECKED_SHAPES) < SHAPES_KEPT:
+            CHECKED_SHAPES.add((*merged, *map(type, merged.values())))
+        return fields
+
+    def _recovered(self, keys: tuple[str, ...], index: int, scope: str, failed: Any) -> None:
+        """Say "works again" for this device's readers that were failing and answered right now."""
+        for i, (name, _) in enumerate(READERS):
+            key = keys[i]
+            if key in self._failing and i not in failed and self._answers[i] is not None:
+                self._failing.discard(key)
+                self._telemetry.recovered(key, f"GPU {index} ({scope}): reading {name} works again")
 
     def _reader_failed(
         self, stats: _ReaderStats, i: int, key: str, index: int, scope: str, name: str, errors: list[str]

@@ -100,10 +100,12 @@ FIELD_TYPES: Final[dict[str, tuple[type, ...]]] = {
 
 CHECKED_SHAPES: Final[set[tuple[Any, ...]]] = set()
 """The shapes (keys, then the exact type of each value) of answers found right: a reader answers the
-same shape cycle after cycle, so the steady cycle checks one set membership per reader and GPU (the
-source's reader loop looks here itself before it calls :func:`check_fields`)."""
-_SHAPES_KEPT: Final = 1024
-"""At most this many shapes kept (a reader whose values are None or not varies a little)."""
+same shape cycle after cycle, so the steady cycle checks one set membership per GPU: the source looks
+up the shape of all readers' answers merged, and only for an unknown one calls :func:`check_fields`
+per reader."""
+SHAPES_KEPT: Final = 1024
+"""At most this many shapes kept (a reader whose values are None or not varies a little; so does a
+merged answer)."""
 
 
 def check_fields(reader: str, fields: Fields) -> None:
@@ -117,7 +119,7 @@ def check_fields(reader: str, fields: Fields) -> None:
     if shape in CHECKED_SHAPES:
         return
     _check(reader, fields)
-    if len(CHECKED_SHAPES) < _SHAPES_KEPT:
+    if len(CHECKED_SHAPES) < SHAPES_KEPT:
         CHECKED_SHAPES.add(shape)
 
 
@@ -177,6 +179,14 @@ class DeviceContext:
         self.samples: ProcessSamples | None = None
         """This cycle's process-utilisation samples, read once by the first reader that needs them
         (:func:`~falcon_gpu.sources.nvml.readers.processes.process_samples`)."""
+
+    def reset(self, timestamp: float, field_values: FieldBatch) -> None:
+        """Ready for the next cycle of the same device (what :meth:`__init__` sets per cycle)."""
+        self.timestamp = timestamp
+        self.field_values = field_values
+        self.fields = {}
+        self.sm_by_pid = {}
+        self.samples = None
 
 
 class ProcessSamples(Record):
