@@ -86,7 +86,10 @@ def _getter(fields: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 class Record(metaclass=_RecordMeta):
     """A slotted value (see the module docstring)."""
 
-    __slots__ = ()
+    __slots__ = ("_hash",)
+    """``_hash``: the hash, worked out on first use (a value never changes; records key the label
+    caches and are looked up several times a GPU and cycle). Records are never pickled: a hash kept
+    across processes would be wrong (string hashes are per process)."""
     _fields: ClassVar[tuple[str, ...]]
     _defaults: ClassVar[dict[str, Any]] = {}
     _values: ClassVar[Callable[[Any], tuple[Any, ...]]]
@@ -130,7 +133,11 @@ class Record(metaclass=_RecordMeta):
         return self is other or values(self) == values(other)
 
     def __hash__(self) -> int:
-        return hash((type(self), type(self)._values(self)))
+        hashed: int | None = getattr(self, "_hash", None)
+        if hashed is None:
+            hashed = hash((type(self), type(self)._values(self)))
+            object.__setattr__(self, "_hash", hashed)
+        return hashed
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)

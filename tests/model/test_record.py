@@ -88,6 +88,15 @@ def test_equal_values_are_equal_and_hash_alike() -> None:
     assert PodUsage(ref, "GPU-1", processes=2) != PodUsage(ref, "GPU-1", processes=3)
 
 
+def test_a_hash_is_worked_out_once_and_a_changed_copy_has_its_own() -> None:
+    a = ProcessReading(7, "python", ("compute",), 1 << 30, 0.5)
+    first = hash(a)
+    assert object.__getattribute__(a, "_hash") == first == hash(a)  # kept: the value never changes
+    changed = a._replace(sm_util_ratio=0.25)
+    assert hash(changed) == hash(ProcessReading(7, "python", ("compute",), 1 << 30, 0.25))
+    assert {a: 1}[ProcessReading(7, "python", ("compute",), 1 << 30, 0.5)] == 1
+
+
 def test_a_record_is_never_equal_to_another_class_with_the_same_values() -> None:
     class Other(Record):
         labels: tuple[tuple[str, str], ...]
