@@ -181,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         if args.command == "plugin":  # through the validated-settings cache: no pydantic while unchanged
+            from falcon_gpu.pynvml_import import import_pynvml
             from falcon_gpu.settings_cache import plugin_settings
+
+            import_pynvml()  # before anything imports it: without ctypes.util's subprocess & co.
 
             resolved = plugin_settings(args.config, overrides)
             _apply_level(args.command, resolved.log_level)
