@@ -14,10 +14,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from falcon_gpu import __version__
+from falcon_gpu.deferred_import import import_pathlib
+
+import_pathlib()  # the first import of pathlib on every command's path: without urllib.parse
+from pathlib import Path  # noqa: E402
 
 if TYPE_CHECKING:
     import argparse
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         if args.command == "plugin":  # through the validated-settings cache: no pydantic while unchanged
-            from falcon_gpu.pynvml_import import import_pynvml
+            from falcon_gpu.deferred_import import import_pynvml
             from falcon_gpu.settings_cache import plugin_settings
 
             import_pynvml()  # before anything imports it: without ctypes.util's subprocess & co.

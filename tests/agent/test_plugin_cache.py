@@ -41,7 +41,8 @@ attribution sources that do not apply on a node without a kubelet, Docker, Podma
 ``pod_labels`` (the registry imports a source's module once it applies) and what they import."""
 DEFERRED = ("ctypes.util", "subprocess", "shutil", "tempfile")
 """What pynvml's unused ``from ctypes.util import find_library`` would load: the plugin imports pynvml
-without it (:mod:`falcon_gpu.pynvml_import`), about 14 ms of every start."""
+without it (:mod:`falcon_gpu.deferred_import`), about 14 ms of every start (pathlib without
+``urllib.parse`` is checked in that module's tests: an editable install imports pathlib at start-up)."""
 
 
 @pytest.fixture(autouse=True)
