@@ -11,15 +11,16 @@ goes to that parser, so help, abbreviations and every error read exactly as they
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 from falcon_gpu import __version__
-from falcon_gpu.deferred_import import import_pathlib
+from falcon_gpu.deferred_import import import_logging, import_pathlib
 
-import_pathlib()  # the first import of pathlib on every command's path: without urllib.parse
+import_logging()  # the first imports of logging and pathlib on every command's path: without
+import_pathlib()  # traceback (linecache, tokenize, textwrap) and urllib.parse (ipaddress)
+import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 if TYPE_CHECKING:

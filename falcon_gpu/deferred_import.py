@@ -1,11 +1,14 @@
 """Import a module without a stdlib module it imports but does not use (plugin start-up, issue 9).
 
-Two imports on the plugin's path pay for a module only to bind one function they never call there:
+Three imports on the plugin's path pay for a module only to bind one function they never call there:
 
 - pynvml does ``from ctypes.util import find_library`` and never calls it (it loads
   ``libnvidia-ml.so.1`` by name); ``ctypes.util`` imports ``shutil``, ``subprocess`` and
   ``tempfile`` (with ``bz2``, ``lzma``, ``locale``, ``signal``, ``selectors``, ``random``): about
   14 ms of every plugin start;
+- ``logging`` does ``import traceback``, used only to format an exception or a stack (which a
+  plugin run that goes well never does); ``traceback`` imports ``linecache`` (``tokenize``) and
+  ``textwrap``: about 5 ms;
 - ``pathlib`` (Python 3.11) does ``from urllib.parse import quote_from_bytes`` for
   ``Path.as_uri()``, which nothing here calls; ``urllib.parse`` imports ``ipaddress``: about 4 ms.
 
@@ -69,6 +72,12 @@ def import_deferring(module: str, deferred: str, names: tuple[str, ...]) -> None
 def import_pynvml() -> None:
     """pynvml without ``ctypes.util`` (before anything else imports it)."""
     import_deferring("pynvml", "ctypes.util", ("find_library",))
+
+
+def import_logging() -> None:
+    """logging without ``traceback`` (before anything else imports it): logging binds the module and
+    calls it only to print an exception or a stack, which then loads it."""
+    import_deferring("logging", "traceback", ())
 
 
 def import_pathlib() -> None:

@@ -1,11 +1,13 @@
 """Modules imported without a stdlib module they bind but do not use (plugin start-up, issue 9):
-pynvml without ``ctypes.util`` (shutil, subprocess, tempfile), pathlib without ``urllib.parse``
-(ipaddress); what they took from it, and the module itself, still work as before."""
+pynvml without ``ctypes.util`` (shutil, subprocess, tempfile), logging without ``traceback``
+(linecache, tokenize, textwrap), pathlib without ``urllib.parse`` (ipaddress); what they took from
+it, and the module itself, still work as before."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +41,21 @@ print(json.dumps({"loaded": loaded, "uri": uri, "real": quote_from_bytes(b"/a b"
                   "kind": type(sys.modules["urllib.parse"]).__name__}))
 """
 
+LOGGING = """
+import io, json, logging, sys
+loaded = sorted(set(sys.modules) & {"traceback", "linecache", "tokenize", "textwrap"})
+out = io.StringIO()
+log = logging.getLogger("t")
+log.addHandler(logging.StreamHandler(out))
+try:
+    1 / 0
+except ZeroDivisionError:
+    log.exception("boom")  # formats the traceback: loads the real module now
+log.error("here", stack_info=True)
+print(json.dumps({"loaded": loaded, "out": out.getvalue(),
+                  "kind": type(sys.modules["traceback"]).__name__}))
+"""
+
 
 def _run(code: str, *flags: str) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -63,6 +80,23 @@ def test_pathlib_is_imported_without_urllib_parse_and_as_uri_still_quotes() -> N
     # -S: no site, whose editable-install finder imports pathlib before anything else runs
     got = _run(PATHLIB, "-S")
     assert got == {"loaded": [], "uri": "file:///a%20b/c%25d", "real": "/a%20b", "kind": "module"}
+
+
+def test_logging_is_imported_without_traceback_and_still_prints_exceptions_and_stacks() -> None:
+    got = _run("from falcon_gpu.deferred_import import import_logging\nimport_logging()\n" + LOGGING, "-S")
+    assert got["loaded"] == [] and got["kind"] == "module"
+    out = got["out"]
+    assert isinstance(out, str)
+    assert re.fullmatch(
+        r'boom\nTraceback \(most recent call last\):\n  File "<string>", line \d+, in <module>\n'
+        r"ZeroDivisionError: division by zero\n"
+        r'here\nStack \(most recent call last\):\n  File "<string>", line \d+, in <module>\n',
+        out,
+    )
+    plain = _run(LOGGING, "-S")  # the same as logging imported as usual (which loads them all)
+    assert plain["loaded"] == ["linecache", "textwrap", "tokenize", "traceback"]
+    assert isinstance(plain["out"], str)
+    assert re.sub(r"line \d+", "", plain["out"]) == re.sub(r"line \d+", "", out)
 
 
 def test_with_the_module_loaded_already_the_import_is_a_plain_one() -> None:
