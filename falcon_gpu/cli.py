@@ -11,13 +11,17 @@ goes to that parser, so help, abbreviations and every error read exactly as they
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from falcon_gpu import __version__
+from falcon_gpu.deferred_import import import_logging, import_pathlib
+
+import_logging()  # the first imports of logging and pathlib on every command's path: without
+import_pathlib()  # traceback (linecache, tokenize, textwrap) and urllib.parse (ipaddress)
+import logging  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 if TYPE_CHECKING:
     import argparse
@@ -181,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         if args.command == "plugin":  # through the validated-settings cache: no pydantic while unchanged
+            from falcon_gpu.deferred_import import import_pynvml
             from falcon_gpu.settings_cache import plugin_settings
+
+            import_pynvml()  # before anything imports it: without ctypes.util's subprocess & co.
 
             resolved = plugin_settings(args.config, overrides)
             _apply_level(args.command, resolved.log_level)
