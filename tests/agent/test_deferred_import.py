@@ -5,12 +5,11 @@ it, and the module itself, still work as before."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.agent.probe import run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,12 +58,7 @@ print(json.dumps({"loaded": loaded, "out": out.getvalue(),
 
 def _run(code: str, *flags: str) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, *flags, "-c", code], capture_output=True, text=True, timeout=60, env=env
-    )
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout)
-    return result
+    return run_probe(code, flags=flags, env=env)
 
 
 def test_pynvml_is_imported_without_ctypes_util_which_loads_on_first_use() -> None:

@@ -24,6 +24,7 @@ from falcon_gpu.settings_cache import cache_dir, plugin_settings
 from falcon_gpu.settings_resolved import ResolvedSettings
 from falcon_gpu.settings_sources import ConfigError
 from falcon_gpu.simulator.scenario.parse import resolve_scenario
+from tests.agent.probe import run_probe
 from tests.delivery.test_http_outcomes import make_ca_and_server_cert
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,17 +99,7 @@ def _probe(scenario: Path) -> dict[str, object]:
     env = {**os.environ, "FALCON_GPU_KUBELET_SOCKET": str(missing / "kubelet.sock"),
            "FALCON_GPU_LOG_ROOT": str(missing), "FALCON_GPU_DOCKER_ROOT": str(missing),
            "FALCON_GPU_CONTAINERS_ROOT": str(missing)}  # fmt: skip
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(scenario), *HEAVY, *LAZY, *DEFERRED],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout)
-    return result
+    return run_probe(PROBE, str(scenario), *HEAVY, *LAZY, *DEFERRED, env=env)
 
 
 def test_second_run_loads_no_pydantic_grpc_or_requests(tmp_path: Path) -> None:

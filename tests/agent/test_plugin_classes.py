@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from falcon_gpu.simulator.scenario.parse import resolve_scenario
-
-ROOT = Path(__file__).resolve().parents[2]
-
+from tests.agent.probe import run_probe
 
 PROBE = """
 import contextlib, io, json, sys
@@ -49,18 +45,8 @@ def _cached_run(scenario: str, cache: Path) -> dict[str, Any]:
     """The second of two plugin runs (the first fills the settings cache), each a new process."""
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "NODE_NAME": "classes-node"}
     env = {k: v for k, v in env.items() if not k.startswith("FALCON_GPU_")}
-    for _ in range(2):
-        proc = subprocess.run(
-            [sys.executable, "-c", PROBE, scenario],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=ROOT,
-            env=env,
-        )
-        assert proc.returncode == 0, proc.stderr
-    out: dict[str, Any] = json.loads(proc.stdout)
-    return out
+    run_probe(PROBE, scenario, env=env)
+    return run_probe(PROBE, scenario, env=env)
 
 
 @pytest.mark.parametrize("host", [False, True], ids=["bare node", "kubelet, pods, log dirs"])
