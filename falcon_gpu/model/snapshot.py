@@ -8,7 +8,8 @@ emit no series for it. Units are the base units of the Prometheus schema
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from falcon_gpu.model.record import Record
 
@@ -229,6 +230,10 @@ class DeviceReading(Record):
 
     ``up`` is False when the device answered GPU_IS_LOST or another per-device
     error; identity fields then come from the last good cycle and readings are None.
+
+    Its parameters are in :attr:`_fields` order and may be given by position: the NVML source builds
+    one per GPU and cycle from its readers' merged answer with :meth:`of_readings`, which passes every
+    value by position (keyword arguments are matched name by name against 48 parameters).
     """
 
     __slots__ = _fields = (
@@ -288,7 +293,6 @@ class DeviceReading(Record):
         uuid: str,
         name: str,
         pci_bus_id: str,
-        *,
         up: bool = True,
         error: str | None = None,
         minor_number: int | None = None,
@@ -394,6 +398,35 @@ class DeviceReading(Record):
         """Cumulative XID events per XID code since the agent started."""
         self.last_xid: Final = last_xid
         """The XID of the most recent event since the agent started (arrival order; counts have none)."""
+
+    @classmethod
+    def of_readings(
+        cls,
+        index: int,
+        uuid: str,
+        name: str,
+        pci_bus_id: str,
+        minor_number: int | None,
+        xid_counts: dict[int, int] | None,
+        last_xid: int | None,
+        readings: Mapping[str, Any],
+    ) -> DeviceReading:
+        """A device that answered: ``readings`` holds reading fields (those between ``minor_number``
+        and ``xid_counts``) by name, a field it lacks takes its default; the same as
+        ``DeviceReading(index, uuid, name, pci_bus_id, minor_number=..., xid_counts=..., last_xid=...,
+        **readings)`` without matching keywords (``readings`` must hold reading fields only: the
+        source checks their names and types first)."""
+        values = (
+            index, uuid, name, pci_bus_id, True, None, minor_number,
+            *map(readings.get, _READINGS, _READING_DEFAULTS), xid_counts, last_xid,
+        )  # fmt: skip
+        return cls(*values)
+
+
+_READINGS: Final = DeviceReading._fields[7:-2]
+"""The reading fields, in order: what :meth:`DeviceReading.of_readings` takes from its mapping."""
+_READING_DEFAULTS: Final[tuple[Any, ...]] = DeviceReading.__init__.__defaults__[3:-2]  # type: ignore[index]
+"""Their defaults (``__init__``'s, which start at ``up``: three before the readings, two after)."""
 
 
 class Snapshot(Record):

@@ -36,7 +36,7 @@ from falcon_gpu.sources.nvml.gpm import GpmSamples
 from falcon_gpu.sources.nvml.library import NvmlLibrary
 from falcon_gpu.sources.nvml.process_names import ProcessNames
 from falcon_gpu.sources.nvml.rates import CounterRates
-from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields, check_fields
+from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields, Reader, check_fields
 from falcon_gpu.sources.nvml.readers.base import CHECKED_SHAPES, SHAPES_KEPT
 from falcon_gpu.sources.nvml.session import NvmlSession
 from falcon_gpu.sources.nvml.slow import SlowReadings
@@ -55,17 +55,45 @@ class Identity(Record):
     minor_number: int | None = None
 
 
+class _Device:
+    """A GPU whose handle and identity are known: what each of its cycles needs, looked up once
+    (until the devices are looked up again)."""
+
+    __slots__ = ("ctx", "ident", "keys", "scope")
+
+    def __init__(self, ident: Identity, scope: str, ctx: DeviceContext, keys: tuple[str, ...]) -> None:
+        self.ident = ident
+        self.scope = scope
+        """The device's UUID (``gpu<index>`` where it has none): its readers' NOT_SUPPORTED scope."""
+        self.ctx = ctx
+        """Its reader context, kept across cycles and reset each one (cheaper than a new one)."""
+        self.keys = keys
+        """The telemetry key of each reader on this device."""
+
+
 class _ReaderStats:
     """One cycle's per-reader outcome over all GPUs: succeeded everywhere, and seconds in total."""
 
-    __slots__ = ("ok", "seconds")
+    __slots__ = ("names", "ok", "readers", "seconds")
 
     def __init__(self) -> None:
-        self.ok = [True] * len(READERS)
-        self.seconds = [0.0] * len(READERS)
+        self.names, self.readers = _split(READERS)
+        self.ok = [True] * len(self.names)
+        self.seconds = [0.0] * len(self.names)
 
     def report(self, telemetry: Telemetry) -> None:
-        telemetry.readers_done({name: (self.ok[i], self.seconds[i]) for i, (name, _) in enumerate(READERS)})
+        telemetry.readers_done(dict(zip(self.names, zip(self.ok, self.seconds, strict=True), strict=True)))
+
+
+_SPLIT: list[Any] = [None, (), ()]
+"""The last :data:`READERS` seen and its names and functions (a test may replace READERS)."""
+
+
+def _split(readers: tuple[tuple[str, Reader], ...]) -> tuple[tuple[str, ...], tuple[Reader, ...]]:
+    """``readers``' names and functions as two tuples, worked out once per READERS."""
+    if _SPLIT[0] is not readers:
+        _SPLIT[:] = readers, tuple(name for name, _ in readers), tuple(reader for _, reader in readers)
+    return _SPLIT[1], _SPLIT[2]
 
 
 class NvmlSource:
@@ -91,14 +119,12 @@ class NvmlSource:
         self._slow = SlowReadings()
         self._gpm = GpmSamples(self._nvml)
         self._rates = CounterRates()
-        self._reader_keys: dict[str, tuple[str, ...]] = {}
-        """Per device scope: the telemetry key of each reader (built once)."""
         self._failing: set[str] = set()
         """Reader keys now failing: only these get a "works again" message."""
         self._down: dict[int, str] = {}
         """GPU index -> the telemetry key under which it was reported down."""
-        self._contexts: dict[int, DeviceContext] = {}
-        """GPU index -> its reader context, reset each cycle."""
+        self._devices: dict[int, _Device] = {}
+        """GPU index -> what its cycle needs, once its handle and identity are known."""
         self._answers: list[Fields | None] = [None] * len(READERS)
         """The device being read: each reader's answer (None: it raised or was found wrong)."""
 
@@ -133,10 +159,7 @@ class NvmlSource:
             self._xid.drain_now()
             xid_counts, last_xid = self._xid.read()
         stats = _ReaderStats()
-        devices = tuple(
-            d._replace(last_xid=last_xid[d.uuid]) if d.uuid in last_xid else d
-            for d in (self._read_device(i, timestamp, xid_counts, stats) for i in range(count))
-        )
+        devices = tuple([self._read_device(i, timestamp, xid_counts, last_xid, stats) for i in range(count)])
         stats.report(self._telemetry)
         self._names.end_cycle()
         self._telemetry.recovered("nvml:collect", "NVML collection works again")
@@ -172,7 +195,7 @@ class NvmlSource:
     def _forget_devices(self) -> None:
         self._handles.clear()
         self._identity.clear()
-        self._contexts.clear()
+        self._devices.clear()
         self._slow.forget()
         self._gpm.close()
         self._count = None
@@ -205,114 +228,134 @@ class NvmlSource:
         )
 
     def _read_device(
-        self, index: int, timestamp: float, xid_counts: dict[str, dict[int, int]], stats: _ReaderStats
+        self,
+        index: int,
+        timestamp: float,
+        xid_counts: dict[str, dict[int, int]],
+        last_xid: dict[str, int],
+        stats: _ReaderStats,
     ) -> DeviceReading:
-        self._nvml.errors.clear()
-        ident = self._identity.get(index)
+        errors = self._nvml.errors
+        if errors:
+            errors.clear()
+        device = self._devices.get(index)
         try:
-            handle = self._handle(index)
-            if ident is None:
-                ident = self._read_identity(index, handle)
-                self._identity[index] = ident
-            fields = self._run_readers(index, ident, handle, timestamp, stats)
+            if device is None:
+                device = self._prepare(index, timestamp)
+            else:
+                device.ctx.reset(timestamp, self._field_values.batch(device.scope, device.ctx.handle))
+            fields = self._run_readers(index, device, stats)
         except DeviceGone as gone:
-            known = ident or Identity("", "", "")
-            self._gpm.forget(known.uuid or f"gpu{index}")  # its samples, and its instances'
-            self._rates.forget(known.uuid or f"gpu{index}")
-            key = self._down[index] = f"gpu:{known.uuid or index}"
-            self._telemetry.failing(
-                key, "gpu", f"GPU {index} ({known.uuid or 'uuid unknown'}) is down: {gone}"
-            )
-            return DeviceReading(
-                index=index, uuid=known.uuid, name=known.name, pci_bus_id=known.pci_bus_id, up=False,
-                error=str(gone), xid_counts=dict(xid_counts.get(known.uuid, {})),
-                minor_number=known.minor_number,
-            )  # fmt: skip
+            return self._gone(index, gone, xid_counts, last_xid)
+        ident = device.ident
         if self._down:
             down = self._down.pop(index, None)
             if down is not None:
                 self._telemetry.recovered(down, f"GPU {index} ({ident.uuid}) answers again")
-        return DeviceReading(
-            index=index, uuid=ident.uuid, name=ident.name, pci_bus_id=ident.pci_bus_id,
-            minor_number=ident.minor_number, xid_counts=dict(xid_counts.get(ident.uuid, {})), **fields,
+        counts = xid_counts.get(ident.uuid)
+        return DeviceReading.of_readings(
+            index, ident.uuid, ident.name, ident.pci_bus_id, ident.minor_number,
+            None if counts is None else dict(counts), last_xid.get(ident.uuid), fields,
         )  # fmt: skip
 
-    def _keys(self, scope: str) -> tuple[str, ...]:
-        keys = self._reader_keys.get(scope)
-        if keys is None:
-            keys = self._reader_keys[scope] = tuple(f"reader:{name}:{scope}" for name, _ in READERS)
-        return keys
-
-    def _context(self, index: int, scope: str, handle: Any, timestamp: float) -> DeviceContext:
-        """The device's :class:`DeviceContext`, kept across cycles and reset (cheaper than a new one)."""
-        ctx = self._contexts.get(index)
-        if ctx is None or ctx.handle is not handle or ctx.scope != scope:
-            ctx = self._contexts[index] = DeviceContext(
-                nvml=self._nvml, handle=handle, scope=scope, index=index, timestamp=timestamp,
-                names=self._names, last_seen_us=self._last_seen,
-                field_values=self._field_values.batch(scope, handle), slow=self._slow, gpm=self._gpm,
-                rates=self._rates,
-            )  # fmt: skip
-        else:
-            ctx.reset(timestamp, self._field_values.batch(scope, handle))
-        return ctx
-
-    def _run_readers(
-        self, index: int, ident: Identity, handle: Any, timestamp: float, stats: _ReaderStats
-    ) -> Fields:
-        """Every reader on one device. The success path checks one shape, the merged answer's (see
-        :data:`CHECKED_SHAPES`); an unknown one is checked reader by reader (:meth:`_checked`), which
-        drops only the answer at fault. "Works again" is said after that check, never before."""
+    def _prepare(self, index: int, timestamp: float) -> _Device:
+        """A device's first cycle (or its first since the devices were looked up again): its handle,
+        identity, reader context and telemetry keys, kept for the cycles after it."""
+        handle = self._handle(index)
+        ident = self._identity.get(index)
+        if ident is None:
+            ident = self._identity[index] = self._read_identity(index, handle)
         scope = ident.uuid or f"gpu{index}"
-        ctx = self._context(index, scope, handle, timestamp)
-        errors = self._nvml.errors
-        keys = self._keys(scope)
+        ctx = DeviceContext(
+            nvml=self._nvml, handle=handle, scope=scope, index=index, timestamp=timestamp,
+            names=self._names, last_seen_us=self._last_seen,
+            field_values=self._field_values.batch(scope, handle), slow=self._slow, gpm=self._gpm,
+            rates=self._rates,
+        )  # fmt: skip
+        keys = tuple(f"reader:{name}:{scope}" for name, _ in READERS)
+        device = self._devices[index] = _Device(ident, scope, ctx, keys)
+        return device
+
+    def _gone(
+        self, index: int, gone: DeviceGone, xid_counts: dict[str, dict[int, int]], last_xid: dict[str, int]
+    ) -> DeviceReading:
+        """A device that stopped answering: down, with the identity of its last good cycle."""
+        known = self._identity.get(index) or Identity("", "", "")
+        self._gpm.forget(known.uuid or f"gpu{index}")  # its samples, and its instances'
+        self._rates.forget(known.uuid or f"gpu{index}")
+        key = self._down[index] = f"gpu:{known.uuid or index}"
+        self._telemetry.failing(key, "gpu", f"GPU {index} ({known.uuid or 'uuid unknown'}) is down: {gone}")
+        return DeviceReading(
+            index=index, uuid=known.uuid, name=known.name, pci_bus_id=known.pci_bus_id, up=False,
+            error=str(gone), xid_counts=dict(xid_counts.get(known.uuid, {})),
+            minor_number=known.minor_number, last_xid=last_xid.get(known.uuid),
+        )  # fmt: skip
+
+    def _run_readers(self, index: int, device: _Device, stats: _ReaderStats) -> Fields:
+        """Every reader on one device. The errors list is looked at once per reader and cleared only
+        where a reader left something in it (:meth:`_errors_of`). The success path checks one shape, the
+        merged answer's (see :data:`CHECKED_SHAPES`); an unknown one is checked reader by reader
+        (:meth:`_checked`), which drops only the answer at fault. "Works again" is said after that
+        check, never before."""
+        ctx = device.ctx
+        errors = self._nvml.errors  # empty here: _read_device cleared it, _read_identity too
         fields, seconds, answers = ctx.fields, stats.seconds, self._answers
         failed: list[int] | None = None
         clock = time.perf_counter
         started = clock()
-        for i, (name, reader) in enumerate(READERS):
-            if errors:
-                errors.clear()
-            answer: Fields | None = None
+        for i, reader in enumerate(stats.readers):
             try:
                 answer = reader(ctx)
                 fields.update(answer)
             except DeviceGone:
                 raise
             except Exception as exc:  # a reader must never take the device (or the agent) down
-                log.debug("NVML reader %s failed", name, exc_info=True)
+                answer = None
+                log.debug("NVML reader %s failed", stats.names[i], exc_info=True)
                 errors.append(f"{type(exc).__name__}: {exc}")
             answers[i] = answer
             now = clock()  # one clock read per reader: its end is the next one's start
             seconds[i] += now - started
             started = now
             if errors:
-                self._reader_failed(stats, i, keys[i], index, scope, name, errors)
-                failed = failed or []
-                failed.append(i)
+                failed = self._errors_of(stats, i, device, index, failed)
         if (*fields, *map(type, fields.values())) not in CHECKED_SHAPES:
-            fields = ctx.fields = self._checked(fields, stats, keys, index, scope, failed is None)
+            fields = ctx.fields = self._checked(fields, stats, device, index, failed is None)
         if self._failing:
-            self._recovered(keys, index, scope, failed or ())
-        self._note_mig_mode(index, scope, fields.get("mig_enabled"))
+            self._recovered(stats, device, index, failed or ())
+        enabled = fields.get("mig_enabled")
+        if enabled is not None and self._mig_mode.get(device.scope) != enabled:
+            self._note_mig_mode(index, device.scope, enabled)
         return fields
 
+    def _errors_of(
+        self, stats: _ReaderStats, i: int, device: _Device, index: int, failed: list[int] | None
+    ) -> list[int]:
+        """Reader ``i`` left errors: it failed on this device (the errors are cleared for the next)."""
+        errors = self._nvml.errors
+        self._reader_failed(stats, i, device, index, "; ".join(errors))
+        errors.clear()
+        if failed is None:
+            failed = []
+        failed.append(i)
+        return failed
+
     def _checked(
-        self, merged: Fields, stats: _ReaderStats, keys: tuple[str, ...], index: int, scope: str, clean: bool
+        self, merged: Fields, stats: _ReaderStats, device: _Device, index: int, clean: bool
     ) -> Fields:
         """The merged answer rebuilt from the answers :func:`check_fields` finds right; a wrong one marks
         its reader failing. A clean merged answer's shape is remembered (under the same cap)."""
         fields: Fields = {}
-        for i, (name, _) in enumerate(READERS):
-            answer = self._answers[i]
+        answers = self._answers
+        for i, name in enumerate(stats.names):
+            answer = answers[i]
             if answer is None:
                 continue
             try:
                 check_fields(name, answer)
             except TypeError as exc:
-                self._reader_failed(stats, i, keys[i], index, scope, name, [f"TypeError: {exc}"])
-                self._answers[i] = None
+                self._reader_failed(stats, i, device, index, f"TypeError: {exc}")
+                answers[i] = None
                 clean = False
                 continue
             fields.update(answer)
@@ -320,25 +363,24 @@ class NvmlSource:
             CHECKED_SHAPES.add((*merged, *map(type, merged.values())))
         return fields
 
-    def _recovered(self, keys: tuple[str, ...], index: int, scope: str, failed: Any) -> None:
+    def _recovered(self, stats: _ReaderStats, device: _Device, index: int, failed: Any) -> None:
         """Say "works again" for this device's readers that were failing and answered right now."""
-        for i, (name, _) in enumerate(READERS):
-            key = keys[i]
+        for i, key in enumerate(device.keys):
             if key in self._failing and i not in failed and self._answers[i] is not None:
                 self._failing.discard(key)
-                self._telemetry.recovered(key, f"GPU {index} ({scope}): reading {name} works again")
+                message = f"GPU {index} ({device.scope}): reading {stats.names[i]} works again"
+                self._telemetry.recovered(key, message)
 
-    def _reader_failed(
-        self, stats: _ReaderStats, i: int, key: str, index: int, scope: str, name: str, errors: list[str]
-    ) -> None:
+    def _reader_failed(self, stats: _ReaderStats, i: int, device: _Device, index: int, problem: str) -> None:
         stats.ok[i] = False
+        key = device.keys[i]
         self._failing.add(key)
-        problem = "; ".join(errors)
-        self._telemetry.failing(key, "nvml_field", f"GPU {index} ({scope}): reading {name}: {problem}")
+        message = f"GPU {index} ({device.scope}): reading {stats.names[i]}: {problem}"
+        self._telemetry.failing(key, "nvml_field", message)
 
-    def _note_mig_mode(self, index: int, scope: str, enabled: bool | None) -> None:
-        if enabled is None:
-            return
+    def _note_mig_mode(self, index: int, scope: str, enabled: bool) -> None:
+        """The MIG mode answered differs from the one kept (or none was): keep it; a change asks the
+        device's unsupported fields again."""
         before = self._mig_mode.get(scope)
         self._mig_mode[scope] = enabled
         if before is not None and before != enabled:
