@@ -117,8 +117,8 @@ class NvmlCaller:
         """What readers derive once from this library (variant tuples that use its constants)."""
         self.generation = 0
         """Changes whenever the not-supported set does (for callers that cache what to ask)."""
-        self._variant: dict[str, tuple[int, str]] = {}
-        """Per family: (index of the chosen variant, its label)."""
+        self._variant: dict[str, tuple[int, str, Sequence[Variant]]] = {}
+        """Per family: (index of the chosen variant, its label, the variants it indexes)."""
 
     # -- what is known not to work ------------------------------------------
     def supported(self, scope: str, field: str) -> bool:
@@ -189,7 +189,7 @@ class NvmlCaller:
             self._function(fn_name)  # logs a missing function once
             return ABSENT
         try:
-            return fn(*args, **kwargs)
+            return fn(*args, **kwargs) if kwargs else fn(*args)  # ``**{}`` would copy the empty dict
         except Exception as exc:
             return self._failed(exc, scope, field, fn_name, answers)
 
@@ -222,35 +222,77 @@ class NvmlCaller:
     ) -> Any:
         """Call ``fn(*args, **kwargs)`` of the newest variant that exists, probing once per
         ``family`` and caching the choice. A variant is skipped when its function is missing,
-        rejects the arguments (TypeError with keyword args) or answers a code in ``fallback``."""
+        rejects the arguments (TypeError with keyword args) or answers a code in ``fallback``.
+
+        Once a variant is chosen (for these very ``variants``), the usual call asks it straight away;
+        only a failure or a missing function goes on to the variants after it (:meth:`_probe`)."""
         if (scope, field) in self._not_supported:
             return ABSENT
         chosen = self._variant.get(family)
-        start = chosen[0] if chosen is not None and chosen[0] < len(variants) else 0
-        last = len(variants) - 1
-        missing, lib = self._missing, self.lib
-        for i in range(start, last + 1):
-            label, fn_name, kwargs = variants[i]
+        if chosen is not None and chosen[2] is variants:
+            i = chosen[0]
+            _, fn_name, kwargs = variants[i]
             # _function, written out (as in call): two of these per GPU and cycle
-            fn = None if fn_name in missing else getattr(lib, fn_name, None)
+            fn = None if fn_name in self._missing else getattr(self.lib, fn_name, None)
+            if fn is not None:
+                try:
+                    return fn(*args, **kwargs) if kwargs else fn(*args)
+                except Exception as exc:
+                    return self._variant_failed(exc, scope, field, family, variants, i, args, fallback)
+        return self._probe(scope, field, family, variants, args, fallback, chosen)
+
+    def _probe(
+        self,
+        scope: str,
+        field: str,
+        family: str,
+        variants: Sequence[Variant],
+        args: tuple[Any, ...],
+        fallback: frozenset[int],
+        chosen: tuple[int, str, Sequence[Variant]] | None,
+        start: int | None = None,
+    ) -> Any:
+        """:meth:`call_first` from variant ``start`` (default: the chosen one, else the newest) on; the
+        first that answers becomes the family's choice."""
+        if start is None:
+            start = chosen[0] if chosen is not None and chosen[0] < len(variants) else 0
+        for i in range(start, len(variants)):
+            label, fn_name, kwargs = variants[i]
+            fn = self._function(fn_name)
             if fn is None:
-                self._function(fn_name)  # logs a missing function once
                 continue
             try:
                 value = fn(*args, **kwargs)
-            except TypeError as exc:
-                if kwargs and i < last:
-                    continue
-                return self._failed(exc, scope, field, fn_name, None)
             except Exception as exc:
-                if nvml_code(exc) in fallback and i < last:
-                    continue
-                return self._failed(exc, scope, field, fn_name, None)
-            if i != start or chosen is None:
-                self._variant[family] = (i, label)
+                return self._variant_failed(exc, scope, field, family, variants, i, args, fallback)
+            if chosen is None or chosen[0] != i or chosen[2] is not variants:
+                self._variant[family] = (i, label, variants)
                 log.debug("NVML: using %s for %s", label, family)
             return value
         return ABSENT
+
+    def _variant_failed(
+        self,
+        exc: Exception,
+        scope: str,
+        field: str,
+        family: str,
+        variants: Sequence[Variant],
+        i: int,
+        args: tuple[Any, ...],
+        fallback: frozenset[int],
+    ) -> Any:
+        """Variant ``i`` raised: go on to the next one where that means "not this generation" (a
+        TypeError with keyword args, a code in ``fallback``), else the call's answer (:meth:`_failed`)."""
+        _, fn_name, kwargs = variants[i]
+        if i < len(variants) - 1 and (
+            (kwargs and isinstance(exc, TypeError))
+            or (not isinstance(exc, TypeError) and nvml_code(exc) in fallback)
+        ):
+            return self._probe(
+                scope, field, family, variants, args, fallback, self._variant.get(family), i + 1
+            )
+        return self._failed(exc, scope, field, fn_name, None)
 
     def chosen(self, family: str) -> str | None:
         """The variant label cached for ``family`` (for tests and ``doctor``)."""

@@ -59,7 +59,7 @@ class _Device:
     """A GPU whose handle and identity are known: what each of its cycles needs, looked up once
     (until the devices are looked up again)."""
 
-    __slots__ = ("ctx", "ident", "keys", "scope")
+    __slots__ = ("ctx", "ident", "keys", "scope", "shape")
 
     def __init__(self, ident: Identity, scope: str, ctx: DeviceContext, keys: tuple[str, ...]) -> None:
         self.ident = ident
@@ -69,6 +69,10 @@ class _Device:
         """Its reader context, kept across cycles and reset each one (cheaper than a new one)."""
         self.keys = keys
         """The telemetry key of each reader on this device."""
+        self.shape: list[Any] | None = None
+        """The shape (keys, then each value's exact type) of the last merged answer found right: the
+        steady cycle compares its shape with this one (a list compare, no hash of 60-odd items) and looks
+        it up in :data:`CHECKED_SHAPES` only when it differs."""
 
 
 class _ReaderStats:
@@ -319,8 +323,12 @@ class NvmlSource:
             started = now
             if errors:
                 failed = self._errors_of(stats, i, device, index, failed)
-        if (*fields, *map(type, fields.values())) not in CHECKED_SHAPES:
-            fields = ctx.fields = self._checked(fields, stats, device, index, failed is None)
+        shape = [*fields, *map(type, fields.values())]
+        if shape != device.shape:  # not last cycle's: look it up among the known-right ones
+            if tuple(shape) in CHECKED_SHAPES:
+                device.shape = shape
+            else:
+                fields = ctx.fields = self._checked(fields, stats, device, index, failed is None)
         if self._failing:
             self._recovered(stats, device, index, failed or ())
         enabled = fields.get("mig_enabled")
@@ -359,8 +367,10 @@ class NvmlSource:
                 clean = False
                 continue
             fields.update(answer)
-        if clean and len(CHECKED_SHAPES) < SHAPES_KEPT:
-            CHECKED_SHAPES.add((*merged, *map(type, merged.values())))
+        if clean:
+            device.shape = [*merged, *map(type, merged.values())]
+            if len(CHECKED_SHAPES) < SHAPES_KEPT:
+                CHECKED_SHAPES.add(tuple(device.shape))
         return fields
 
     def _recovered(self, stats: _ReaderStats, device: _Device, index: int, failed: Any) -> None:

@@ -100,9 +100,9 @@ FIELD_TYPES: Final[dict[str, tuple[type, ...]]] = {
 
 CHECKED_SHAPES: Final[set[tuple[Any, ...]]] = set()
 """The shapes (keys, then the exact type of each value) of answers found right: a reader answers the
-same shape cycle after cycle, so the steady cycle checks one set membership per GPU: the source looks
-up the shape of all readers' answers merged, and only for an unknown one calls :func:`check_fields`
-per reader."""
+same shape cycle after cycle, so the steady cycle checks one shape per GPU: the source compares the
+shape of all readers' answers merged with the device's last right one, looks it up here only when it
+differs, and only for an unknown one calls :func:`check_fields` per reader."""
 SHAPES_KEPT: Final = 1024
 """At most this many shapes kept (a reader whose values are None or not varies a little; so does a
 merged answer)."""
