@@ -13,7 +13,7 @@ from falcon_gpu.model.snapshot import DeviceReading, EccCounts, MigReading, Proc
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml import source as source_module
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller, Variant
-from falcon_gpu.sources.nvml.readers import READERS
+from falcon_gpu.sources.nvml.readers import READERS, check_fields
 from falcon_gpu.sources.nvml.readers.base import FIELD_TYPES
 from tests.nvml.helpers import GIB, gpu, scenario_of, source_on
 
@@ -72,7 +72,7 @@ def test_a_merged_shape_is_checked_once_whichever_device_or_cycle_brings_it_back
     looked up among all right ones (another GPU's, an earlier cycle's) and checked reader by reader
     only when it is new, and a wrong answer in a known device is still found."""
     checked: list[str] = []
-    real_check = source_module.check_fields
+    real_check = check_fields
 
     def counting(reader: str, fields: Any) -> None:
         checked.append(reader)
