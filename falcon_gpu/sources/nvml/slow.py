@@ -42,10 +42,14 @@ _UNSETTLED: Final = object()
 
 
 class SlowReadings:
+    """Each scope's kept answers, looked up by scope then field (two look-ups of strings whose hashes
+    are cached, cheaper than building and hashing a (scope, field) tuple on every call)."""
+
     def __init__(self, refresh_s: float = REFRESH_S) -> None:
         self._refresh = refresh_s
-        self._kept: dict[tuple[str, str], tuple[float, Any, Any]] = {}
-        """Per (scope, field): (when asked, the token it was asked under, the answer)."""
+        self._kept: dict[str, dict[str, tuple[float, float, Any, Any]]] = {}
+        """Per scope, per field: (when asked, until when it is kept: REFRESH_S later, the token it was
+        asked under, the answer)."""
 
     def call(
         self,
@@ -60,9 +64,11 @@ class SlowReadings:
     ) -> Any:
         """``nvml.call(scope, field, fn_name, *args)``, or its answer of less than REFRESH_S ago
         asked under the same ``token`` (with a token: once it answered the same twice in a row)."""
-        kept = self._kept.get((scope, field))
-        if kept is not None and kept[1] == token and 0 <= now - kept[0] < self._refresh:
-            return kept[2]  # the usual cycle: nothing more to look at
+        fields = self._kept.get(scope)
+        if fields is not None:
+            kept = fields.get(field)
+            if kept is not None and kept[2] == token and kept[0] <= now < kept[1]:
+                return kept[3]  # the usual cycle: nothing more to look at
         return self._follow(nvml, now, scope, field, token, None, nvml.call, (scope, field, fn_name, *args),
                             answers)  # fmt: skip
 
@@ -76,18 +82,19 @@ class SlowReadings:
     def _follow(self, nvml: NvmlCaller, now: float, scope: str, field: str, token: Any,
                 again: Callable[[Any], bool] | None, ask: Callable[..., Any], args: tuple[Any, ...],
                 answers: Mapping[int, Any] | None) -> Any:  # fmt: skip
-        key = (scope, field)
-        kept = self._kept.get(key)
+        kept = self._get(scope, field)
         if (
             kept is not None
-            and kept[1] == token
-            and 0 <= now - kept[0] < self._refresh
-            and (again is None or not again(kept[2]))
+            and kept[2] == token
+            and kept[0] <= now < kept[1]
+            and (again is None or not again(kept[3]))
         ):
-            return kept[2]
+            return kept[3]
         value = self._ask(nvml, now, scope, field, token, ask, args, answers)
-        if token is not None and kept is not None and kept[2] != value and key in self._kept:
-            self._kept[key] = (now, _UNSETTLED, value)  # still moving: ask again next cycle
+        if token is not None and kept is not None and kept[3] != value:
+            fields = self._kept.get(scope)
+            if fields is not None and field in fields:  # kept (no error): still moving, ask again next cycle
+                fields[field] = (now, now + self._refresh, _UNSETTLED, value)
         return value
 
     def gated(
@@ -104,9 +111,11 @@ class SlowReadings:
         """``ask(*args)`` (an :class:`NvmlCaller` method), or the last answer when that was
         ``idle`` (less than REFRESH_S ago) and the caller sees nothing ``in_use``."""
         if not in_use:
-            kept = self._kept.get((scope, field))
-            if kept is not None and 0 <= now - kept[0] < self._refresh and idle(kept[2]):
-                return kept[2]
+            fields = self._kept.get(scope)
+            if fields is not None:
+                kept = fields.get(field)
+                if kept is not None and kept[0] <= now < kept[1] and idle(kept[3]):
+                    return kept[3]
         return self._ask(nvml, now, scope, field, None, ask, args, None)
 
     def kept(
@@ -114,14 +123,20 @@ class SlowReadings:
     ) -> Any:
         """``build(*args)`` (NVML calls that together make one answer, such as a MIG layout), or
         its answer of less than REFRESH_S ago; :meth:`drop` makes the next call build it again."""
-        kept = self._kept.get((scope, field))
-        if kept is not None and 0 <= now - kept[0] < self._refresh:
-            return kept[2]
+        kept = self._get(scope, field)
+        if kept is not None and kept[0] <= now < kept[1]:
+            return kept[3]
         return self._ask(nvml, now, scope, field, None, build, args, None)
 
     def drop(self, scope: str, field: str) -> None:
         """Ask ``field`` again next time (what it was built from is known to have changed)."""
-        self._kept.pop((scope, field), None)
+        fields = self._kept.get(scope)
+        if fields:
+            fields.pop(field, None)
+
+    def _get(self, scope: str, field: str) -> tuple[float, float, Any, Any] | None:
+        fields = self._kept.get(scope)
+        return None if fields is None else fields.get(field)
 
     def _ask(
         self,
@@ -137,9 +152,12 @@ class SlowReadings:
         errors = len(nvml.errors)
         value = ask(*args) if answers is None else ask(*args, answers=answers)
         if len(nvml.errors) == errors:
-            self._kept[(scope, field)] = (now, token, value)
+            fields = self._kept.get(scope)
+            if fields is None:
+                fields = self._kept[scope] = {}
+            fields[field] = (now, now + self._refresh, token, value)
         else:
-            self._kept.pop((scope, field), None)
+            self.drop(scope, field)
         return value
 
     def forget(self) -> None:
