@@ -310,7 +310,7 @@ class NvmlSource:
         for i, reader in enumerate(stats.readers):
             try:
                 answer = reader(ctx)
-                fields.update(answer)
+                fields |= answer  # dict.update, without the argument tuple a method call builds
             except DeviceGone:
                 raise
             except Exception as exc:  # a reader must never take the device (or the agent) down
