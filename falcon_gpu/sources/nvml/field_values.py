@@ -298,7 +298,9 @@ class _Shape:
     answer before (else it is laid out anew; a type not known here or any other code: :meth:`decode`
     answers None, the general path)."""
 
-    __slots__ = ("_count", "_floats", "_layout", "_success", "_types", "calls", "ids", "index", "takers")
+    __slots__ = (
+        "_count", "_floats", "_layout", "_success", "_types", "asked", "calls", "ids", "index", "takers",
+    )  # fmt: skip
 
     def __init__(self, ids: list[int | tuple[int, int]], calls: frozenset[str] = frozenset()) -> None:
         self.ids = ids
@@ -313,6 +315,9 @@ class _Shape:
         """Each request's position in the answer (and in :meth:`decode`'s numbers)."""
         self.takers: dict[FieldGroup, Callable[[Any], Any] | None] = {}
         """Per group: its numbers by position in one ``itemgetter``; None: the group's per-field path."""
+        self.asked: dict[str, bool] = {}
+        """Per key: :meth:`FieldBatch.any_asked`'s answer for the device's request (its not-supported
+        set, which a new request follows)."""
 
     def taker(self, group: FieldGroup) -> Callable[[Any], Any] | None:
         """``group``'s numbers out of :meth:`decode`'s list, in its order (built once per group and
@@ -695,8 +700,16 @@ class FieldBatch:
 
     def any_asked(self, key: str, specs: tuple[FieldSpec, ...]) -> bool:
         """False once every one of ``specs`` and of their fallback fields is known not supported here
-        (``key`` names the group: the answer is cached per device and group)."""
-        return self._owner.any_asked(self._scope, key, specs)
+        (``key`` names the group: the answer is cached per device and group, and with the usual answer's
+        decoder, which lasts as long as the set of fields NVML refused on the device)."""
+        shape = self._shape
+        if shape is None:
+            return self._owner.any_asked(self._scope, key, specs)
+        try:
+            return shape.asked[key]
+        except KeyError:
+            asked = shape.asked[key] = self._owner.any_asked(self._scope, key, specs)
+            return asked
 
     def parts_asked(self, spec: FieldSpec) -> bool:
         """True where ``spec`` is not supported and (some of) its fallback fields are asked instead."""

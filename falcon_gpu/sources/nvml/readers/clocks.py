@@ -95,7 +95,8 @@ def read_clocks(ctx: DeviceContext) -> Fields:
                             pynvml.NVML_CLOCK_MEM, token=pstate)  # fmt: skip
     if mem is not ABSENT:
         out["memory_clock_hertz"] = mem * _MEMORY_HZ_PER_MHZ
-    app, base = ctx.field_values.values(nvml, _THROTTLE)
+    batch = ctx.field_values
+    app, base = batch.fast(_THROTTLE) or batch.values(nvml, _THROTTLE)
     utilization = fields.get("utilization_ratio")
     if app is None or base is None or sm is ABSENT or utilization is None:
         mask = nvml.call_first(scope, _EVENTS, _EVENTS, _REASONS, h)
@@ -104,5 +105,7 @@ def read_clocks(ctx: DeviceContext) -> Fields:
         mask = ctx.slow.follows(nvml, ctx.timestamp, scope, _EVENTS, token, _limited,
                                 nvml.call_first, scope, _EVENTS, _EVENTS, _REASONS, h)  # fmt: skip
     if mask is not ABSENT:
-        out["clock_event_reasons"] = reasons_from_mask(int(mask))
+        mask = int(mask)
+        reasons = _BY_MASK.get(mask)  # reasons_from_mask's look-up, written out: once per GPU and cycle
+        out["clock_event_reasons"] = reasons_from_mask(mask) if reasons is None else reasons
     return out

@@ -4,15 +4,15 @@ Such a reading is one field ID with no dedicated function and nothing to compute
 (:data:`~falcon_gpu.sources.nvml.field_values.DECLARED`): it rides in the device's one
 ``nvmlDeviceGetFieldValues`` call, and the reader the table names calls
 :func:`read_declared` with its own name once, which converts each to its base unit and
-type (or, where the reader takes its field values in one group look-up, puts the table's
-fields last in its group and hands the numbers to :func:`declared_fields`). Per-field answers
+type (or, as ``thermal_power`` does, takes their specs last into the field group it reads in
+one look-up, and converts each with its ``from_nvml``). Per-field answers
 keep their meaning: NOT_SUPPORTED is remembered and logged once (the field is not asked again
 on that GPU), an error counts against that reader.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, cast
 
 from falcon_gpu.sources.nvml.calls import ABSENT
@@ -26,19 +26,6 @@ Declared = tuple[tuple[FieldSpec, str, Callable[[Any], Any]], ...]
 def declared_for(reader: str) -> Declared:
     """The field-only table readings that ``reader`` produces (built once, at the reader's import)."""
     return tuple((spec, r.field, r.from_nvml) for spec, r in DECLARED if r.reader == reader)
-
-
-def declared_fields(declared: Declared, numbers: Sequence[Any], start: int) -> Fields:
-    """The values of ``declared`` in base units (None where absent), from ``numbers[start:]``: what a
-    reader's :meth:`~falcon_gpu.sources.nvml.field_values.FieldBatch.values` gave for the group it ends
-    with them."""
-    out: dict[str, Any] = {}
-    at = start
-    for _, name, from_nvml in declared:
-        value = numbers[at]
-        out[name] = None if value is None else from_nvml(value)
-        at += 1
-    return cast(Fields, out)
 
 
 def read_declared(ctx: DeviceContext, declared: Declared) -> Fields:

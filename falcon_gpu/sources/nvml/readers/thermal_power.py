@@ -19,6 +19,8 @@ then never asked again.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pynvml
 
 from falcon_gpu.readings.device import BY_FIELD
@@ -33,7 +35,7 @@ from falcon_gpu.sources.nvml.field_values import (
     FieldGroup,
 )
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
-from falcon_gpu.sources.nvml.readers.declared import declared_fields, declared_for
+from falcon_gpu.sources.nvml.readers.declared import declared_for
 
 PSTATE_UNKNOWN = 32
 _DECLARED = declared_for("thermal_power")
@@ -51,8 +53,11 @@ its missing ones None)."""
 def read_thermal_power(ctx: DeviceContext) -> Fields:
     nvml, scope, h, batch = ctx.nvml, ctx.scope, ctx.handle, ctx.field_values
     call = nvml.call
-    numbers = batch.values(nvml, _GROUP)
-    out: Fields = declared_fields(_DECLARED, numbers, 3) if _DECLARED else {}
+    numbers = batch.fast(_GROUP) or batch.values(nvml, _GROUP)
+    declared: dict[str, Any] = {}  # the table's readings (read_declared's loop, on the group's numbers)
+    for (_, name, from_nvml), value in zip(_DECLARED, numbers[3:], strict=True):
+        declared[name] = None if value is None else from_nvml(value)
+    out: Fields = declared  # type: ignore[assignment]  # the table's fields (test_table checks them)
     memory_temp, power, energy = numbers[0], numbers[1], numbers[2]
     temp = call(scope, "temperature", "nvmlDeviceGetTemperature", h, pynvml.NVML_TEMPERATURE_GPU)
     if temp is not ABSENT:
