@@ -271,8 +271,10 @@ def _decoded(raw: Any) -> list[Decoded]:
 
 LITTLE_ENDIAN: Final = sys.byteorder == "little" and ctypes.sizeof(pynvml.c_nvmlFieldValue_t) == LAYOUT.size
 
-_ROW: Final = "24xIIQ"
-"""One ``c_nvmlFieldValue_t`` as :data:`LAYOUT`, its first 24 bytes (IDs, timestamp, latency) skipped."""
+_ROW: Final = "24xQQ"
+"""One ``c_nvmlFieldValue_t`` as :data:`LAYOUT`, its first 24 bytes (IDs, timestamp, latency) skipped and
+``valueType`` and ``nvmlReturn`` read as one word (little-endian: the type in the low 32 bits, the code
+in the high ones; on SUCCESS, 0, the word is the type)."""
 
 
 _VALUE_FORMAT: Final = {
@@ -298,9 +300,7 @@ class _Shape:
     answer before (else it is laid out anew; a type not known here or any other code: :meth:`decode`
     answers None, the general path)."""
 
-    __slots__ = (
-        "_count", "_floats", "_layout", "_success", "_types", "asked", "calls", "ids", "index", "takers",
-    )  # fmt: skip
+    __slots__ = ("_count", "_floats", "_layout", "_words", "asked", "calls", "ids", "index", "takers")
 
     def __init__(self, ids: list[int | tuple[int, int]], calls: frozenset[str] = frozenset()) -> None:
         self.ids = ids
@@ -308,8 +308,9 @@ class _Shape:
         """The names of the fields read by their dedicated call on this device (not in ``ids``)."""
         self._count = len(ids)
         self._layout = struct.Struct("@" + _ROW * len(ids))
-        self._success = (pynvml.NVML_SUCCESS,) * len(ids)
-        self._types: tuple[int, ...] = ()
+        self._words: tuple[int, ...] = ()
+        """Each field's type-and-code word (:data:`_ROW`) in the answer the layout was built for: its
+        value types, every code SUCCESS."""
         self._floats: tuple[int, ...] = ()
         self.index: dict[int | tuple[int, int], int] = {request: i for i, request in enumerate(ids)}
         """Each request's position in the answer (and in :meth:`decode`'s numbers)."""
@@ -340,20 +341,28 @@ class _Shape:
         if len(raw) != self._count:
             return None
         flat = self._layout.unpack(raw)  # a ctypes array is a buffer: its bytes, read in place
-        if flat[1::3] != self._success:
-            return None
-        types = flat[0::3]
-        if types != self._types:
-            if not all(t in _VALUE_FORMAT for t in types):
+        words = flat[0::2]
+        if words != self._words:  # a code other than SUCCESS, or other value types than before
+            if not self._relayout(words):
                 return None
-            self._types = types
-            self._layout = struct.Struct("@" + "".join("24xII" + _VALUE_FORMAT[t] for t in types))
-            self._floats = tuple(i for i, t in enumerate(types) if t in _AS_FLOAT)
             flat = self._layout.unpack(raw)
-        numbers = list(flat[2::3])
+        numbers = list(flat[1::2])
         for i in self._floats:
             numbers[i] = float(numbers[i])
         return numbers
+
+    def _relayout(self, words: tuple[int, ...]) -> bool:
+        """Lay the answer out for the value types of ``words``; False where a code is not SUCCESS or a
+        type is not known here (the general path)."""
+        if any(word >> 32 != pynvml.NVML_SUCCESS for word in words):
+            return False
+        types = [word & 0xFFFF_FFFF for word in words]
+        if not all(t in _VALUE_FORMAT for t in types):
+            return False
+        self._words = words
+        self._layout = struct.Struct("@" + "".join("24xQ" + _VALUE_FORMAT[t] for t in types))
+        self._floats = tuple(i for i, t in enumerate(types) if t in _AS_FLOAT)
+        return True
 
 
 def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
