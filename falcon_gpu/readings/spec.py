@@ -41,7 +41,7 @@ class Nvml(Record):
     value_type: int = ULL
     """The ``nvmlValueType_t`` a driver answers the field ID with (the simulator answers the same)."""
     by_table: bool = False
-    """Read by the table-driven path (:func:`falcon_gpu.sources.nvml.readers.base.read_declared`):
+    """Read by the table-driven path (:func:`falcon_gpu.sources.nvml.readers.declared.read_declared`):
     one field ID, no fallback, no logic of its own; its reader has no line for it."""
 
 
