@@ -22,13 +22,13 @@ _OWN = FieldGroup((MEMORY_TEMP, POWER_AVERAGE, ENERGY), partial=True)
 _WHOLE = FieldGroup((MEMORY_TEMP, POWER_AVERAGE, ENERGY))
 
 
-def _batch_after(sim: object, cycles: int) -> FieldBatch:
+def _batch_after(sim: SimulatedNvml, cycles: int) -> FieldBatch:
     """A fresh batch of the first GPU after ``cycles`` cycles (the request learnt)."""
     source, _ = source_on(sim)
     for t in range(cycles):
         source.collect(1000.0 + t)
     scope = source.collect(1000.0 + cycles).devices[0].uuid
-    return source._field_values.batch(scope, source._contexts[0].handle)
+    return source._field_values.batch(scope, sim.nvmlDeviceGetHandleByIndex(0))
 
 
 def test_a_partial_group_gives_none_for_a_field_the_gpu_is_not_asked() -> None:
@@ -50,7 +50,7 @@ def test_a_field_read_by_its_own_call_sends_a_partial_group_the_per_field_way() 
     lib = _field_answering(sim, energy, pynvml.NVML_ERROR_NOT_SUPPORTED, [])
     source, telemetry = source_on(lib)
     devices = [source.collect(1000.0 + t).devices[0] for t in range(3)]
-    batch = source._field_values.batch(devices[0].uuid, source._contexts[0].handle)
+    batch = source._field_values.batch(devices[0].uuid, lib.nvmlDeviceGetHandleByIndex(0))
     assert batch.fast(_OWN) is None and batch.fast(thermal_power._GROUP) is None
     values = batch.values(source.caller, _OWN)  # the per-field path: energy by its own call
     assert values[0] == 70.0 and values[2] == 1_020_000  # mJ, as NVML answers
@@ -64,7 +64,7 @@ def test_the_interconnect_aggregates_are_one_look_up_on_a_gpu_without_nvlink() -
     sim = SimulatedNvml(scenario_of(gpu(pcie={"tx_bytes": [1000, 3000, 6000], "rx_bytes": 2})))
     source, _ = source_on(sim)
     devices = [source.collect(1000.0 + 10 * t).devices[0] for t in range(3)]
-    batch = source._field_values.batch(devices[0].uuid, source._contexts[0].handle)
+    batch = source._field_values.batch(devices[0].uuid, sim.nvmlDeviceGetHandleByIndex(0))
     assert batch.fast(interconnect._AGGREGATE_GROUP) == (6000, 2, None, None, None, None, None, None)
     assert not batch.any_asked("nvlink", interconnect.NVLINK)  # kept with the request's decoder
     assert [d.pcie_tx_bytes_per_second for d in devices] == [None, 200.0, 300.0]
