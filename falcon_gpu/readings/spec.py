@@ -16,7 +16,7 @@ import pynvml
 
 from falcon_gpu.model.record import Record
 from falcon_gpu.model.samples import MetricKind
-from falcon_gpu.readings.units import Convert, Unit, converter, same
+from falcon_gpu.readings.units import Convert, Unit, converter, divisor, multiplier, same
 
 SchemaName = Literal["falcon_gpu", "dcgm", "openfalcon"]
 SCHEMAS: Final[tuple[SchemaName, ...]] = ("falcon_gpu", "dcgm", "openfalcon")
@@ -41,7 +41,7 @@ class Nvml(Record):
     value_type: int = ULL
     """The ``nvmlValueType_t`` a driver answers the field ID with (the simulator answers the same)."""
     by_table: bool = False
-    """Read by the table-driven path (:func:`falcon_gpu.sources.nvml.readers.base.read_declared`):
+    """Read by the table-driven path (:func:`falcon_gpu.sources.nvml.readers.declared.read_declared`):
     one field ID, no fallback, no logic of its own; its reader has no line for it."""
 
 
@@ -120,8 +120,11 @@ class Reading(Record):
         nvml_unit = nvml.unit if nvml else unit
         sim_unit = sim.unit if sim else unit
         to_base, kind = converter(nvml_unit, unit), type
-        self.from_nvml: Final[Callable[[Any], Any]] = lambda value: kind(to_base(value))
-        """NVML's answer -> the base unit, as ``type`` (for its reader)."""
+        self.from_nvml: Final[Callable[[Any], Any]] = (
+            kind if to_base is same else lambda value: kind(to_base(value))
+        )
+        """NVML's answer -> the base unit, as ``type`` (for its reader; where the units are one, the
+        type itself, ``float(value)``: the same number without a call of ours around it)."""
         self.sim_to_nvml: Final = converter(sim_unit, nvml_unit)
         """The scenario's unit -> NVML's (for the simulator's answer)."""
         self.sim_to_base: Final = converter(sim_unit, unit)
@@ -137,6 +140,25 @@ class Reading(Record):
         if publish is None:
             raise ValueError(f"{self.field} is not published in the {schema} schema")
         return converter(self.unit, publish.unit, publish.digits)
+
+
+def _nvml_unit(reading: Reading) -> Unit:
+    if reading.nvml is None or reading.type is not float:
+        raise ValueError(f"{reading.field}: not a float reading that NVML answers")
+    return reading.nvml.unit
+
+
+def divisor_from_nvml(reading: Reading) -> float:
+    """The exact ``k`` for which ``reading.from_nvml(v)`` is ``v / k`` for NVML's numbers (ints and
+    floats): a float reading whose NVML unit is a part of its base unit (mW -> W). Built at a reader's
+    import; ValueError for any other reading, so a table change cannot slip a wrong constant in."""
+    return divisor(_nvml_unit(reading), reading.unit)
+
+
+def multiplier_from_nvml(reading: Reading) -> float:
+    """The exact ``k`` for which ``reading.from_nvml(v)`` is ``v * k`` (MHz -> Hz; see
+    :func:`divisor_from_nvml`)."""
+    return multiplier(_nvml_unit(reading), reading.unit)
 
 
 def is_same(convert: Convert) -> bool:

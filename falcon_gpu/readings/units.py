@@ -88,6 +88,32 @@ def _from_base(unit: Unit) -> Convert:
     return same
 
 
+def divisor(source: Unit, target: Unit) -> float:
+    """The exact constant ``k`` for which ``converter(source, target)(v)`` is ``v / k`` (mW -> W: 1000):
+    a reader's hot path divides by it in place of calling the converter, which computes the same float
+    (``v / k`` for an int or a float ``v``) without a call. ValueError where the conversion is not one
+    division (a multiplication, or no conversion at all: ``same`` keeps an int an int)."""
+    if target.is_base and source.size == 1 and source.parts != 1:
+        k = source.parts
+    elif source.is_base and target.size != 1 and source.base == target.base:
+        k = target.size
+    else:
+        raise ValueError(f"{source.symbol} -> {target.symbol} is not a division by a constant")
+    return float(k)
+
+
+def multiplier(source: Unit, target: Unit) -> float:
+    """The exact constant ``k`` for which ``converter(source, target)(v)`` is ``v * k`` (MHz -> Hz: 1e6);
+    ValueError where the conversion is not one multiplication (see :func:`divisor`)."""
+    if target.is_base and source.size != 1 and source.base == target.base:
+        k = source.size
+    elif source.is_base and target.size == 1 and target.parts != 1:
+        k = target.parts
+    else:
+        raise ValueError(f"{source.symbol} -> {target.symbol} is not a multiplication by a constant")
+    return float(k)
+
+
 def converter(source: Unit, target: Unit, digits: int | None = None) -> Convert:
     """The function from ``source`` to ``target`` (same base), rounded to ``digits`` decimals if given.
 
@@ -109,3 +135,7 @@ def converter(source: Unit, target: Unit, digits: int | None = None) -> Convert:
     if plain is same:
         return lambda v: round(v, digits)
     return lambda v: round(plain(v), digits)
+
+
+PERCENT_PER_RATIO: Final = divisor(PERCENT, RATIO)
+"""NVML's percent -> ratio is ``v / PERCENT_PER_RATIO`` (100), what ``converter(PERCENT, RATIO)`` gives."""

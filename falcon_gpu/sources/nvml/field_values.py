@@ -271,8 +271,10 @@ def _decoded(raw: Any) -> list[Decoded]:
 
 LITTLE_ENDIAN: Final = sys.byteorder == "little" and ctypes.sizeof(pynvml.c_nvmlFieldValue_t) == LAYOUT.size
 
-_ROW: Final = "24xIIQ"
-"""One ``c_nvmlFieldValue_t`` as :data:`LAYOUT`, its first 24 bytes (IDs, timestamp, latency) skipped."""
+_ROW: Final = "24xQQ"
+"""One ``c_nvmlFieldValue_t`` as :data:`LAYOUT`, its first 24 bytes (IDs, timestamp, latency) skipped and
+``valueType`` and ``nvmlReturn`` read as one word (little-endian: the type in the low 32 bits, the code
+in the high ones; on SUCCESS, 0, the word is the type)."""
 
 
 _VALUE_FORMAT: Final = {
@@ -298,48 +300,69 @@ class _Shape:
     answer before (else it is laid out anew; a type not known here or any other code: :meth:`decode`
     answers None, the general path)."""
 
-    __slots__ = ("_floats", "_layout", "_success", "_types", "ids", "index", "takers")
+    __slots__ = ("_count", "_floats", "_layout", "_words", "asked", "calls", "ids", "index", "takers")
 
-    def __init__(self, ids: list[int | tuple[int, int]]) -> None:
+    def __init__(self, ids: list[int | tuple[int, int]], calls: frozenset[str] = frozenset()) -> None:
         self.ids = ids
+        self.calls = calls
+        """The names of the fields read by their dedicated call on this device (not in ``ids``)."""
+        self._count = len(ids)
         self._layout = struct.Struct("@" + _ROW * len(ids))
-        self._success = (pynvml.NVML_SUCCESS,) * len(ids)
-        self._types: tuple[int, ...] = ()
+        self._words: tuple[int, ...] = ()
+        """Each field's type-and-code word (:data:`_ROW`) in the answer the layout was built for: its
+        value types, every code SUCCESS."""
         self._floats: tuple[int, ...] = ()
         self.index: dict[int | tuple[int, int], int] = {request: i for i, request in enumerate(ids)}
         """Each request's position in the answer (and in :meth:`decode`'s numbers)."""
         self.takers: dict[FieldGroup, Callable[[Any], Any] | None] = {}
-        """Per group: its numbers by position in one ``itemgetter``; None: not all of them are asked."""
+        """Per group: its numbers by position in one ``itemgetter``; None: the group's per-field path."""
+        self.asked: dict[str, bool] = {}
+        """Per key: :meth:`FieldBatch.any_asked`'s answer for the device's request (its not-supported
+        set, which a new request follows)."""
 
     def taker(self, group: FieldGroup) -> Callable[[Any], Any] | None:
-        """``group``'s numbers out of :meth:`decode`'s list, in its order (built once per group)."""
-        if group in self.takers:
-            return self.takers[group]
+        """``group``'s numbers out of :meth:`decode`'s list, in its order (built once per group and
+        request). A field not asked (not supported here) makes it None, the per-field path; for a
+        :attr:`FieldGroup.partial` group it takes the None that :meth:`FieldValues.fetch` puts after the
+        numbers instead, unless the field is read by its dedicated call."""
         positions = [self.index.get(s.request) for s in group.specs]
-        take = None if None in positions else _getter(positions)
+        take: Callable[[Any], Any] | None = None
+        if None not in positions:
+            take = _getter(positions)
+        elif group.partial and not any(
+            at is None and s.name in self.calls for s, at in zip(group.specs, positions, strict=True)
+        ):
+            take = _getter([self._count if at is None else at for at in positions])
         self.takers[group] = take
         return take
 
     def decode(self, raw: Any) -> list[Any] | None:
         """The numbers in request order (each exact: an int, or a float where the type answers one)."""
-        if len(raw) != len(self.ids):
+        if len(raw) != self._count:
             return None
-        data = memoryview(raw).cast("B")
-        flat = self._layout.unpack(data)
-        if flat[1::3] != self._success:
-            return None
-        types = flat[0::3]
-        if types != self._types:
-            if not all(t in _VALUE_FORMAT for t in types):
+        flat = self._layout.unpack(raw)  # a ctypes array is a buffer: its bytes, read in place
+        words = flat[0::2]
+        if words != self._words:  # a code other than SUCCESS, or other value types than before
+            if not self._relayout(words):
                 return None
-            self._types = types
-            self._layout = struct.Struct("@" + "".join("24xII" + _VALUE_FORMAT[t] for t in types))
-            self._floats = tuple(i for i, t in enumerate(types) if t in _AS_FLOAT)
-            flat = self._layout.unpack(data)
-        numbers = list(flat[2::3])
+            flat = self._layout.unpack(raw)
+        numbers = list(flat[1::2])
         for i in self._floats:
             numbers[i] = float(numbers[i])
         return numbers
+
+    def _relayout(self, words: tuple[int, ...]) -> bool:
+        """Lay the answer out for the value types of ``words``; False where a code is not SUCCESS or a
+        type is not known here (the general path)."""
+        if any(word >> 32 != pynvml.NVML_SUCCESS for word in words):
+            return False
+        types = [word & 0xFFFF_FFFF for word in words]
+        if not all(t in _VALUE_FORMAT for t in types):
+            return False
+        self._words = words
+        self._layout = struct.Struct("@" + "".join("24xQ" + _VALUE_FORMAT[t] for t in types))
+        self._floats = tuple(i for i, t in enumerate(types) if t in _AS_FLOAT)
+        return True
 
 
 def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
@@ -364,7 +387,7 @@ class Failed:
 
 _Answers = dict[int | tuple[int, int], Answer | Failed]
 """Each asked field's answer by request."""
-_Asked = tuple[int, list[int | tuple[int, int]], list[FieldSpec], frozenset[str]]
+_Asked = tuple[int, list[int | tuple[int, int]], list[FieldSpec], frozenset[str], "_Shape | None"]
 
 
 class FieldValues:
@@ -376,15 +399,14 @@ class FieldValues:
         self._via_call: set[tuple[str, str]] = set()
         self._ids: dict[str, _Asked] = {}
         """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs, the
-        names of the fields whose fallback fields are asked in their place)."""
+        names of the fields whose fallback fields are asked in their place, the decoder of that request
+        or None where its bytes cannot be read)."""
         self._quiet = 0
         """Quiet fields found not supported in the current fetch (logged as one line)."""
         self._fell_back: list[FieldSpec] = []
         """Fields found replaced by their fallback fields in the current fetch."""
         self._kept: dict[tuple[str, str], tuple[Any, list[float | None]]] = {}
         """Per scope and key: (token, numbers) of :meth:`when_changed`."""
-        self._shapes: dict[str, _Shape] = {}
-        """Per scope: the decoder of its batch's request (rebuilt when the request changes)."""
         self._any: dict[tuple[str, str], tuple[int, bool]] = {}
         """Per scope and key: (the not-supported generation, :meth:`any_asked`'s answer then)."""
         self.decoded_by: _Shape | None = None
@@ -428,7 +450,10 @@ class FieldValues:
             for s in self._specs
             if s.fallback and not self._nvml.supported(scope, s.name) and self._askable(scope, s.fallback)
         )
-        cached = self._ids[scope] = (generation, [s.request for s in specs], specs, parted)
+        ids = [s.request for s in specs]
+        calls = frozenset(name for where, name in self._via_call if where == scope)
+        shape = _Shape(ids, calls) if LITTLE_ENDIAN and ids else None
+        cached = self._ids[scope] = (generation, ids, specs, parted, shape)
         return cached
 
     def any_asked(self, scope: str, key: str, specs: tuple[FieldSpec, ...]) -> bool:
@@ -460,21 +485,25 @@ class FieldValues:
         return out
 
     def fetch(self, scope: str, handle: Any) -> _Answers | list[Any] | None:
-        """This cycle's answers by field ID (by position where :attr:`decoded_by` is set); None: the call
-        is unavailable (use the dedicated ones)."""
-        _, ids, specs, _ = self._ids_for(scope)
-        self._quiet = 0
-        self._fell_back = []
+        """This cycle's answers by field ID (by position where :attr:`decoded_by` is set: the numbers,
+        then one None, the slot of a partial group's fields that are not asked); None: the call is
+        unavailable (use the dedicated ones)."""
+        cached = self._ids.get(scope)  # _ids_for, written out: once per GPU and cycle
+        if cached is None or cached[0] != self._nvml.generation:
+            cached = self._ids_for(scope)
+        _, ids, specs, _, shape = cached
         self.decoded_by = None
-        shape = self._shape(scope, ids)
-        raw = self._raw(scope, handle, ids)
+        raw = self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids) if ids else []
         if raw is ABSENT:
             return None
         if shape is not None and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
             fast = shape.decode(raw)
             if fast is not None:
                 self.decoded_by = shape
+                fast.append(None)
                 return fast
+        self._quiet = 0
+        self._fell_back = []
         answers = self._general(scope, specs, raw)
         if self._fell_back:  # their parts, in the same cycle (once per device)
             parts = self._askable(scope, tuple(f for s in self._fell_back for f in s.fallback))
@@ -508,15 +537,6 @@ class FieldValues:
                 got = None
             out.append(None if isinstance(got, UseCall) else got)
         return out
-
-    def _shape(self, scope: str, ids: list[int | tuple[int, int]]) -> _Shape | None:
-        """The decoder of ``scope``'s batch request ``ids`` (None where the bytes cannot be read)."""
-        if not LITTLE_ENDIAN or not ids:
-            return None
-        shape = self._shapes.get(scope)
-        if shape is None or shape.ids is not ids:  # a new request (cached per not-supported generation)
-            shape = self._shapes[scope] = _Shape(ids)
-        return shape
 
     def _raw(self, scope: str, handle: Any, ids: list[int | tuple[int, int]]) -> Any:
         if not ids:
@@ -570,16 +590,27 @@ class FieldValues:
 
 class FieldGroup:
     """Fields a reader takes together (built once, at import; compared by identity): their numbers by
-    one ``itemgetter`` per device's request (:meth:`_Shape.taker`)."""
+    one ``itemgetter`` per device's request (:meth:`_Shape.taker`).
 
-    __slots__ = ("specs",)
+    ``partial``: a field the device is not asked (not supported there, or its fallback fields asked in
+    its place) is None in the group's look-up instead of sending the whole group the per-field way (for
+    readers that treat None as absent anyway: the thermal/power reader, whose T.Limit fields are not on
+    every GPU, and the interconnect reader, whose NVLink fields are not on a GPU without NVLink)."""
 
-    def __init__(self, specs: tuple[FieldSpec, ...]) -> None:
+    __slots__ = ("partial", "specs")
+
+    def __init__(self, specs: tuple[FieldSpec, ...], *, partial: bool = False) -> None:
         self.specs = specs
+        self.partial = partial
+
+
+_UNFETCHED: Final[list[Any]] = []
+""":attr:`FieldBatch._numbers` before the batch is fetched (never filled: compared by identity)."""
 
 
 class FieldBatch:
-    """One device's field values in one cycle, fetched on first use."""
+    """One device's field values in one cycle, fetched on first use (by the reader that first asks:
+    the call's error, if any, is that reader's)."""
 
     __slots__ = ("_handle", "_numbers", "_owner", "_scope", "_shape", "_values")
 
@@ -587,48 +618,65 @@ class FieldBatch:
         self._owner = owner
         self._scope = scope
         self._handle = handle
-        self._values: _Answers | UseCall | None = USE_CALL
-        """USE_CALL until fetched; None when the call is unavailable or the answer is the usual one."""
-        self._numbers: list[Any] = []
+        self._numbers: list[Any] = _UNFETCHED
+        """The usual answer's numbers in request order (then one None); empty once fetched otherwise."""
+        self._values: _Answers | None = None
+        """The general answer by request; None where the call is unavailable or the answer is usual."""
         self._shape: _Shape | None = None
         """Where the answer is the usual one (:attr:`FieldValues.decoded_by`): its decoder, whose
         positions index :attr:`_numbers`."""
 
-    def _fetched(self) -> _Answers | None:
-        values = self._values
-        if isinstance(values, UseCall):
-            got = self._owner.fetch(self._scope, self._handle)
-            if isinstance(got, list):
-                self._numbers, self._shape, got = got, self._owner.decoded_by, None
-            values = self._values = got
-        return values
+    def _fetch(self) -> list[Any]:
+        got = self._owner.fetch(self._scope, self._handle)
+        if isinstance(got, list):
+            self._shape = self._owner.decoded_by
+            self._numbers = got
+        else:
+            self._values = got
+            self._numbers = []
+        return self._numbers
 
     def fast(self, group: FieldGroup) -> tuple[Any, ...] | None:
         """The numbers of ``group``, in its order, where this cycle's answer is the usual one (every field
-        SUCCESS) and asked all of them: one ``itemgetter`` call instead of a :meth:`get` per field. None
+        SUCCESS) and asked all of them (or, for a partial group, each one it did not ask is None, and
+        none is read by its own call): one ``itemgetter`` call instead of a :meth:`get` per field. None
         otherwise (a field not supported, read by its own call, failed or without a value): the caller
         takes the per-field path, which keeps each code's meaning."""
-        self._fetched()
+        numbers = self._numbers
+        if numbers is _UNFETCHED:
+            numbers = self._fetch()
         shape = self._shape
         if shape is None:
             return None
-        take = shape.taker(group)
-        return None if take is None else take(self._numbers)
+        try:
+            take = shape.takers[group]
+        except KeyError:  # the first cycle of this request
+            take = shape.taker(group)
+        return None if take is None else take(numbers)
 
     def values(self, nvml: NvmlCaller, group: FieldGroup) -> tuple[Any, ...] | list[Any]:
-        """:meth:`value` of each field of ``group`` (its order), by :meth:`fast` where it can."""
+        """Each field of ``group`` (its order): its number, or its dedicated call's answer where the batch
+        cannot give it; None where there is none. By :meth:`fast` where it can."""
         got = self.fast(group)
-        return [self.value(nvml, spec) for spec in group.specs] if got is None else got
+        if got is not None:
+            return got
+        out = []
+        for spec in group.specs:
+            value = self.value(nvml, spec)
+            out.append(None if value is ABSENT else value)
+        return out
 
     def get(self, spec: FieldSpec) -> Answer:
         """The field's number, None (no value), or USE_CALL (ask its dedicated function)."""
-        values = self._fetched()
+        if self._numbers is _UNFETCHED:
+            self._fetch()
         shape = self._shape
         if shape is not None:
             at = shape.index.get(spec.request)
             if at is not None:
                 return self._numbers[at]  # type: ignore[no-any-return]
             return USE_CALL if self._owner.uses_call(self._scope, spec) else None
+        values = self._values
         if values is None:
             return USE_CALL
         request = spec.request
@@ -643,11 +691,14 @@ class FieldBatch:
     def numbers(self, specs: tuple[FieldSpec, ...]) -> list[float | None]:
         """The numbers of fields that have no dedicated call (None each where absent), for readers
         that take many without the per-field fallback checks of :meth:`get`."""
-        values = self._fetched()
+        numbers = self._numbers
+        if numbers is _UNFETCHED:
+            numbers = self._fetch()
         shape = self._shape
         if shape is not None:
-            index, numbers = shape.index, self._numbers
+            index = shape.index
             return [None if (at := index.get(spec.request)) is None else numbers[at] for spec in specs]
+        values = self._values
         if not values:
             return [None] * len(specs)
         return self._owner.numbers_of(values, specs)
@@ -658,8 +709,16 @@ class FieldBatch:
 
     def any_asked(self, key: str, specs: tuple[FieldSpec, ...]) -> bool:
         """False once every one of ``specs`` and of their fallback fields is known not supported here
-        (``key`` names the group: the answer is cached per device and group)."""
-        return self._owner.any_asked(self._scope, key, specs)
+        (``key`` names the group: the answer is cached per device and group, and with the usual answer's
+        decoder, which lasts as long as the set of fields NVML refused on the device)."""
+        shape = self._shape
+        if shape is None:
+            return self._owner.any_asked(self._scope, key, specs)
+        try:
+            return shape.asked[key]
+        except KeyError:
+            asked = shape.asked[key] = self._owner.any_asked(self._scope, key, specs)
+            return asked
 
     def parts_asked(self, spec: FieldSpec) -> bool:
         """True where ``spec`` is not supported and (some of) its fallback fields are asked instead."""

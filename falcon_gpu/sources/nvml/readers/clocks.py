@@ -34,12 +34,17 @@ import pynvml
 
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
 from falcon_gpu.readings.device import BY_FIELD
+from falcon_gpu.readings.spec import multiplier_from_nvml
 from falcon_gpu.sources.nvml.calls import ABSENT, Variant
 from falcon_gpu.sources.nvml.field_values import THROTTLE_TIME, FieldGroup
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
-_SM_HZ, _MEMORY_HZ = BY_FIELD["sm_clock_hertz"].from_nvml, BY_FIELD["memory_clock_hertz"].from_nvml
-"""MHz -> Hz (the reading table's units)."""
+_HZ_PER_MHZ, _MEMORY_HZ_PER_MHZ = (
+    multiplier_from_nvml(BY_FIELD["sm_clock_hertz"]),
+    multiplier_from_nvml(BY_FIELD["memory_clock_hertz"]),
+)
+"""MHz -> Hz (the reading table's units): NVML's integer times the exact constant, the float
+``from_nvml`` computes, without its call."""
 _REASONS: tuple[Variant, ...] = (
     ("events", "nvmlDeviceGetCurrentClocksEventReasons", {}),
     ("throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", {}),
@@ -76,28 +81,31 @@ def reasons_from_mask(mask: int) -> frozenset[str]:
 
 
 def read_clocks(ctx: DeviceContext) -> Fields:
-    call, scope, h = ctx.nvml.call, ctx.scope, ctx.handle
+    nvml, scope, h, fields = ctx.nvml, ctx.scope, ctx.handle, ctx.fields
+    call = nvml.call
     out: Fields = {}
     sm = call(scope, "sm_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_SM)
     if sm is not ABSENT:
-        out["sm_clock_hertz"] = _SM_HZ(sm)
-    pstate = ctx.fields.get("performance_state")
+        out["sm_clock_hertz"] = sm * _HZ_PER_MHZ
+    pstate = fields.get("performance_state")
     if pstate is None:
         mem = call(scope, "memory_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_MEM)
     else:
-        mem = ctx.slow.call(ctx.nvml, ctx.timestamp, scope, "memory_clock", "nvmlDeviceGetClockInfo", h,
+        mem = ctx.slow.call(nvml, ctx.timestamp, scope, "memory_clock", "nvmlDeviceGetClockInfo", h,
                             pynvml.NVML_CLOCK_MEM, token=pstate)  # fmt: skip
     if mem is not ABSENT:
-        out["memory_clock_hertz"] = _MEMORY_HZ(mem)
-    nvml = ctx.nvml
-    app, base = ctx.field_values.values(nvml, _THROTTLE)
-    utilization = ctx.fields.get("utilization_ratio")
-    if app is ABSENT or base is ABSENT or sm is ABSENT or utilization is None:
+        out["memory_clock_hertz"] = mem * _MEMORY_HZ_PER_MHZ
+    batch = ctx.field_values
+    app, base = batch.fast(_THROTTLE) or batch.values(nvml, _THROTTLE)
+    utilization = fields.get("utilization_ratio")
+    if app is None or base is None or sm is ABSENT or utilization is None:
         mask = nvml.call_first(scope, _EVENTS, _EVENTS, _REASONS, h)
     else:
         token = (app, base, sm, utilization == 0)
         mask = ctx.slow.follows(nvml, ctx.timestamp, scope, _EVENTS, token, _limited,
                                 nvml.call_first, scope, _EVENTS, _EVENTS, _REASONS, h)  # fmt: skip
     if mask is not ABSENT:
-        out["clock_event_reasons"] = reasons_from_mask(int(mask))
+        mask = int(mask)
+        reasons = _BY_MASK.get(mask)  # reasons_from_mask's look-up, written out: once per GPU and cycle
+        out["clock_event_reasons"] = reasons_from_mask(mask) if reasons is None else reasons
     return out

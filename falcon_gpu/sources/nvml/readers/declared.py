@@ -4,8 +4,10 @@ Such a reading is one field ID with no dedicated function and nothing to compute
 (:data:`~falcon_gpu.sources.nvml.field_values.DECLARED`): it rides in the device's one
 ``nvmlDeviceGetFieldValues`` call, and the reader the table names calls
 :func:`read_declared` with its own name once, which converts each to its base unit and
-type. Per-field answers keep their meaning: NOT_SUPPORTED is remembered and logged once
-(the field is not asked again on that GPU), an error counts against that reader.
+type (or, as ``thermal_power`` does, takes their specs last into the field group it reads in
+one look-up, and converts each with its ``from_nvml``). Per-field answers
+keep their meaning: NOT_SUPPORTED is remembered and logged once (the field is not asked again
+on that GPU), an error counts against that reader.
 """
 
 from __future__ import annotations

@@ -113,13 +113,11 @@ _LAST = "health_numbers"
 """The caller's memo key of each scope's last usual answer: (its numbers, the fields made of them)."""
 
 
-def _from_numbers(ctx: DeviceContext, numbers: tuple[Any, ...]) -> Fields:
-    """:func:`_from_batch`, or the fields of the last cycle where its numbers were the same (counters that
-    sit at 0 on a healthy GPU: the same records, not new ones, every cycle)."""
+def _remembered(ctx: DeviceContext, numbers: tuple[Any, ...]) -> Fields:
+    """:func:`_from_batch`, kept as the scope's last usual answer: while its numbers stay the same (counters
+    that sit at 0 on a healthy GPU), :func:`read_health` answers a copy of those fields, the same records,
+    not new ones, every cycle."""
     last_by_scope: dict[str, tuple[tuple[Any, ...], Fields]] = ctx.nvml.memo.setdefault(_LAST, {})
-    last = last_by_scope.get(ctx.scope)
-    if last is not None and last[0] == numbers:
-        return last[1].copy()
     out = _from_batch(numbers)
     last_by_scope[ctx.scope] = (numbers, out.copy())
     return out
@@ -131,7 +129,12 @@ _CORRUPTED: Final = MappingProxyType({pynvml.NVML_ERROR_CORRUPTED_INFOROM: False
 
 def read_health(ctx: DeviceContext) -> Fields:
     numbers = ctx.field_values.fast(_GROUP)
-    out = _by_field(ctx) if numbers is None else _from_numbers(ctx, numbers)
+    if numbers is None:
+        out = _by_field(ctx)
+    else:  # the last cycle's fields where its numbers were the same, else new ones
+        last_by_scope: dict[str, tuple[tuple[Any, ...], Fields]] | None = ctx.nvml.memo.get(_LAST)
+        last = None if last_by_scope is None else last_by_scope.get(ctx.scope)
+        out = last[1].copy() if last is not None and last[0] == numbers else _remembered(ctx, numbers)
     valid = ctx.slow.call(
         ctx.nvml, ctx.timestamp, ctx.scope, "inforom", "nvmlDeviceValidateInforom", ctx.handle,
         answers=_CORRUPTED,

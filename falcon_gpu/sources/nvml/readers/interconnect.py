@@ -28,6 +28,8 @@ lets the health check's nvlink comparison stop at identity.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from falcon_gpu.model.snapshot import NvlinkErrors, NvlinkReading
 from falcon_gpu.sources.nvml.field_values import (
     NVLINK,
@@ -40,6 +42,7 @@ from falcon_gpu.sources.nvml.field_values import (
     NVLINK_TX,
     PCIE_TRAFFIC,
     FieldBatch,
+    FieldGroup,
     FieldSpec,
 )
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
@@ -119,7 +122,10 @@ def _errors(batch: FieldBatch) -> tuple[list[int | None], list[list[float | None
 
 _AGGREGATES: tuple[FieldSpec, ...] = PCIE_TRAFFIC + NVLINK_TRAFFIC + NVLINK_ERROR_TOTALS
 """The eight values of a steady cycle (PCIe TX/RX, NVLink TX/RX, the four error totals), taken in one
-look-up of the batch."""
+look-up of the batch (:data:`_AGGREGATE_GROUP`)."""
+_AGGREGATE_GROUP = FieldGroup(_AGGREGATES, partial=True)
+"""Partial: a sum the device is not asked (no NVLink, or its per-link fields asked instead) is None, as
+:meth:`FieldBatch.numbers` answers it."""
 _ZERO_ERRORS = NvlinkErrors(0, 0, 0, 0)
 """Shared by every cycle of every GPU whose links counted no error (a record is never changed)."""
 
@@ -128,7 +134,7 @@ _Links = tuple[int | None, int | None, list[int | None], list[list[float | None]
 """NVLink bytes sent and received, the error totals per kind, and the per-link error counters."""
 
 
-def _nvlink(batch: FieldBatch, values: list[float | None]) -> _Links:
+def _nvlink(batch: FieldBatch, values: Sequence[float | None]) -> _Links:
     """The NVLink readings of a GPU that has NVLink (``values``: this cycle's :data:`_AGGREGATES`)."""
     if None in values[2:]:  # a sum refused (an older driver: per-link fields in the batch) or unanswered
         return (*_traffic(batch), *_errors(batch))
@@ -149,7 +155,7 @@ def _put_traffic(ctx: DeviceContext, out: Fields, sent: int | None, received: in
 
 def read_interconnect(ctx: DeviceContext) -> Fields:
     batch, rates, now, scope = ctx.field_values, ctx.rates, ctx.timestamp, ctx.scope
-    values = batch.numbers(_AGGREGATES)
+    values = batch.fast(_AGGREGATE_GROUP) or batch.numbers(_AGGREGATES)
     pcie_tx, pcie_rx, sum_tx, sum_rx, crc_flit, crc_data, replay, recovery = values
     tx = None if pcie_tx is None else int(pcie_tx)
     rx = None if pcie_rx is None else int(pcie_rx)

@@ -39,17 +39,20 @@ def memory_info(ctx: DeviceContext, handle: Any, scope: str) -> Any:
     )
 
 
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
 def read_memory(ctx: DeviceContext) -> Fields:
-    info = memory_info(ctx, ctx.handle, ctx.scope)
+    nvml = ctx.nvml
+    variants = nvml.memo.get("memory_info")  # _variants, written out: once per GPU and cycle
+    if variants is None:
+        variants = _variants(nvml)
+    info = nvml.call_first(
+        ctx.scope, "memory_info", "memory_info", variants, ctx.handle, fallback=MEMORY_FALLBACK
+    )
     if info is ABSENT:
         return {}
+    total, used, free, reserved = info.total, info.used, info.free, getattr(info, "reserved", None)
     return {
-        "memory_total_bytes": _int(info.total),
-        "memory_used_bytes": _int(info.used),
-        "memory_free_bytes": _int(info.free),
-        "memory_reserved_bytes": _int(getattr(info, "reserved", None)),
+        "memory_total_bytes": None if total is None else int(total),
+        "memory_used_bytes": None if used is None else int(used),
+        "memory_free_bytes": None if free is None else int(free),
+        "memory_reserved_bytes": None if reserved is None else int(reserved),
     }

@@ -19,9 +19,13 @@ then never asked again.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pynvml
 
 from falcon_gpu.readings.device import BY_FIELD
+from falcon_gpu.readings.spec import divisor_from_nvml
+from falcon_gpu.readings.units import PERCENT_PER_RATIO
 from falcon_gpu.sources.nvml.calls import ABSENT
 from falcon_gpu.sources.nvml.field_values import (
     ENERGY,
@@ -30,38 +34,46 @@ from falcon_gpu.sources.nvml.field_values import (
     POWER_INSTANT,
     FieldGroup,
 )
-from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ratio
-from falcon_gpu.sources.nvml.readers.declared import declared_for, read_declared
+from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
+from falcon_gpu.sources.nvml.readers.declared import declared_for
 
 PSTATE_UNKNOWN = 32
 _DECLARED = declared_for("thermal_power")
-_WATTS, _LIMIT_WATTS, _JOULES = (
-    BY_FIELD[f].from_nvml for f in ("power_watts", "power_limit_watts", "energy_joules")
+_MW_PER_W, _LIMIT_MW_PER_W, _MJ_PER_J = (
+    divisor_from_nvml(BY_FIELD[f]) for f in ("power_watts", "power_limit_watts", "energy_joules")
 )
-"""mW -> W, mJ -> J (the reading table's units)."""
-_GROUP = FieldGroup((MEMORY_TEMP, POWER_AVERAGE, ENERGY))
-"""The reader's own field values, taken in one look-up on the usual answer (:meth:`FieldBatch.values`;
-the declared ones apart: not every GPU has them, which would send the whole group the per-field way)."""
+"""mW -> W, mJ -> J (the reading table's units): NVML's integer divided by the exact constant, the float
+``from_nvml`` computes, without its call."""
+_GROUP = FieldGroup((MEMORY_TEMP, POWER_AVERAGE, ENERGY, *(spec for spec, _, _ in _DECLARED)), partial=True)
+"""The reader's field values, the declared ones last, taken in one look-up on the usual answer
+(:meth:`FieldBatch.values`; partial: a GPU without the T.Limit fields or the 1 s average still takes it,
+its missing ones None)."""
 
 
 def read_thermal_power(ctx: DeviceContext) -> Fields:
-    nvml, scope, h = ctx.nvml, ctx.scope, ctx.handle
+    nvml, scope, h, batch = ctx.nvml, ctx.scope, ctx.handle, ctx.field_values
     call = nvml.call
-    out: Fields = read_declared(ctx, _DECLARED)
-    memory_temp, power, energy = ctx.field_values.values(nvml, _GROUP)
+    numbers = batch.fast(_GROUP) or batch.values(nvml, _GROUP)
+    declared: dict[str, Any] = {}  # the table's readings (read_declared's loop, on the group's numbers)
+    for (_, name, from_nvml), value in zip(_DECLARED, numbers[3:], strict=True):
+        declared[name] = None if value is None else from_nvml(value)
+    out: Fields = declared  # type: ignore[assignment]  # the table's fields (test_table checks them)
+    memory_temp, power, energy = numbers[0], numbers[1], numbers[2]
     temp = call(scope, "temperature", "nvmlDeviceGetTemperature", h, pynvml.NVML_TEMPERATURE_GPU)
     if temp is not ABSENT:
         out["temperature_celsius"] = float(temp)
-    out["memory_temperature_celsius"] = None if memory_temp is ABSENT else float(memory_temp)
-    if power is ABSENT:  # no 1 s average (it has no call of its own): the instant value or its call
-        power = ctx.field_values.value(nvml, POWER_INSTANT)
-    if power is not ABSENT:
-        out["power_watts"] = _WATTS(power)
+    out["memory_temperature_celsius"] = None if memory_temp is None else float(memory_temp)
+    if power is None:  # no 1 s average (it has no call of its own): the instant value or its call
+        power = batch.value(nvml, POWER_INSTANT)
+        if power is ABSENT:
+            power = None
+    if power is not None:
+        out["power_watts"] = power / _MW_PER_W
     limit = ctx.slow.call(nvml, ctx.timestamp, scope, "power_limit", "nvmlDeviceGetEnforcedPowerLimit", h)
     if limit is not ABSENT:
-        out["power_limit_watts"] = _LIMIT_WATTS(limit)
-    if energy is not ABSENT:
-        out["energy_joules"] = _JOULES(energy)
+        out["power_limit_watts"] = limit / _LIMIT_MW_PER_W
+    if energy is not None:
+        out["energy_joules"] = energy / _MJ_PER_J
     pstate = call(scope, "performance_state", "nvmlDeviceGetPerformanceState", h)
     if pstate is not ABSENT and int(pstate) != PSTATE_UNKNOWN:
         out["performance_state"] = int(pstate)
@@ -70,5 +82,5 @@ def read_thermal_power(ctx: DeviceContext) -> Fields:
     else:
         fan = ctx.slow.call(nvml, ctx.timestamp, scope, "fan_speed", "nvmlDeviceGetFanSpeed", h, token=temp)
     if fan is not ABSENT:
-        out["fan_speed_ratio"] = ratio(fan)
+        out["fan_speed_ratio"] = fan / PERCENT_PER_RATIO
     return out

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from falcon_gpu.readings.units import PERCENT_PER_RATIO
 from falcon_gpu.sources.nvml.calls import ABSENT
-from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, ratio
+from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 from falcon_gpu.sources.nvml.readers.processes import process_samples
 
 
@@ -25,25 +26,22 @@ def _idle(answer: Any) -> bool:
     return answer is not ABSENT and not answer[0]
 
 
-def _engine(ctx: DeviceContext, field: str, fn_name: str, in_use: bool) -> Any:
-    nvml, scope, handle = ctx.nvml, ctx.scope, ctx.handle
-    return ctx.slow.gated(
-        nvml, ctx.timestamp, scope, field, nvml.call, scope, field, fn_name, handle,
-        in_use=in_use, idle=_idle,
-    )  # fmt: skip
-
-
 def read_utilization(ctx: DeviceContext) -> Fields:
+    nvml, scope, h = ctx.nvml, ctx.scope, ctx.handle
+    call = nvml.call
     out: Fields = {}
-    rates = ctx.nvml.call(ctx.scope, "utilization", "nvmlDeviceGetUtilizationRates", ctx.handle)
+    rates = call(scope, "utilization", "nvmlDeviceGetUtilizationRates", h)
     if rates is not ABSENT:
-        out["utilization_ratio"] = ratio(rates.gpu)
-        out["memory_utilization_ratio"] = ratio(rates.memory)
+        out["utilization_ratio"] = rates.gpu / PERCENT_PER_RATIO
+        out["memory_utilization_ratio"] = rates.memory / PERCENT_PER_RATIO
     samples = process_samples(ctx)
-    enc = _engine(ctx, "encoder", "nvmlDeviceGetEncoderUtilization", samples.encoder_in_use)
+    gated, now = ctx.slow.gated, ctx.timestamp
+    enc = gated(nvml, now, scope, "encoder", call, scope, "encoder", "nvmlDeviceGetEncoderUtilization", h,
+                in_use=samples.encoder_in_use, idle=_idle)  # fmt: skip
     if enc is not ABSENT:
-        out["encoder_utilization_ratio"] = ratio(enc[0])
-    dec = _engine(ctx, "decoder", "nvmlDeviceGetDecoderUtilization", samples.decoder_in_use)
+        out["encoder_utilization_ratio"] = enc[0] / PERCENT_PER_RATIO
+    dec = gated(nvml, now, scope, "decoder", call, scope, "decoder", "nvmlDeviceGetDecoderUtilization", h,
+                in_use=samples.decoder_in_use, idle=_idle)  # fmt: skip
     if dec is not ABSENT:
-        out["decoder_utilization_ratio"] = ratio(dec[0])
+        out["decoder_utilization_ratio"] = dec[0] / PERCENT_PER_RATIO
     return out
