@@ -44,11 +44,15 @@ beyond its own, and a graphics context smaller than a fall of that unlisted memo
 
 Written for the hot path (hundreds of processes per node, every cycle, most of them unchanged): a
 process whose name, types, memory and share did not move keeps last cycle's :class:`ProcessReading`
-(kept per scope for one cycle, in the caller's memo), and the SM mean divides only where a PID has
-several samples. A device whose three lists (each process's PID, memory and instance IDs) and SM shares
-read as in its last full pass gets that pass's whole tuple again (a steady training job: one comparison
-per list instead of a merge and a check per process), its names kept alive for the cycle as the
-general path would (:meth:`~falcon_gpu.sources.nvml.process_names.ProcessNames.held`).
+(kept per scope for one cycle, in the caller's memo). The samples' usual answer (one per PID, all newer
+than ``lastSeen``, percents already converted, the engines idle) is read by a short loop that does
+five attribute loads and one dict store per sample and nothing else; any other answer leaves it for
+the general loop, which counts and averages (:func:`_samples`). A device whose three lists (each
+process's PID, memory and instance IDs) and SM shares read as in its last full pass gets that pass's
+whole tuple again (a steady training job: one comparison per list instead of a merge and a check per
+process; a graphics or MPS answer the gate kept is the same object as before, so it is compared by
+identity), its names kept alive for the cycle as the general path would
+(:meth:`~falcon_gpu.sources.nvml.process_names.ProcessNames.held`).
 """
 
 from __future__ import annotations
@@ -191,7 +195,7 @@ def _graphics_may_run(
     if shares is None or used is None or listed < 0:
         return True
     may = False
-    if mps is not ABSENT and mps:
+    if mps:  # neither ABSENT (which is false) nor empty
         listed += sum(_used(info) or 0 for info in mps)
     if shares and not shares.keys() <= compute_pids:
         may = mps is ABSENT or not shares.keys() <= compute_pids.union(info.pid for info in mps)
