@@ -50,7 +50,9 @@ class ProcessNames:
         name still has it); False at the first that was not (the caller asks :meth:`get`)."""
         now, before, room = self._now, self._before, self._max
         if len(now) + len(pids) <= room and before.keys() >= pids:  # the usual cycle: all from the last
-            now.update(zip(pids, map(before.pop, pids), strict=True))
+            pop = before.pop  # a plain loop: dict.update over zip/map pairs costs more per PID
+            for pid in pids:
+                now[pid] = pop(pid)
             return True
         for pid in pids:
             if pid not in now:

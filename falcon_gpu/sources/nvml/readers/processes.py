@@ -44,16 +44,21 @@ beyond its own, and a graphics context smaller than a fall of that unlisted memo
 
 Written for the hot path (hundreds of processes per node, every cycle, most of them unchanged): a
 process whose name, types, memory and share did not move keeps last cycle's :class:`ProcessReading`
-(kept per scope for one cycle, in the caller's memo), and the SM mean divides only where a PID has
-several samples. A device whose three lists (each process's PID, memory and instance IDs) and SM shares
-read as in its last full pass gets that pass's whole tuple again (a steady training job: one comparison
-per list instead of a merge and a check per process), its names kept alive for the cycle as the
-general path would (:meth:`~falcon_gpu.sources.nvml.process_names.ProcessNames.held`).
+(kept per scope for one cycle, in the caller's memo). The samples' usual answer (one per PID, all newer
+than ``lastSeen``, percents already converted, the engines idle) is read by a short loop that does
+five attribute loads and one dict store per sample and nothing else; any other answer leaves it for
+the general loop, which counts and averages (:func:`_samples`). A device whose three lists (each
+process's PID, memory and instance IDs) and SM shares read as in its last full pass gets that pass's
+whole tuple again (a steady training job: one comparison per list instead of a merge and a check per
+process; a graphics or MPS answer the gate kept is the same object as before, so it is compared by
+identity), its names kept alive for the cycle as the general path would
+(:meth:`~falcon_gpu.sources.nvml.process_names.ProcessNames.held`).
 """
 
 from __future__ import annotations
 
-from operator import attrgetter
+from collections.abc import Callable
+from operator import attrgetter, not_
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -137,28 +142,38 @@ def _signature(found: Any) -> Any:
 
 class _Steady:
     """One scope's last full pass: the lists' signatures and samples it was built from, what the gates
-    derived from the compute list, and the readings (handed out again while nothing of it moved)."""
+    derived from the compute list, and the readings (handed out again while nothing of it moved).
 
-    __slots__ = ("compute", "graphics", "listed", "may_run", "mps", "named", "pids", "readings", "shares")
+    The graphics and MPS answers themselves are kept too: a gate that did not ask hands out its kept
+    answer, the same list object as before, whose signature is the one kept (no list is changed after
+    NVML answered it), so the usual cycle compares identities instead of building those signatures."""
+
+    __slots__ = (
+        "compute", "graphics", "graphics_found", "listed", "may_run", "mps", "mps_found", "named", "pids",
+        "readings", "shares",
+    )  # fmt: skip
 
     def __init__(
-        self, compute: Any, listed: int, may_run: bool, pids: frozenset[int], graphics: Any, mps: Any,
-        shares: dict[int, float] | None, readings: tuple[ProcessReading, ...],
+        self, compute: Any, listed: int, may_run: bool, pids: frozenset[int], graphics: tuple[Any, Any],
+        mps: tuple[Any, Any], shares: dict[int, float] | None, readings: tuple[ProcessReading, ...],
     ) -> None:  # fmt: skip
         self.compute = compute
         self.listed = listed
         self.may_run = may_run
         self.pids = pids
-        self.graphics = graphics
-        self.mps = mps
+        self.graphics_found, self.graphics = graphics
+        """The graphics list as NVML answered it (or ABSENT), and its :func:`_signature`."""
+        self.mps_found, self.mps = mps
+        """The same for the MPS list."""
         self.shares = shares
         self.readings = readings
         self.named = frozenset(p.pid for p in readings)
         """The PIDs whose names the readings hold."""
 
 
-def _no_clients(found: Any) -> bool:
-    return found is ABSENT or not found
+_no_clients: Final[Callable[[Any], bool]] = not_
+"""A list answer that holds no process: ABSENT (which is false) or an empty list. The gates ask it of
+their kept answer every cycle: ``operator.not_`` answers it without a Python frame."""
 
 
 def _graphics_may_run(
@@ -180,12 +195,15 @@ def _graphics_may_run(
     if shares is None or used is None or listed < 0:
         return True
     may = False
-    if mps is not ABSENT and mps:
+    if mps:  # neither ABSENT (which is false) nor empty
         listed += sum(_used(info) or 0 for info in mps)
     if shares and not shares.keys() <= compute_pids:
         may = mps is ABSENT or not shares.keys() <= compute_pids.union(info.pid for info in mps)
     beyond = used - listed
-    levels: dict[str, int] = ctx.nvml.memo.setdefault(_GRAPHICS, {})
+    memo = ctx.nvml.memo
+    levels: dict[str, int] | None = memo.get(_GRAPHICS)
+    if levels is None:
+        levels = memo[_GRAPHICS] = {}
     level = levels.get(scope)
     if may or level is None or beyond > level:
         levels[scope] = beyond
@@ -248,11 +266,16 @@ def list_processes(
     nvml, slow, now = ctx.nvml, ctx.slow, ctx.timestamp
     call_first = nvml.call_first
     compute = call_first(scope, _COMPUTE_FIELD, _COMPUTE_FIELD, _COMPUTE_VARIANTS, handle)
-    steady: dict[str, _Steady] = nvml.memo.setdefault(_STEADY, {})
+    memo = nvml.memo
+    steady: dict[str, _Steady] | None = memo.get(_STEADY)
+    if steady is None:
+        steady = memo[_STEADY] = {}
     last = steady.get(scope)
     computed = _signature(compute)
+    if last is not None and last.compute != computed:
+        last = None  # from here on: the last full pass, where it read the compute list as this cycle
     entries: dict[ProcessKey, list[Any]] | None = None
-    if last is not None and last.compute == computed:
+    if last is not None:
         listed, mps_may_run, compute_pids = last.listed, last.may_run, last.pids
     else:
         entries = {}
@@ -267,23 +290,35 @@ def list_processes(
         _GRAPHICS_VARIANTS, handle,
         in_use=_graphics_may_run(ctx, scope, compute_pids, listed, mps, used_memory), idle=_no_clients,
     )  # fmt: skip
-    graphed, mpsed, shares = _signature(graphics), _signature(mps), ctx.sm_by_pid
-    if (
-        last is not None
-        and last.compute == computed
-        and last.graphics == graphed
-        and last.mps == mpsed
-        and last.shares == shares
-        and ctx.names.held(last.named)
-    ):
-        return last.readings
+    shares = ctx.sm_by_pid
+    if last is not None:
+        graphed, mpsed = last.graphics, last.mps
+        if graphics is not last.graphics_found:  # asked again: kept from now on if it reads the same
+            graphed = _signature(graphics)
+            if graphed == last.graphics:
+                last.graphics_found = graphics
+        if mps is not last.mps_found:
+            mpsed = _signature(mps)
+            if mpsed == last.mps:
+                last.mps_found = mps
+        if (
+            last.graphics == graphed
+            and last.mps == mpsed
+            and last.shares == shares
+            and ctx.names.held(last.named)
+        ):
+            return last.readings
+    else:
+        graphed, mpsed = _signature(graphics), _signature(mps)
     if entries is None:
         entries = {}
         _merge(entries, "compute", _COMPUTE_ALONE, compute)
     _merge(entries, "graphics", _GRAPHICS_ALONE, graphics)
     _merge(entries, "mps", _MPS_ALONE, mps)
     readings = _readings(ctx, scope, entries)
-    steady[scope] = _Steady(computed, listed, mps_may_run, compute_pids, graphed, mpsed, shares, readings)
+    steady[scope] = _Steady(
+        computed, listed, mps_may_run, compute_pids, (graphics, graphed), (mps, mpsed), shares, readings
+    )
     return readings
 
 
@@ -334,16 +369,54 @@ def process_samples(ctx: DeviceContext) -> ProcessSamples:
 
 
 def _samples(ctx: DeviceContext) -> ProcessSamples:
-    """Mean SM share per PID since the last cycle, and whether the encoder / decoder were used."""
-    last_seen = ctx.last_seen_us.get(ctx.scope, 0)
+    """Mean SM share per PID since the last cycle, and whether the encoder / decoder were used.
+
+    The usual answer is read the short way. NVML's documentation of ``nvmlDeviceGetProcessUtilization``:
+    "One utilization sample structure is returned per process running", with samples newer than
+    ``lastSeen`` only. So the usual answer has one sample per PID (its share is the share, nothing to
+    count or divide), every sample newer than ``last_seen``, each SM percent one already converted
+    (:data:`_SHARES`) and the engines idle in every sample (one test per sample for both; which engine
+    was busy is looked up only where one was). Anything else (a PID sampled twice, a sample already
+    used, a percent not seen before) leaves the short way before it changed anything, and
+    :func:`_averaged` reads the samples again under the general rules."""
+    scope = ctx.scope
+    last_seen = ctx.last_seen_us.get(scope, 0)
     # pynvml raises NVMLError(NVML_SUCCESS) when the driver has no samples at all: also "none".
     samples = ctx.nvml.call(
-        ctx.scope, "process_utilization", "nvmlDeviceGetProcessUtilization", ctx.handle, last_seen,
+        scope, "process_utilization", "nvmlDeviceGetProcessUtilization", ctx.handle, last_seen,
         answers=_NO_SAMPLES,
     )  # fmt: skip
     if samples is ABSENT:
-        return ProcessSamples(None, encoder_in_use=True, decoder_in_use=True)
-    newest = max(last_seen, int(ctx.timestamp * 1_000_000))
+        return ProcessSamples(None, True, True)
+    now_us = int(ctx.timestamp * 1_000_000)
+    newest = now_us if now_us > last_seen else last_seen
+    shares: dict[int, float] = {}
+    by_percent = _SHARES
+    engines = False
+    try:
+        for sample in samples:
+            stamp = sample.timeStamp
+            if stamp <= last_seen:
+                return _averaged(ctx, samples, last_seen, newest)
+            if stamp > newest:  # a sample taken after this cycle's time: lastSeen moves to it
+                newest = stamp
+            shares[sample.pid] = by_percent[sample.smUtil]
+            if sample.encUtil or sample.decUtil:
+                engines = True
+    except KeyError:  # a percent not in _SHARES yet
+        return _averaged(ctx, samples, last_seen, newest)
+    if len(shares) != len(samples):  # a PID with several samples: their mean
+        return _averaged(ctx, samples, last_seen, newest)
+    ctx.last_seen_us[scope] = int(newest)
+    if engines:
+        encoder = any(sample.encUtil for sample in samples)
+        return ProcessSamples(shares, encoder, any(sample.decUtil for sample in samples))
+    return ProcessSamples(shares, False, False)
+
+
+def _averaged(ctx: DeviceContext, samples: Any, last_seen: int, newest: int) -> ProcessSamples:
+    """The general rules: the samples newer than ``last_seen`` count, a PID's shares are averaged,
+    ``lastSeen`` moves to the newest sample where that is later than ``newest``."""
     shares: dict[int, float] = {}  # per PID: its one sample's share, or the sum of its shares
     counts: dict[int, int] = {}  # only the PIDs with more than one sample (rare: one per PID and cycle)
     encoder = decoder = False
@@ -373,9 +446,12 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     ctx.last_seen_us[ctx.scope] = int(newest)
     for pid, n in counts.items():
         shares[pid] /= n
-    return ProcessSamples(shares, encoder_in_use=encoder, decoder_in_use=decoder)
+    return ProcessSamples(shares, encoder, decoder)
 
 
 def read_processes(ctx: DeviceContext) -> Fields:
-    ctx.sm_by_pid = process_samples(ctx).sm_by_pid
+    samples = ctx.samples  # process_samples, written out: this runs for every GPU every cycle
+    if samples is None:
+        samples = ctx.samples = _samples(ctx)
+    ctx.sm_by_pid = samples.sm_by_pid
     return {"processes": list_processes(ctx, ctx.handle, ctx.scope, ctx.fields.get("memory_used_bytes"))}
