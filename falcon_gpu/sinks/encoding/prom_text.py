@@ -114,6 +114,19 @@ class SeriesText:
         families[name] = (family, text, lines)
         return text
 
+    def texts(self, families: tuple[Family, ...]) -> list[str]:
+        """:meth:`text` of each family that has series, the usual case (the very family object of
+        last cycle: its kept text) looked up here, with no call per family."""
+        kept = self._families
+        text = self.text
+        out: list[str] = []
+        append = out.append
+        for family in families:
+            if family.series:
+                last = kept.get(family.name)
+                append(last[1] if last is not None and last[0] is family else text(family))
+        return out
+
     def lines(self, family: Family, out: list[str]) -> None:
         """Append the family's header and one line per series to ``out``."""
         out.append(self.header(family))
@@ -184,8 +197,7 @@ def encode_family(family: Family) -> str:
 
 def encode(batch: PromBatch, cache: SeriesText = _CACHE) -> str:
     """The whole batch; families with no series are left out (the format allows it, but it is noise)."""
-    text = cache.text
-    out = [text(family) for family in batch.families if family.series]
+    out = cache.texts(batch.families)
     if not out:
         return ""
     out.append("")
