@@ -206,10 +206,14 @@ class FamilyBuilder:
                         found[name] = last[2]
                         continue
                     unique = last[2] is not None and len(last[2].series) == len(row_labels)
-                labels = [lb for lb, value in zip(row_labels, column) if value is not None]  # noqa: B905
+                if None in column:
+                    labels = [lb for lb, value in zip(row_labels, column) if value is not None]  # noqa: B905
+                    values = [convert(value) for value in column if value is not None]
+                else:  # every row has the reading (the usual column): no per-row test
+                    labels = list(row_labels)
+                    values = list(map(convert, column))
                 family = None
                 if labels:
-                    values = [convert(value) for value in column if value is not None]
                     if unique:  # every row had a series last time, none was dropped: no duplicate
                         family = Family(name, spec.kind, spec.help, tuple(map(Series, labels, values)))
                     else:
