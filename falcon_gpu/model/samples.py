@@ -31,18 +31,13 @@ class Family(Record):
     """A Prometheus metric family: every series of one metric name in one cycle (built per family
     a cycle: its own ``__init__``)."""
 
-    _fields = ("name", "kind", "help", "series")
-    __slots__ = (*_fields, "text")
+    __slots__ = _fields = ("name", "kind", "help", "series")
 
     def __init__(self, name: str, kind: MetricKind, help: str, series: tuple[Series, ...]) -> None:
         self.name: Final = name
         self.kind: Final = kind
         self.help: Final = help
         self.series: Final = series
-        self.text: str | None = None
-        """The family's Prometheus text, kept by the encoder the first time it renders it (a function
-        of the fields alone; not a field: not compared, hashed or copied): a family the schema hands
-        out again unchanged is its text, with no look-up (:mod:`falcon_gpu.sinks.encoding.prom_text`)."""
 
 
 class FalconItem(Record):

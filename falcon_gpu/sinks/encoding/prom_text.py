@@ -114,7 +114,7 @@ class SeriesText:
             lines = []
             self._series_lines(family, lines)
             prefixes = [line[: line.rindex(" ") + 1] for line in lines]
-        text = family.text = self.header(family) + "\n" + "\n".join(lines)
+        text = self.header(family) + "\n" + "\n".join(lines)
         families = self._families
         if len(families) >= self.limit and name not in families:
             families = self._families = {}  # a new dict, as for the lines below
@@ -122,14 +122,16 @@ class SeriesText:
         return text
 
     def texts(self, families: tuple[Family, ...]) -> list[str]:
-        """:meth:`text` of each family that has series; the usual case (the very family object of
-        last cycle) is the text the family keeps (:attr:`Family.text`), with no call or look-up."""
+        """:meth:`text` of each family that has series, the usual case (the very family object of
+        last cycle: its kept text) looked up here, with no call per family."""
+        kept = self._families
         text = self.text
         out: list[str] = []
         append = out.append
         for family in families:
             if family.series:
-                append(family.text or text(family))
+                last = kept.get(family.name)
+                append(last[1] if last is not None and last[0] is family else text(family))
         return out
 
     def lines(self, family: Family, out: list[str]) -> None:
