@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
+from typing import Final
 
 from falcon_gpu.model.record import Record
 
@@ -20,16 +21,32 @@ OUTCOMES = ("sent", "spooled", "dropped")
 
 
 class TelemetryView(Record):
-    """A consistent copy of the counters, for the schemas."""
+    """A consistent copy of the counters, for the schemas (one a cycle: its own ``__init__``, a
+    tenth of the generic one's loop of ``setattr``)."""
 
-    cycles_total: int
-    cycles_skipped_total: int
-    last_cycle_seconds: float | None
-    errors_total: dict[str, int]
-    samples_total: dict[tuple[str, str], int]
-    spool_bytes: dict[str, int]
-    readers: dict[str, tuple[bool, float]]
-    """Per NVML reader, the last cycle: (succeeded on every GPU, seconds over all GPUs)."""
+    __slots__ = _fields = (
+        "cycles_total", "cycles_skipped_total", "last_cycle_seconds", "errors_total", "samples_total",
+        "spool_bytes", "readers",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        cycles_total: int,
+        cycles_skipped_total: int,
+        last_cycle_seconds: float | None,
+        errors_total: dict[str, int],
+        samples_total: dict[tuple[str, str], int],
+        spool_bytes: dict[str, int],
+        readers: dict[str, tuple[bool, float]],
+    ) -> None:
+        self.cycles_total: Final = cycles_total
+        self.cycles_skipped_total: Final = cycles_skipped_total
+        self.last_cycle_seconds: Final = last_cycle_seconds
+        self.errors_total: Final = errors_total
+        self.samples_total: Final = samples_total
+        self.spool_bytes: Final = spool_bytes
+        self.readers: Final = readers
+        """Per NVML reader, the last cycle: (succeeded on every GPU, seconds over all GPUs)."""
 
 
 class Telemetry:
@@ -43,6 +60,11 @@ class Telemetry:
         self._spool: dict[str, int] = {}
         self._failing: set[str] = set()
         self._readers: dict[str, tuple[bool, float]] = {}
+        self._errors_copy: dict[str, int] | None = None
+        self._spool_copy: dict[str, int] | None = None
+        """The last view's copies of the error and spool counters, while they did not change (most
+        cycles: no error, no spool): each view hands the same copy out instead of copying again.
+        None: changed since (set under the lock by every change)."""
 
     # -- counters ---------------------------------------------------------
     def cycle_done(self, seconds: float) -> None:
@@ -57,6 +79,7 @@ class Telemetry:
     def error(self, kind: str, n: int = 1) -> None:
         with self._lock:
             self._errors[kind] += n
+            self._errors_copy = None
 
     def samples(self, sink: str, outcome: str, n: int) -> None:
         if outcome not in OUTCOMES:
@@ -67,9 +90,13 @@ class Telemetry:
     def spool_bytes(self, sink: str, n: int) -> None:
         with self._lock:
             self._spool[sink] = n
+            self._spool_copy = None
 
     def readers_done(self, outcome: dict[str, tuple[bool, float]]) -> None:
-        """The NVML readers' outcome of one cycle: name -> (succeeded on every GPU, seconds)."""
+        """The NVML readers' outcome of one cycle: name -> (succeeded on every GPU, seconds).
+
+        ``outcome`` is handed over: the caller builds a new dict each cycle and never changes it
+        after, so the views share it instead of copying it."""
         with self._lock:
             self._readers = outcome
 
@@ -81,14 +108,20 @@ class Telemetry:
 
     def view(self) -> TelemetryView:
         with self._lock:
+            errors = self._errors_copy
+            if errors is None:
+                errors = self._errors_copy = dict(self._errors)
+            spool = self._spool_copy
+            if spool is None:
+                spool = self._spool_copy = dict(self._spool)
             return TelemetryView(
                 cycles_total=self._cycles,
                 cycles_skipped_total=self._skipped,
                 last_cycle_seconds=self._last_cycle,
-                errors_total=dict(self._errors),
+                errors_total=errors,
                 samples_total=dict(self._samples),
-                spool_bytes=dict(self._spool),
-                readers=dict(self._readers),
+                spool_bytes=spool,
+                readers=self._readers,
             )
 
     # -- log once ---------------------------------------------------------
@@ -96,6 +129,7 @@ class Telemetry:
         """Count an error of ``kind``; log ``message`` only if ``key`` was not failing already."""
         with self._lock:
             self._errors[kind] += 1
+            self._errors_copy = None
             first = key not in self._failing
             self._failing.add(key)
         if first:
@@ -103,6 +137,8 @@ class Telemetry:
 
     def recovered(self, key: str, message: str) -> None:
         """Log ``message`` once when ``key`` was failing and now works again."""
+        if key not in self._failing:  # the usual call (every cycle, per stage): nothing to log, no lock
+            return  # (a set's ``in`` is atomic; a key fails and recovers in the thread that owns it)
         with self._lock:
             was = key in self._failing
             self._failing.discard(key)

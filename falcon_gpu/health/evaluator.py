@@ -33,7 +33,10 @@ XID_HOLD_SECONDS = 300.0
 class _DeviceState:
     """What a device's change-based checks compare with, and its last report."""
 
-    __slots__ = ("last_xid", "nvlink_errors", "pcie_replays", "report", "xid_at", "xid_counts")
+    __slots__ = (
+        "basis", "last_xid", "levels", "levels_key", "nvlink_errors", "pcie_replays", "report", "xid_at",
+        "xid_counts",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.xid_counts: dict[int, int] = {}
@@ -47,6 +50,13 @@ class _DeviceState:
         self.report: HealthReport | None = None
         """The last report, handed out again while it would be equal (so the schema, which keeps
         the health series per GPU, finds it unchanged by identity)."""
+        self.levels_key: tuple[object, ...] | None = None
+        """The readings the GPU's level checks were last worked out from (:func:`_level_inputs`)."""
+        self.levels: dict[str, int] | None = None
+        """Those checks, while they hold for the same readings again: None after a cycle where a
+        change-based check (PCIe replays, NVLink errors) fired, which the same readings do not repeat."""
+        self.basis: tuple[bool, int, dict[str, int] | None] | None = None
+        """(up, the ``xid`` check, the level checks) that :attr:`report`'s checks were made of."""
 
 
 NVLINK_LEVELS: tuple[tuple[str, int], ...] = (("crc_flit", WARN), ("crc_data", WARN), ("replay", WARN),
@@ -92,10 +102,17 @@ class HealthEvaluator:
         if new_xids:
             st.xid_at[FAIL if CRITICAL_XIDS & new_xids.keys() else WARN] = now
             st.last_xid = dev.last_xid if dev.last_xid in new_xids else max(new_xids)
-        checks = {"lost": PASS if dev.up else FAIL, "xid": self._xid_level(st, now) if st.xid_at else PASS}
-        if dev.up:
-            self._levels(dev, st, checks)
+        xid = self._xid_level(st, now) if st.xid_at else PASS
+        levels = self._levels_of(dev, st) if dev.up else None
         last = st.report
+        if last is not None and not new_xids and not last.xid_in_interval and last.last_xid == st.last_xid:
+            basis = (dev.up, xid, levels)
+            if basis == st.basis:  # the usual cycle: made of the same checks (the same dict, by identity)
+                return last
+        checks = {"lost": PASS if dev.up else FAIL, "xid": xid}
+        if levels is not None:
+            checks.update(levels)
+        st.basis = (dev.up, xid, levels)
         if (
             last is not None
             and not new_xids
@@ -110,6 +127,22 @@ class HealthEvaluator:
     def _xid_level(self, st: _DeviceState, now: float) -> int:
         held = [level for level, at in st.xid_at.items() if now - at <= self._hold]
         return max(held, default=PASS)
+
+    def _levels_of(self, dev: DeviceReading, st: _DeviceState) -> dict[str, int]:
+        """The level-based and change-based checks of a GPU that answered: last cycle's dict itself
+        while its readings are the same objects or equal (on a healthy GPU the readers hand the same
+        records again) and no change-based check fired last cycle (the same readings: no change)."""
+        key = _level_inputs(dev)
+        if st.levels is not None and key == st.levels_key:
+            st.levels_key = key  # an equal record that is a new object: compared by identity next time
+            return st.levels
+        checks: dict[str, int] = {}
+        self._levels(dev, st, checks)
+        st.levels_key = key
+        st.levels = (
+            checks if checks.get("pcie", PASS) == PASS and checks.get("nvlink", PASS) == PASS else None
+        )
+        return checks
 
     @staticmethod
     def _levels(dev: DeviceReading, st: _DeviceState, checks: dict[str, int]) -> None:
@@ -142,3 +175,11 @@ class HealthEvaluator:
         if dev.nvlink_errors is not None:
             checks["nvlink"] = _nvlink_level(dev.nvlink_errors, st.nvlink_errors)
             st.nvlink_errors = dev.nvlink_errors
+
+
+def _level_inputs(dev: DeviceReading) -> tuple[object, ...]:
+    """Every reading :meth:`HealthEvaluator._levels` looks at (compared by identity first, then equality)."""
+    return (
+        dev.ecc, dev.retired_pages, dev.remapped_rows, dev.pcie_replays, dev.clock_event_reasons,
+        dev.inforom_valid, dev.nvlink_errors,
+    )  # fmt: skip

@@ -8,6 +8,7 @@ says how they are declared).
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Final, Literal
 
 from falcon_gpu.model.record import Record
@@ -77,13 +78,21 @@ class FalconItem(Record):
 
 
 class PromBatch(Record):
-    """One cycle in the Prometheus schema; ``timestamp_ms`` is the cycle's single timestamp."""
+    """One cycle in the Prometheus schema; ``timestamp_ms`` is the cycle's single timestamp (built
+    once a cycle, but the generic ``__init__`` is a loop of ``setattr``: its own is a tenth of it)."""
 
-    timestamp_ms: int
-    families: tuple[Family, ...]
+    __slots__ = _fields = ("timestamp_ms", "families")
+
+    def __init__(self, timestamp_ms: int, families: tuple[Family, ...]) -> None:
+        self.timestamp_ms: Final = timestamp_ms
+        self.families: Final = families
 
     def sample_count(self) -> int:
-        return sum(len(f.series) for f in self.families)
+        """Series in the batch (``map`` in C: a sink counts every cycle's, some forty families)."""
+        return sum(map(len, map(_SERIES_OF, self.families)))
+
+
+_SERIES_OF = attrgetter("series")
 
 
 class PromGroup(Record):

@@ -31,19 +31,33 @@ _LABELS: LabelCache[tuple[Labels, tuple[tuple[str, str], ...]], Labels] = LabelC
 built once (the same few come back every cycle; their values change)."""
 
 
+_READERS: LabelCache[tuple[Labels, tuple[str, ...]], tuple[Labels, ...]] = LabelCache(
+    lambda key: tuple(_with((key[0], (("reader", reader),))) for reader in key[1]), limit=64
+)
+"""(node labels, the readers' names in order) -> each reader's series labels: the same readers every
+cycle, so one look-up a cycle instead of one per reader."""
+_CYCLE_SECONDS, _CYCLES, _ERRORS, _SAMPLES, _SPOOL, _READER_SUCCESS, _READER_SECONDS = (s.name for s in SPECS)
+
+
 def add_agent(b: FamilyBuilder, cycle: CycleData) -> None:
     t = cycle.telemetry
     node = cycle.base_labels
     labels = _LABELS.get
-    b.add(P + "cycle_seconds", node, t.last_cycle_seconds)
-    b.add(P + "cycles_total", node, t.cycles_total)
+    b.add(_CYCLE_SECONDS, node, t.last_cycle_seconds)
+    b.add(_CYCLES, node, t.cycles_total)
     for kind, n in sorted(t.errors_total.items()):
-        b.put(P + "errors_total", labels((node, (("kind", kind),))), n)
+        b.put(_ERRORS, labels((node, (("kind", kind),))), n)
     for (sink, outcome), n in sorted(t.samples_total.items()):
-        b.put(P + "samples_total", labels((node, (("sink", sink), ("outcome", outcome)))), n)
+        b.put(_SAMPLES, labels((node, (("sink", sink), ("outcome", outcome)))), n)
     for sink, n in sorted(t.spool_bytes.items()):
-        b.put(P + "spool_bytes", labels((node, (("sink", sink),))), n)
-    for reader, (ok, seconds) in t.readers.items():
-        lb = labels((node, (("reader", reader),)))
-        b.put(P + "reader_success", lb, ok)
-        b.put(P + "reader_seconds", lb, seconds)
+        b.put(_SPOOL, labels((node, (("sink", sink),))), n)
+    readers = t.readers
+    if readers:
+        reader_labels = _READERS.get((node, tuple(readers)))
+        ok_labels, ok_values = b.column(_READER_SUCCESS)
+        seconds_labels, seconds_values = b.column(_READER_SECONDS)
+        ok_labels.extend(reader_labels)
+        seconds_labels.extend(reader_labels)
+        for ok, seconds in readers.values():
+            ok_values.append(float(ok))
+            seconds_values.append(float(seconds))

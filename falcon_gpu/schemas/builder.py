@@ -14,6 +14,7 @@ raw values are those of the previous cycle is the previous family, with no per-s
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
@@ -92,13 +93,25 @@ class FamilyBuilder:
     :class:`Family` object. None: every family is built anew (a schema rendered per group).
     """
 
-    __slots__ = ("_columns", "_labels", "_last_in", "_last_out", "_memo", "_rows", "_specs", "_values")
+    __slots__ = (
+        "_by_name",
+        "_columns",
+        "_labels",
+        "_last_in",
+        "_last_out",
+        "_memo",
+        "_names",
+        "_rows",
+        "_values",
+    )
 
     def __init__(self, specs: tuple[MetricSpec, ...], memo: FamilyMemo | None = None) -> None:
-        self._specs = specs
         self._memo = memo
-        self._labels: dict[str, list[Labels]] = {s.name: [] for s in specs}
-        self._values: dict[str, list[float]] = {s.name: [] for s in specs}
+        self._names, self._by_name = _table_of(specs)
+        # lists only for the metrics that get series this cycle: a schema has some eighty metrics,
+        # most of them with no ``put``/``add`` series in a given cycle (block metrics, MIG, pods)
+        self._labels: defaultdict[str, list[Labels]] = defaultdict(list)
+        self._values: defaultdict[str, list[float]] = defaultdict(list)
         # schemas add many metrics with the same label tuple in a row: filter it once
         self._last_in: Labels | None = None
         self._last_out: Labels = ()
@@ -148,37 +161,37 @@ class FamilyBuilder:
         return found
 
     def families(self) -> tuple[Family, ...]:
-        out: list[Family] = []
-        memo = self._memo
-        from_rows = self._row_families()
-        for spec in self._specs:
-            name = spec.name
-            if name in from_rows:
-                if (found := from_rows[name]) is not None:
-                    out.append(found)
+        """Every metric's family of this cycle, in the specs' order; metrics with no series left out.
+
+        Only the metrics that have series cost a step here (those given lists this cycle), and the
+        families are put in the specs' order by one ``map`` over the names, in C: most of a schema's
+        metrics have no series in a given cycle (no MIG, no pods, no policies)."""
+        memo: dict[str, MemoEntry] = self._memo if self._memo is not None else {}
+        found = self._row_families(memo)
+        by_name = self._by_name
+        for name, labels in self._labels.items():
+            if not labels:  # asked for its lists (``column``), given no series
                 continue
-            labels = self._labels[name]
-            if not labels:
-                continue
+            if name in found:
+                raise ValueError(f"{name}: a block's metric must not be put or added as well")
+            spec = by_name[name]
             values = self._values[name]
-            last = memo.get(name) if memo is not None else None
+            last = memo.get(name)
             if last is not None and labels == last[0]:  # identical label tuples compare at once
                 if values == last[1] and last[2] is not None:
-                    out.append(last[2])
+                    found[name] = last[2]
                     continue
                 family = Family(name, spec.kind, spec.help, tuple(map(Series, labels, values)))
             else:
                 family, labels, values = _family(spec, labels, values)
-            if memo is not None:
-                memo[name] = (labels, values, family)
-            out.append(family)
-        return tuple(out)
+            memo[name] = (labels, values, family)
+            found[name] = family
+        return tuple(filter(None, map(found.get, self._names)))
 
-    def _row_families(self) -> dict[str, Family | None]:
+    def _row_families(self, memo: dict[str, MemoEntry]) -> dict[str, Family | None]:
         """Each block metric's family (None: no row had its reading), column by column: a column
         whose rows' labels and raw values equal the previous cycle's is the previous family."""
         found: dict[str, Family | None] = {}
-        memo = self._memo
         for block, rows in self._rows.values():
             if not rows:
                 continue
@@ -186,27 +199,45 @@ class FamilyBuilder:
             columns = zip(*map(_VALUES_OF, rows), strict=True)
             for spec, convert, column in zip(block.specs, block.converts, columns, strict=True):
                 name = spec.name
-                if self._labels[name]:
-                    raise ValueError(f"{name}: a block's metric must not be put or added as well")
-                last = memo.get(name) if memo is not None else None
+                last = memo.get(name)
                 unique = False  # the rows' label sets are known to be distinct
                 if last is not None and last[0] == row_labels:
                     if last[1] == column:
                         found[name] = last[2]
                         continue
                     unique = last[2] is not None and len(last[2].series) == len(row_labels)
-                labels = [lb for lb, value in zip(row_labels, column) if value is not None]  # noqa: B905
+                if None in column:
+                    labels = [lb for lb, value in zip(row_labels, column) if value is not None]  # noqa: B905
+                    values = [convert(value) for value in column if value is not None]
+                else:  # every row has the reading (the usual column): no per-row test
+                    labels = list(row_labels)
+                    values = list(map(convert, column))
                 family = None
                 if labels:
-                    values = [convert(value) for value in column if value is not None]
                     if unique:  # every row had a series last time, none was dropped: no duplicate
                         family = Family(name, spec.kind, spec.help, tuple(map(Series, labels, values)))
                     else:
                         family = _family(spec, labels, values)[0]
                 found[name] = family
-                if memo is not None:
-                    memo[name] = (row_labels, column, family)
+                memo[name] = (row_labels, column, family)
         return found
+
+
+_TABLES: dict[int, tuple[tuple[MetricSpec, ...], tuple[str, ...], dict[str, MetricSpec]]] = {}
+"""id(specs) -> (specs, their names, name -> spec): a schema's table is one tuple for the process's
+life, so it is indexed once, not each cycle (``specs`` is kept so that its id cannot be reused)."""
+
+
+def _table_of(specs: tuple[MetricSpec, ...]) -> tuple[tuple[str, ...], dict[str, MetricSpec]]:
+    found = _TABLES.get(id(specs))
+    if found is None or found[0] is not specs:
+        by_name = {spec.name: spec for spec in specs}
+        if len(by_name) != len(specs):
+            raise ValueError("a metric is listed twice in the table")
+        if len(_TABLES) >= 64:  # tables built per call (tests): bounded
+            _TABLES.clear()
+        found = _TABLES[id(specs)] = (specs, tuple(by_name), by_name)
+    return found[1], found[2]
 
 
 def _family(

@@ -84,11 +84,28 @@ SPECS: tuple[MetricSpec, ...] = (
 
 
 class DeviceIndex:
-    """uuid -> device and MIG uuid -> (device, instance), built once per render."""
+    """uuid -> device and MIG uuid -> (device, instance), built once per render on first use (a
+    cycle with no pod, container, job or process to label, as on a node without attribution,
+    builds neither)."""
+
+    __slots__ = ("_by_uuid", "_devices", "_mig")
 
     def __init__(self, devices: tuple[DeviceReading, ...]) -> None:
-        self.by_uuid = {d.uuid: d for d in devices}
-        self.mig = {m.uuid: (d, m) for d in devices for m in d.mig}
+        self._devices = devices
+        self._by_uuid: dict[str, DeviceReading] | None = None
+        self._mig: dict[str, tuple[DeviceReading, MigReading]] | None = None
+
+    @property
+    def by_uuid(self) -> dict[str, DeviceReading]:
+        if self._by_uuid is None:
+            self._by_uuid = {d.uuid: d for d in self._devices}
+        return self._by_uuid
+
+    @property
+    def mig(self) -> dict[str, tuple[DeviceReading, MigReading]]:
+        if self._mig is None:
+            self._mig = {m.uuid: (d, m) for d in self._devices for m in d.mig}
+        return self._mig
 
     def labels(self, node: Labels, gpu_uuid: str, mig_uuid: str | None) -> Labels | None:
         """Device labels for a physical GPU or MIG instance; None when the snapshot lacks it.

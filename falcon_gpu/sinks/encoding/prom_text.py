@@ -41,7 +41,8 @@ def _escape_help(text: str) -> str:
 
 def format_value(value: float) -> str:
     if -1e15 < value < 1e15:  # the usual case first (false for NaN and the infinities)
-        return str(int(value)) if value == int(value) else repr(float(value))
+        whole = int(value)
+        return str(whole) if whole == value else repr(float(value))
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -68,7 +69,9 @@ class SeriesText:
         self.limit = limit
         self._lines: dict[str, dict[Labels, tuple[float, str]]] = {}
         self._headers: dict[tuple[str, str, str], str] = {}
-        self._families: dict[str, tuple[Family, str, list[str]]] = {}
+        self._families: dict[str, tuple[Family, str, list[str], list[str]]] = {}
+        """Metric name -> (its last family, that family's text, its lines, each line's text before
+        the value: a changed value is that prefix and the value formatted)."""
         self._size = 0
 
     def __len__(self) -> int:
@@ -103,16 +106,33 @@ class SeriesText:
         last = self._families.get(name)
         if last is not None and last[0] is family:
             return last[1]
-        lines = None if last is None else _follow(last[0].series, last[2], family.series)
+        lines = None
+        if last is not None:
+            prefixes = last[3]  # the same label sets (if _follow gives lines): the same prefixes
+            lines = _follow(last[0].series, last[2], prefixes, family.series)
         if lines is None:
             lines = []
             self._series_lines(family, lines)
+            prefixes = [line[: line.rindex(" ") + 1] for line in lines]
         text = self.header(family) + "\n" + "\n".join(lines)
         families = self._families
         if len(families) >= self.limit and name not in families:
             families = self._families = {}  # a new dict, as for the lines below
-        families[name] = (family, text, lines)
+        families[name] = (family, text, lines, prefixes)
         return text
+
+    def texts(self, families: tuple[Family, ...]) -> list[str]:
+        """:meth:`text` of each family that has series, the usual case (the very family object of
+        last cycle: its kept text) looked up here, with no call per family."""
+        kept = self._families
+        text = self.text
+        out: list[str] = []
+        append = out.append
+        for family in families:
+            if family.series:
+                last = kept.get(family.name)
+                append(last[1] if last is not None and last[0] is family else text(family))
+        return out
 
     def lines(self, family: Family, out: list[str]) -> None:
         """Append the family's header and one line per series to ``out``."""
@@ -154,23 +174,23 @@ class SeriesText:
         return line
 
 
-def _follow(before: tuple[Series, ...], lines: list[str], series: tuple[Series, ...]) -> list[str] | None:
+def _follow(
+    before: tuple[Series, ...], lines: list[str], prefixes: list[str], series: tuple[Series, ...]
+) -> list[str] | None:
     """The lines of ``series`` from ``before``'s ``lines``, if both have the same label sets in the same
-    order (None otherwise): an equal value keeps its line, a changed one gets its value formatted.
-    A kept line always belongs to the value kept with it, so NaN (never equal) is written anew."""
+    order (None otherwise): an equal value keeps its line, a changed one is its prefix (the line up to
+    the value) and its value formatted. A kept line always belongs to the value kept with it, so NaN
+    (never equal) is written anew."""
     if len(series) != len(before):
         return None
     out: list[str] = []
     append = out.append
-    for now, then, line in zip(series, before, lines):  # noqa: B905 (hot path; lengths checked)
+    for now, then, line, prefix in zip(series, before, lines, prefixes):  # noqa: B905 (hot; lengths checked)
         labels = now.labels
         if labels is not then.labels and labels != then.labels:
             return None
         value = now.value
-        if value == then.value:
-            append(line)
-        else:
-            append(line[: line.rindex(" ") + 1] + format_value(value))
+        append(line if value == then.value else prefix + format_value(value))
     return out
 
 
@@ -184,8 +204,7 @@ def encode_family(family: Family) -> str:
 
 def encode(batch: PromBatch, cache: SeriesText = _CACHE) -> str:
     """The whole batch; families with no series are left out (the format allows it, but it is noise)."""
-    text = cache.text
-    out = [text(family) for family in batch.families if family.series]
+    out = cache.texts(batch.families)
     if not out:
         return ""
     out.append("")
