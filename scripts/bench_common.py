@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -53,3 +55,20 @@ def rss_kib() -> int:
 
 def median_ms(xs: list[float]) -> float:
     return statistics.median(xs) * 1000
+
+
+def instructions(cmd: list[str], env: dict[str, str] | None = None) -> int:
+    """User-space instructions of one run (valgrind's callgrind, which prints ``Collected : N``): a count
+    that does not move with the machine's load, for before/after figures on a shared machine."""
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+        env=env,
+    )
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no instruction count:\n{proc.stderr[-500:]}")
+    return int(found.group(1))

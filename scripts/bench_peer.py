@@ -20,14 +20,21 @@ falcon_gpu's stages timed by wrapping them (readers, the source around them, hea
 schema, encoder). Each part is derived per cycle and its median over the cycles is shown (so the parts need
 not add up exactly); the wrappers cost time of their own, so the totals are above the first
 table's: read the shares.
-Usage: python scripts/bench_peer.py [--cycles 300] [--breakdown]
+``--instructions`` adds each side's user-space instructions per cycle, counted by valgrind in a run of its
+own (``--child``: the same node, warm-up and frozen heap, then N cycles of one side alone; a run of 0
+cycles subtracted), with ``PYTHONHASHSEED=0``: a count that does not move with the machine's load (CPU
+time on a shared machine can double), to compare before and after. It is not the CPU time: the peer runs
+about twice the instructions per clock falcon_gpu's shorter, more varied cycle does (docs/BENCHMARKS.md).
+Usage: python scripts/bench_peer.py [--cycles 300] [--breakdown] [--instructions]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import statistics
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -35,7 +42,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO, cast
 
 import pynvml
-from bench_common import load_nvml, load_scenario, make_runner, write_scenario
+from bench_common import instructions, load_nvml, load_scenario, make_runner, write_scenario
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 import falcon_gpu.schemas.falcon_gpu as fg_schema
@@ -349,11 +356,39 @@ def _parts(s: dict[str, float]) -> dict[str, float]:
     }
 
 
+def child(side: str, gpus: int, procs: int, cycles: int) -> None:
+    """One side alone, for valgrind: the node and frozen heap of :func:`measure`, then ``cycles``. Ten
+    warm-up cycles, not three: the synthetic node's series settle by the sixth, and the few cycles the
+    median of :func:`measure` passes over would weigh on a count of ten."""
+    path = write_scenario(gpus, procs)
+    run: Callable[[], object]
+    if side == "ours":
+        run = make_runner(path, cast(TextIO, LastText())).run
+    else:
+        run = PeerExporter(load_nvml(load_scenario(path))).scrape
+    for _ in range(10):
+        run()
+    settle_heap()
+    for _ in range(cycles):
+        run()
+
+
+def instructions_per_cycle(side: str, gpus: int, procs: int, cycles: int) -> float:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    cmd = [sys.executable, __file__, "--child", side, str(gpus), str(procs)]
+    return (instructions([*cmd, str(cycles)], env) - instructions([*cmd, "0"], env)) / cycles
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=300)
     ap.add_argument("--breakdown", action="store_true", help="also time each part of both sides")
+    ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
+    ap.add_argument("--child", nargs=4, metavar=("SIDE", "GPUS", "PROCS", "CYCLES"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.child:
+        child(a.child[0], *map(int, a.child[1:]))
+        return
     sizes = ((8, 64), (16, 256))
     print(
         "| node | falcon_gpu CPU ms/cycle | peer CPU ms/cycle | ratio (target <= 0.35) "
@@ -367,6 +402,14 @@ def main() -> None:
             f"| {r['ours_ms'] / r['peer_ms']:.2f}x | {r['ours_calls']:.1f} / {r['peer_calls']:.1f} "
             f"| {r['ours_bytes']} / {r['peer_bytes']} |"
         )
+    if a.instructions:
+        print("\n| node | falcon_gpu instructions/cycle | peer instructions/cycle | ratio |")
+        print("|---|---|---|---|")
+        for gpus, procs in sizes:
+            n = max(10, a.cycles // 10)  # valgrind is ~50x slower: a tenth of the cycles is plenty (exact)
+            ours, peer = (instructions_per_cycle(side, gpus, procs, n) for side in ("ours", "peer"))
+            row = f"{ours / 1e6:.2f} M | {peer / 1e6:.2f} M | {ours / peer:.2f}x"
+            print(f"| {gpus} GPUs x {procs} processes | {row} |")
     if a.breakdown:
         parts = [breakdown(gpus, procs, a.cycles) for gpus, procs in sizes]
         print("\n| part, ms per cycle (wall, median) | " + " | ".join(f"{g} x {p}" for g, p in sizes) + " |")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -31,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import write_scenario
+from bench_common import instructions, write_scenario
 
 PLUGIN = Path(__file__).resolve().parent.parent / "plugins" / "60_gpu_monitor.py"
 
@@ -40,22 +39,6 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
     return time.perf_counter() - t0
-
-
-def instructions(cmd: list[str], env: dict[str, str]) -> int:
-    """User-space instructions of one run (valgrind's callgrind, which prints ``Collected : N``)."""
-    proc = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        check=True,
-        env=env,
-    )
-    found = re.search(r"Collected : (\d+)", proc.stderr)
-    if found is None:
-        raise SystemExit(f"valgrind printed no instruction count:\n{proc.stderr[-500:]}")
-    return int(found.group(1))
 
 
 BREAKDOWN = (  # cumulative: each step's code runs after the steps above it, so its count is its own cost
