@@ -149,8 +149,9 @@ def _put_traffic(ctx: DeviceContext, out: Fields, sent: int | None, received: in
     rates, scope, now = ctx.rates, ctx.scope, ctx.timestamp
     out["nvlink_tx_bytes"] = sent
     out["nvlink_rx_bytes"] = received
-    out["nvlink_tx_bytes_per_second"] = rates.rate(scope, "nvlink_tx", sent, now)
-    out["nvlink_rx_bytes_per_second"] = rates.rate(scope, "nvlink_rx", received, now)
+    out["nvlink_tx_bytes_per_second"], out["nvlink_rx_bytes_per_second"] = rates.pair(
+        scope, "nvlink", sent, received, now
+    )
 
 
 def read_interconnect(ctx: DeviceContext) -> Fields:
@@ -162,9 +163,8 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
     out: Fields = {
         "pcie_tx_bytes": tx,
         "pcie_rx_bytes": rx,
-        "pcie_tx_bytes_per_second": rates.rate(scope, "pcie_tx", tx, now),
-        "pcie_rx_bytes_per_second": rates.rate(scope, "pcie_rx", rx, now),
     }
+    out["pcie_tx_bytes_per_second"], out["pcie_rx_bytes_per_second"] = rates.pair(scope, "pcie", tx, rx, now)
     if None not in values and not (crc_flit or crc_data or replay or recovery):
         # the usual: every value answered, every NVLink sum among them, and no link counted an error
         _put_traffic(ctx, out, int(sum_tx) * KIB, int(sum_rx) * KIB)  # type: ignore[arg-type]
