@@ -423,10 +423,23 @@ class DeviceReading(Record):
         return cls(*values)
 
 
-_READINGS: Final = DeviceReading._fields[7:-2]
-"""The reading fields, in order: what :meth:`DeviceReading.of_readings` takes from its mapping."""
-_READING_DEFAULTS: Final[tuple[Any, ...]] = DeviceReading.__init__.__defaults__[3:-2]  # type: ignore[index]
-"""Their defaults (``__init__``'s, which start at ``up``: three before the readings, two after)."""
+def _reading_fields() -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """The reading fields (those after ``minor_number``, before ``xid_counts``) and their defaults, found
+    by name in ``__init__``'s signature, which must list the fields in :attr:`_fields` order (a field
+    moved in one but not the other would make :meth:`DeviceReading.of_readings` put values in the wrong
+    places: refused here, at import)."""
+    fields, code = DeviceReading._fields, DeviceReading.__init__.__code__
+    params = code.co_varnames[1 : code.co_argcount]
+    if params != fields:
+        raise TypeError("DeviceReading.__init__ must take its _fields in order")
+    defaults = dict(zip(reversed(params), reversed(DeviceReading.__init__.__defaults__ or ()), strict=False))
+    readings = fields[fields.index("minor_number") + 1 : fields.index("xid_counts")]
+    return readings, tuple(defaults[name] for name in readings)
+
+
+_READINGS, _READING_DEFAULTS = _reading_fields()
+"""The reading fields, in order, and their defaults: what :meth:`DeviceReading.of_readings` takes from its
+mapping, and what stands for a field it lacks."""
 
 
 class Snapshot(Record):

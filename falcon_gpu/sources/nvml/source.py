@@ -328,7 +328,7 @@ class NvmlSource:
             if tuple(shape) in CHECKED_SHAPES:
                 device.shape = shape
             else:
-                fields = ctx.fields = self._checked(fields, stats, device, index, failed is None)
+                fields = ctx.fields = self._checked(shape, stats, device, index, failed is None)
         if self._failing:
             self._recovered(stats, device, index, failed or ())
         enabled = fields.get("mig_enabled")
@@ -349,10 +349,11 @@ class NvmlSource:
         return failed
 
     def _checked(
-        self, merged: Fields, stats: _ReaderStats, device: _Device, index: int, clean: bool
+        self, shape: list[Any], stats: _ReaderStats, device: _Device, index: int, clean: bool
     ) -> Fields:
         """The merged answer rebuilt from the answers :func:`check_fields` finds right; a wrong one marks
-        its reader failing. A clean merged answer's shape is remembered (under the same cap)."""
+        its reader failing. A clean merged answer's ``shape`` (worked out by the caller) is remembered
+        (under the same cap)."""
         fields: Fields = {}
         answers = self._answers
         for i, name in enumerate(stats.names):
@@ -368,7 +369,7 @@ class NvmlSource:
                 continue
             fields.update(answer)
         if clean:
-            device.shape = [*merged, *map(type, merged.values())]
+            device.shape = shape
             if len(CHECKED_SHAPES) < SHAPES_KEPT:
                 CHECKED_SHAPES.add(tuple(device.shape))
         return fields
