@@ -19,7 +19,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH=/opt/falcon-gpu/bin:$PATH \
     NVIDIA_VISIBLE_DEVICES=all \
-    NVIDIA_DRIVER_CAPABILITIES=utility
+    NVIDIA_DRIVER_CAPABILITIES=utility \
+    FALCON_GPU_LISTEN=0.0.0.0:9410
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     python -m venv /opt/falcon-gpu \
     && /opt/falcon-gpu/bin/pip install --no-cache-dir --no-index --find-links /wheels falcon-gpu \

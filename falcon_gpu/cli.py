@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     import argparse
 
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
-    p.add_argument("--version", action="version", version=f"falcon-gpu {__version__}")
+    p.add_argument("--version", action=_version_action(), nargs=0, help="show the installed version and exit")
     sub = p.add_subparsers(
         dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top}"
     )
@@ -56,7 +56,11 @@ def _parser() -> argparse.ArgumentParser:
         )
         sp.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default=None)
 
-    run = sub.add_parser("run", help="the agent: collect, attribute and push every interval")
+    run = sub.add_parser(
+        "run",
+        help="the agent: collect, attribute and push every interval",
+        epilog=_bundled_scenarios(),
+    )
     common(run)
     run.add_argument("--once", action="store_true", help="one cycle, flush every sink, exit")
     run.add_argument("--interval", type=float, metavar="S", help="seconds between cycles")
@@ -82,6 +86,33 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--since", type=_duration, metavar="DURATION", help="only jobs that ended within "
                        "this long, e.g. 30m, 2h, 1d or seconds")  # fmt: skip
     return p
+
+
+def _version_action() -> type[argparse.Action]:
+    """``--version`` from the installed package's metadata (what pip installed, the version a bug
+    report needs), read only when asked for: importlib.metadata is not on every command's path."""
+    import argparse
+
+    class Version(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                installed = version("falcon-gpu")
+            except PackageNotFoundError:  # run from a source tree that was never installed
+                installed = f"{__version__} (not installed)"
+            print(f"falcon-gpu {installed}")
+            parser.exit()
+
+    return Version
+
+
+def _bundled_scenarios() -> str:
+    """``run --help``'s list of the scenarios ``--simulate NAME`` takes (the package's files: one
+    directory listing, not the simulator's import)."""
+    folder = Path(__file__).parent / "simulator" / "scenarios"
+    names = sorted(p.stem for p in folder.glob("*.json"))
+    return "bundled scenarios for --simulate: default (mixed-4gpu), " + ", ".join(names)
 
 
 def _duration(text: str) -> float:

@@ -28,10 +28,11 @@ from falcon_gpu.settings_sources import (
     DEFAULT_CONFIG_FILE,
     ConfigError,
     config_file_in_use,
+    nearest,
     read_env,
     read_toml,
 )
-from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig, types_taking
+from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig, keys_of, types_taking
 
 __all__ = ["DEFAULT_CONFIG_FILE", "ConfigError", "Settings", "load_settings", "split_listen"]
 
@@ -177,12 +178,18 @@ def _sink_types() -> list[str]:
 
 
 def _unknown(loc: tuple[Any, ...]) -> str:
-    """ "unknown setting", or for a sink key that another sink type takes, which ones do."""
-    if len(loc) == 4 and loc[0] == "sinks":
+    """ "unknown setting" with the nearest known key (as the environment's message has it), or
+    for a sink key that another sink type takes, which ones do."""
+    known: list[str] = []
+    if len(loc) == 1:
+        known = list(setting_fields())
+    elif len(loc) == 4 and loc[0] == "sinks":
         elsewhere = types_taking(str(loc[3]))
         if elsewhere:
             return f"a {loc[2]} sink does not take it ({', '.join(elsewhere)} sinks do)"
-    return "unknown setting"
+        known = keys_of(str(loc[2]))
+    hint = nearest(str(loc[-1]), known)
+    return f"unknown setting; did you mean {hint!r}?" if hint else "unknown setting"
 
 
 def _message(e: Any) -> str:

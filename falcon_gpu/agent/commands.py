@@ -15,8 +15,12 @@ from falcon_gpu.schemas.extra_labels import as_labels
 from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:  # the plugin's path never imports pydantic: Settings is only a type here
+    from collections.abc import Sequence
+
+    from falcon_gpu.schemas.render import RenderedCycle
     from falcon_gpu.settings import Settings
     from falcon_gpu.settings_resolved import ResolvedSettings
+    from falcon_gpu.sinks.base import Sink
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +65,19 @@ def dropped_report(telemetry: Telemetry) -> list[str]:
     ]
 
 
+def undelivered_report(sinks: Sequence[Sink]) -> list[str]:
+    """One line per latest-state sink whose newest cycle was lost, for ``run --once``."""
+    return [f"falcon-gpu: sink {sink.name}: {why}" for sink in sinks if (why := sink.undelivered())]
+
+
+def nvml_report(rendered: RenderedCycle) -> list[str]:
+    """The line for a one-shot cycle that had no NVML: its output holds no GPU at all."""
+    snapshot = rendered.cycle.snapshot
+    if snapshot.nvml_ok:
+        return []
+    return [f"falcon-gpu: no GPU was read: {snapshot.nvml_error or 'NVML did not start'}"]
+
+
 def _one_shot_sinks(settings: Settings) -> Settings:
     """``run --once`` (a cron job, a test) leaves its series to the store's lookback: staleness
     markers at its exit would hide every value until the next run. A sink that sets
@@ -71,21 +88,34 @@ def _one_shot_sinks(settings: Settings) -> Settings:
         else cfg
         for cfg in settings.sinks
     ]
+    if all(new is old for new, old in zip(sinks, settings.sinks, strict=True)):
+        return settings  # unchanged: the sinks stay as the user gave them, or the default
     return settings.model_copy(update={"sinks": sinks})
+
+
+def _served_sinks(settings: Settings) -> Settings:
+    """A running agent that ``listen`` serves has no default stdout sink: scraped, it must not
+    also write ~45 KB a cycle to the journal (``--once`` keeps it: one cycle to stdout)."""
+    if settings.listen and "sinks" not in settings.explicit:
+        return settings.model_copy(update={"sinks": []})
+    return settings
 
 
 def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
     rt = build(
-        _one_shot_sinks(settings) if once else settings, simulate=simulate, with_jobs=True, listen=True
+        _one_shot_sinks(settings) if once else _served_sinks(settings),
+        simulate=simulate,
+        with_jobs=True,
+        listen=True,
     )
     stuck = closed = False
     try:
         if once:
             _prepare_one_shot(rt)
-            _runner(rt, step=max(1, round(settings.interval))).run()
+            rendered = _runner(rt, step=max(1, round(settings.interval))).run()
             rt.close(FLUSH_TIMEOUT)  # delivers, or leaves spooled when a server is failing
             closed = True
-            lines = dropped_report(rt.telemetry)
+            lines = nvml_report(rendered) + dropped_report(rt.telemetry) + undelivered_report(rt.sinks)
             for line in lines:
                 print(line, file=sys.stderr)
             return 1 if lines else 0

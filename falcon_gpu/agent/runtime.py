@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from falcon_gpu.schemas.extra_labels import as_labels
@@ -29,6 +30,8 @@ from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:  # the plugin's path never imports pydantic (the settings and policy models)
+    import tempfile
+
     from falcon_gpu.attribution import Attributor
     from falcon_gpu.jobs.tracker import JobTracker
     from falcon_gpu.listen.server import ListenServer
@@ -47,8 +50,8 @@ class Runtime:
     """The agent's parts, built by :func:`build` (a plain class: nothing generated at import)."""
 
     __slots__ = (
-        "attributor", "host", "jobs", "library", "listener", "policies", "settings", "sinks", "source",
-        "telemetry", "xid",
+        "attributor", "host", "jobs", "library", "listener", "policies", "scratch", "settings", "sinks",
+        "source", "telemetry", "xid",
     )  # fmt: skip
 
     def __init__(
@@ -64,6 +67,7 @@ class Runtime:
         policies: PolicyEngine | None = None,
         jobs: JobTracker | None = None,
         listener: ListenServer | None = None,
+        scratch: tempfile.TemporaryDirectory[str] | None = None,
     ) -> None:
         self.settings = settings
         """``ResolvedSettings`` for the plugin: no sinks, policies or listen endpoint."""
@@ -78,6 +82,8 @@ class Runtime:
         self.policies = policies
         self.jobs = jobs
         self.listener = listener
+        self.scratch = scratch
+        """A simulated node's spool and job records (removed at close): never a real node's paths."""
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
@@ -97,6 +103,8 @@ class Runtime:
             _quietly("nvml", self.source.close if self.source else None)
         if self.host is not None:
             _quietly("simulated host", self.host.stop)
+        if self.scratch is not None:
+            _quietly("simulated node's spool", self.scratch.cleanup)
 
 
 def _close_all(parts: list[tuple[str, Callable[[float], None]]], timeout: float) -> None:
@@ -152,10 +160,12 @@ def build(
     scenario = None
     host = None
     kube_api = None
+    scratch = None
     if simulate is not None:
         from falcon_gpu.simulator.scenario.parse import load_scenario, resolve_scenario
 
         scenario = load_scenario(resolve_scenario(simulate))
+        settings, scratch = _simulated_node_paths(settings)
         if scenario.host is not None and not (settings.explicit & set(HOST_PATHS)):
             from falcon_gpu.simulator.node.layout import SimulatedHost
 
@@ -186,7 +196,7 @@ def build(
         if with_sinks and full is not None:
             from falcon_gpu.sinks.registry import build_sink
 
-            for cfg in full.sinks:
+            for cfg in _sink_configs(full):
                 try:
                     sink = build_sink(
                         cfg,
@@ -212,12 +222,45 @@ def build(
         _close_all([(f"sink {s.name}", s.close) for s in sinks], 1.0)
         if host is not None:
             host.stop()
+        if scratch is not None:
+            scratch.cleanup()
         raise
     if listener is not None:
         listener.start()
     return Runtime(
-        settings, telemetry, library, source, xid, attributor, sinks, host, policies, jobs, listener
+        settings, telemetry, library, source, xid, attributor, sinks, host, policies, jobs, listener, scratch
     )
+
+
+SimulatedPaths = tuple["Settings | ResolvedSettings", "tempfile.TemporaryDirectory[str] | None"]
+
+
+def _simulated_node_paths(settings: Settings | ResolvedSettings) -> SimulatedPaths:
+    """A simulated node keeps its spool and job records in a temporary directory unless the user
+    set ``spool_dir`` / ``jobs_dir``: run as root on a real GPU node, ``--simulate`` must not put
+    simulated jobs into ``/var/lib/falcon-gpu/jobs``, where ``falcon-gpu stats`` would mix them
+    with real ones, nor simulated cycles into a real sink's spool."""
+    own = (
+        {"jobs_dir"} if isinstance(settings, ResolvedSettings) else {"spool_dir", "jobs_dir"}
+    )  # plugin: no spool
+    unset = sorted(own - settings.explicit)
+    if not unset:
+        return settings, None
+    import tempfile  # not on the plugin's path: only a simulated node needs it
+
+    scratch = tempfile.TemporaryDirectory(prefix="falcon-gpu-simulated-")
+    update = {name: Path(scratch.name) / name.removesuffix("_dir") for name in unset}
+    log.debug("simulated node: %s under %s (removed at exit)", " and ".join(unset), scratch.name)
+    return settings.model_copy(update=update), scratch
+
+
+def _sink_configs(settings: Settings) -> list[Any]:
+    """The configured sinks; with none configured, stdout, said once (so that a user who adds a
+    real sink knows stdout goes away with it)."""
+    if "sinks" in settings.explicit:
+        return list(settings.sinks)
+    log.info("no sinks configured: each cycle is written to stdout ([[sinks]] or listen replace it)")
+    return list(settings.sinks)
 
 
 def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | None:

@@ -23,7 +23,7 @@ from typing import Generic, TypeVar
 
 from falcon_gpu.delivery.pusher import StatePusher
 from falcon_gpu.delivery.settings import RetrySettings
-from falcon_gpu.delivery.settle import Settler, Wording
+from falcon_gpu.delivery.settle import Settled, Settler, Wording
 from falcon_gpu.delivery.state import DeliveryState
 from falcon_gpu.telemetry import Telemetry
 
@@ -47,6 +47,7 @@ class LatestDelivery(Generic[R, S]):
         self._cond = threading.Condition()
         self._slot: tuple[S, int] | None = None
         self._generation = 0
+        self._delivered = 0  # the generation last acknowledged, or refused for good
         self._busy = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -71,6 +72,14 @@ class LatestDelivery(Generic[R, S]):
 
     def check(self) -> tuple[bool, str]:
         return self.sink.check()
+
+    def undelivered(self) -> str | None:
+        """The newest state submitted was neither acknowledged nor refused (a refusal is counted
+        as ``dropped`` and reported as such)."""
+        with self._cond:
+            if self._generation == self._delivered:
+                return None
+        return "the newest state was not delivered (server unreachable or failing); it is not kept"
 
     def flush(self, timeout: float) -> bool:
         """Wait until the newest state was delivered (or refused); False on timeout."""
@@ -120,6 +129,9 @@ class LatestDelivery(Generic[R, S]):
             with self._cond:
                 return self._generation != generation
 
-        self._settler.settle(
+        result = self._settler.settle(
             lambda: self.sink.push(state), samples, first_failure=first_failure, abandon=superseded
         )
+        if result.settled is not Settled.INTERRUPTED:
+            with self._cond:
+                self._delivered = max(self._delivered, generation)

@@ -165,6 +165,10 @@ class QueuedDelivery(Generic[R, T]):
     def check(self) -> tuple[bool, str]:
         return self.sink.check()
 
+    def undelivered(self) -> str | None:
+        """Nothing is lost here: what did not arrive waits in the spool for the next run."""
+        return None
+
     def flush(self, timeout: float) -> bool:
         """Spool everything submitted, then wait up to ``timeout`` s for delivery.
         True when everything was delivered; False when some waits in the spool."""

@@ -51,3 +51,9 @@ class Sink(Protocol):
     def check(self) -> tuple[bool, str]:
         """For ``doctor``: can this sink reach its destination? Never shows secrets."""
         return True, "ok"
+
+    def undelivered(self) -> str | None:
+        """After ``close``: why the newest cycle never reached the destination, where it is then
+        lost (a latest-state sink keeps no spool); None when it arrived, or waits in a spool for
+        the next run. ``run --once`` exits 1 on it: a cron job must see that nothing arrived."""
+        return None

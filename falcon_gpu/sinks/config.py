@@ -175,6 +175,15 @@ SinkConfig = Annotated[
 ]
 
 
+def keys_of(sink_type: str) -> list[str]:
+    """The keys a sink type's table takes (for "did you mean" on a misspelt one)."""
+    union = typing.get_args(SinkConfig)[0]
+    for model in typing.get_args(union):
+        if typing.get_args(model.model_fields["type"].annotation)[0] == sink_type:
+            return [field.alias or name for name, field in model.model_fields.items()]
+    return []
+
+
 def types_taking(key: str) -> list[str]:
     """The sink types whose table takes ``key``: for the error when another type's table has it
     (``ca_file`` on ``falcon_transfer`` says where it would work, not just "unknown")."""

@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import TextIO
 
-from falcon_gpu.agent.commands import _prepare_one_shot, _runner
+from falcon_gpu.agent.commands import _prepare_one_shot, _runner, nvml_report
 from falcon_gpu.agent.loop import install_stop_signals, run_every
 from falcon_gpu.agent.runtime import build
 from falcon_gpu.settings import Settings
@@ -30,9 +30,13 @@ def top(settings: Settings, *, simulate: str | None, once: bool, out: TextIO | N
         runner = _runner(rt, step=max(1, round(settings.interval)))
         _prepare_one_shot(rt)  # the first frame already names the pods
         if once:
-            stream.write(render(runner.run().cycle))
+            rendered = runner.run()
+            stream.write(render(rendered.cycle))
             stream.flush()
-            return 0
+            lines = nvml_report(rendered)
+            for line in lines:
+                print(line, file=sys.stderr)
+            return 1 if lines else 0
 
         def draw() -> None:
             frame = render(runner.run().cycle, interval=settings.interval)

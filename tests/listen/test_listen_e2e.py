@@ -48,6 +48,7 @@ class Agent:
         argv = [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "shared-gpu", "--interval", interval]
         env = {"FALCON_GPU_LISTEN": f"127.0.0.1:{self.port}", "FALCON_GPU_NODE": "listen-node",
                "FALCON_GPU_SCHEMA": schema, "FALCON_GPU_SPOOL_DIR": str(tmp_path / "spool"),
+               "FALCON_GPU_SINKS": '[{"type": "stdout"}]',  # served, stdout only when asked for
                "PATH": "/usr/bin:/bin"}  # fmt: skip
         with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT, env=env)
