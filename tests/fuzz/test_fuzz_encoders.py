@@ -29,12 +29,13 @@ from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
+from falcon_gpu.jobs.record import JobGroup, JobRecord
 from falcon_gpu.listen import openmetrics
 from falcon_gpu.model.attribution import ContainerRef, PodUsage, ProcessUsage
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.text import utf8_text
-from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
+from falcon_gpu.schemas import dcgm, falcon_gpu, falcon_gpu_jobs, openfalcon
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
 from falcon_gpu.sinks.encoding import falcon_json, prom_text
 from falcon_gpu.sinks.pushgateway import grouping_url
@@ -197,3 +198,18 @@ def test_open_falcon_json_parses_keeps_tags_safe_and_pods_apart(c: CycleData) ->
 def test_distinct_names_give_distinct_open_falcon_tags(names: list[str], key: str) -> None:
     tags = {openfalcon.format_tags("PodFBUsed", [("GpuId", "0"), (key, n)]) for n in names if n}
     assert len(tags) == len([n for n in names if n])
+
+
+@FUZZ
+@given(NAMES, NAMES, NAMES, NAMES)
+def test_job_records_render_parse_and_group_under_any_names(
+    ns: str, pod: str, container: str, model: str
+) -> None:
+    record = JobRecord(
+        ns, pod, container, "node-a", 0, "GPU-aaaa", model, 1.0, 61.0, 12.5, 1 << 30, 1 << 29, 3
+    )
+    (group,) = falcon_gpu_jobs.render((JobGroup(ns, pod, (record,)),), 61.0)
+    text = prom_text.encode(group.batch, prom_text.SeriesText())
+    assert parsed_text(text, {f.name for f in group.batch.families}) == rendered_series(group.batch)
+    url = grouping_url("http://127.0.0.1:9091", group.grouping)
+    assert grouping_values(url) == [(k, utf8_text(v)) for k, v in group.grouping]
