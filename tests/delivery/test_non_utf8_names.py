@@ -107,3 +107,42 @@ def test_a_non_utf8_pod_name_reaches_listen_remote_write_and_pushgateway(
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(30)
+
+
+HOSTILE = ("tr\udcffin", "a\x00b", "line\nbreak", 'quote"d', "back\\slash", "\u2028sep", "tab\tx", "\x7f\x01",
+           "x" * 2000, "\U0001f600", ".", "..", "a/b", "\ufffd")  # fmt: skip
+
+
+@pytest.mark.servers
+def test_hostile_label_values_reach_real_prometheus_and_pushgateway_intact(
+    prometheus: ManagedServer, pushgateway: ManagedServer, tmp_path: Path
+) -> None:
+    """What the reference decoders accept (tests/fuzz), the real servers store: one series per name."""
+    import time
+
+    from falcon_gpu.model.samples import Family, PromBatch, Series
+    from falcon_gpu.model.text import utf8_text
+    from falcon_gpu.telemetry import Telemetry
+    from tests.delivery.conftest import FakeRendered, outcomes
+    from tests.delivery.test_pushgateway import sink_for as pushgateway_sink
+    from tests.delivery.test_remote_write import sink_for as remote_write_sink
+
+    family = Family("falcon_gpu_pod_processes", "gauge", "p",
+                    tuple(Series((("pod", name),), float(i)) for i, name in enumerate(HOSTILE)))  # fmt: skip
+    now = int(time.time() * 1000)
+    cycle = FakeRendered(PromBatch(now, (family,)))
+    telemetry = Telemetry()
+    sinks = [remote_write_sink(f"{prometheus.url}/api/v1/write", tmp_path, telemetry),
+             pushgateway_sink(pushgateway.url, telemetry)]  # fmt: skip
+    for sink in sinks:
+        sink.submit(cycle)
+        assert sink.flush(10)
+        sink.close(5)
+    assert outcomes(telemetry, "remote_write")["sent"] == 2 * len(HOSTILE)  # and the shutdown's markers
+    assert outcomes(telemetry, "pushgateway")["sent"] == len(HOSTILE)
+    expected = sorted(utf8_text(n) for n in HOSTILE)
+    stored = prom_query(prometheus, "falcon_gpu_pod_processes", at=now)
+    assert sorted(s["metric"]["pod"] for s in stored) == expected
+    groups = json.loads(http_get(f"{pushgateway.url}/api/v1/metrics"))["data"]
+    pushed = groups[0]["falcon_gpu_pod_processes"]["metrics"]
+    assert sorted(m["labels"]["pod"] for m in pushed) == expected
