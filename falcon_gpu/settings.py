@@ -22,6 +22,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from falcon_gpu.model.text import encodable
 from falcon_gpu.policies.config import PolicyConfig, check_policies
 from falcon_gpu.schemas.extra_labels import check_extra_labels
 from falcon_gpu.settings_sources import (
@@ -222,6 +223,32 @@ def _describe(err: ValidationError, source: str) -> str:
     return f"invalid configuration ({source}):\n  " + "\n  ".join(lines)
 
 
+def unusable_text(value: Any, where: str = "") -> str | None:
+    """Why the first text in ``value`` (a settings dump) cannot be used, naming its setting; None if
+    all can. A NUL character (no path, URL or label can hold it) and a lone surrogate (an environment
+    variable's byte that is not UTF-8: no wire can encode it) would fail only later, in a sink or a
+    file system call; the value itself is never shown (it may be a header's secret)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = unusable_text(key, where) or unusable_text(item, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = unusable_text(item, f"{where}.{i}")
+            if found:
+                return found
+    elif isinstance(value, str | Path):
+        text = str(value)
+        if "\0" in text:
+            return f"setting {where!r}: holds a NUL character"
+        if not encodable(text):
+            return (
+                f"setting {where!r}: is not UTF-8 text (a byte that is not UTF-8, or a lone surrogate escape)"
+            )
+    return None
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Load settings; ``overrides`` are command-line values (None means not given).
 
@@ -232,8 +259,12 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     given = {k: v for k, v in overrides.items() if v is not None}
     source = f"{config_file}, environment and flags" if config_file else "environment and flags"
     try:
-        return Settings(**given)
+        settings = Settings(**given)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
     finally:
         _TomlSource.data = {}
+    problem = unusable_text(settings.model_dump(by_alias=True))
+    if problem:
+        raise ConfigError(f"invalid configuration ({source}):\n  {problem}")
+    return settings

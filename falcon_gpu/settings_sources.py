@@ -55,6 +55,12 @@ def read_toml(path: Path) -> dict[str, Any]:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"--config: {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(
+            f"--config: {path} nests arrays or tables too deeply to be a configuration"
+        ) from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4300)
+        raise ConfigError(f"--config: {path} holds a value that cannot be read: {exc}") from None
 
 
 def _is_structured(annotation: Any) -> bool:
@@ -100,7 +106,7 @@ def read_env(fields: Mapping[str, Any], environ: Mapping[str, str] | None = None
         if structured or raw.lstrip()[:1] in ("[", "{"):
             try:
                 value = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply to be a setting
                 if structured:
                     raise ConfigError(
                         f"invalid configuration (environment):\n  setting {key!r}: {var} must be JSON "

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from falcon_gpu.attribution.pod_requests import Requested, pod_requested
 from falcon_gpu.model.record import Record
+from falcon_gpu.model.text import utf8_text
 
 if TYPE_CHECKING:
     import requests
@@ -129,10 +130,12 @@ class PodLabelSource:
                 meta = item.get("metadata") or {}
                 labels = meta.get("labels") or {}
                 picked = tuple(
-                    (sanitise_label(name), str(labels[name])) for name in self._allow if name in labels
-                )
+                    (sanitise_label(name), utf8_text(str(labels[name])))
+                    for name in self._allow
+                    if name in labels
+                )  # a JSON "\\udcff" escape is a lone surrogate no sink could encode: U+FFFD instead
                 uid = str(meta.get("uid", "")).lower()
-                key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+                key = (utf8_text(str(meta.get("namespace", ""))), utf8_text(str(meta.get("name", ""))))
                 if uid:
                     by_uid[uid] = picked
                     uids[key] = uid

@@ -3,7 +3,9 @@
 The kubelet names ``<log_root>/pods/<namespace>_<pod>_<uid>/`` after each pod and
 links ``<log_root>/containers/<pod>_<namespace>_<container>-<id>.log`` to the
 container's log inside that directory. Namespaces, pod names and container names
-are DNS names (no ``_``) and IDs are hex, so the names split unambiguously.
+are DNS names (no ``_``) and IDs are hex, so the names split unambiguously. A name
+that is not UTF-8 (the file system allows any bytes) is decoded with replacement
+(:func:`~falcon_gpu.model.text.host_name`): its pod keeps a name every sink can send.
 
 :class:`LogDirScanner` keeps the parse of every entry it has seen, so a rescan
 costs one directory listing plus work for new entries only; entries that
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from falcon_gpu.model.record import Record
+from falcon_gpu.model.text import host_name
 
 _CONTAINER_LOG = re.compile(
     r"^(?P<pod>[^_]+)_(?P<ns>[^_]+)_(?P<container>[^_]+)-(?P<id>[0-9a-fA-F]{64})\.log$"
@@ -113,7 +116,8 @@ class LogDirScanner:
 
         pod_entries: dict[str, tuple[str, PodName] | None] = {}
         for name in pod_names:
-            pod_entries[name] = self._pod_entries[name] if name in self._pod_entries else parse_pod_dir(name)
+            known = name in self._pod_entries
+            pod_entries[name] = self._pod_entries[name] if known else parse_pod_dir(host_name(name))
         container_entries: dict[str, tuple[str, ContainerName] | None] = {}
         for name in container_names:
             if name in self._container_entries:
@@ -122,10 +126,10 @@ class LogDirScanner:
             target: str | None = None
             if name.endswith(".log"):
                 try:
-                    target = os.readlink(containers_dir / name)
+                    target = host_name(os.readlink(containers_dir / name))
                 except OSError:
                     target = None  # a plain file (simulator, some runtimes), or already gone
-            container_entries[name] = parse_container_log(name, target)
+            container_entries[name] = parse_container_log(host_name(name), target)
         self._pod_entries = pod_entries
         self._container_entries = container_entries
         return NameMaps(

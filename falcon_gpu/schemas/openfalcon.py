@@ -1,7 +1,14 @@
 """The Open-Falcon schema (CONTRACT section 4): gpu-mon's metric names, so its users'
 strategies keep working, plus node roll-ups and per-pod items.
 
-Tags with an empty value are left out; tag values keep only ``[A-Za-z0-9._-]``;
+Tags with an empty value are left out; tag values keep only ``[A-Za-z0-9._-]`` (every
+other character becomes ``_``). Where that changed a workload's name (``namespace``,
+``pod``, ``container``, ``slurm_job``), the value gets ``-`` and a short hash of the
+original (8 hex digits of BLAKE2s over its UTF-8), so pods ``a b`` and ``a,b`` stay two
+tag sets (``a_b-<hash>`` each) instead of meeting in ``a_b``; a name that needed no
+change is sent as it is. Other tags (``model``, ``resource``, the ``labels`` setting's)
+keep the plain sanitised form strategies already match: their values come from NVML,
+the kubelet or the node's own settings and do not tell two series of one node apart.
 ``metric`` + ``tags`` stay under 255 characters (falcon-agent and transfer reject
 longer counters) by shortening the longest tag value and marking it with a short
 hash so distinct values stay distinct.
@@ -37,20 +44,33 @@ MAX_COUNTER = 254
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
+NAME_TAGS = frozenset({"namespace", "pod", "container", "slurm_job"})
+"""Tags whose values are names a cluster's users choose: marked with a hash where sanitising changed them."""
+
+
 def sanitize(value: str) -> str:
     return _UNSAFE.sub("_", value)
 
 
-def _digest(value: str) -> str:
-    import hashlib  # only for an over-long tag: hashlib loads OpenSSL, a few ms of every plugin start
+def tag_value(key: str, value: str) -> str:
+    """The value as a tag: sanitised, and for a :data:`NAME_TAGS` name that sanitising changed,
+    ``-`` and the original's short hash (two names must not meet in one tag set)."""
+    clean = _UNSAFE.sub("_", value)
+    if key not in NAME_TAGS or clean == value:
+        return clean
+    return f"{clean}-{_digest(value)}"
 
-    return hashlib.blake2s(value.encode(), digest_size=4).hexdigest()
+
+def _digest(value: str) -> str:
+    import hashlib  # only for an odd or over-long tag: hashlib loads OpenSSL, a few ms of every plugin start
+
+    return hashlib.blake2s(value.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
 
 
 def format_tags(metric: str, pairs: list[tuple[str, str]]) -> str:
     """``k=v,k=v`` with sanitised values, shortened until metric + tags fit. A tag with
     an empty value is left out (``container=`` would be a distinct, meaningless counter)."""
-    clean = [(k, sanitize(v)) for k, v in pairs if v]
+    clean = [(k, tag_value(k, v)) for k, v in pairs if v]
     tags = _joined(clean)
     while len(metric) + len(tags) > MAX_COUNTER:
         i = max(range(len(clean)), key=lambda j: len(clean[j][1]))
@@ -100,7 +120,7 @@ class _Items:
         pairs = tags + self.extra if self.extra else tags
         if tags is not self._last_tags:
             self._last_tags = tags
-            self._last_joined = _joined([(k, sanitize(v)) for k, v in pairs if v])
+            self._last_joined = _joined([(k, tag_value(k, v)) for k, v in pairs if v])
         if len(metric) + len(self._last_joined) > MAX_COUNTER:
             return format_tags(metric, pairs)  # too long for this metric: shortened (rare)
         return self._last_joined

@@ -35,6 +35,16 @@ class _SinkBase(BaseModel):
 
     name: str = ""
 
+    @field_validator("name")
+    @classmethod
+    def _directory_name(cls, name: str) -> str:
+        """The name is the spool directory's (``<spool_dir>/<name>/``): it must stay one directory."""
+        if "/" in name or "\\" in name or "\0" in name or name in (".", ".."):
+            raise ValueError(
+                f"{name!r} cannot name the sink's spool directory: no '/', '\\', NUL, '.' or '..'"
+            )
+        return name
+
     @model_validator(mode="after")
     def _default_name(self) -> _SinkBase:
         if not self.name:

@@ -5,8 +5,10 @@ composed with :class:`PushgatewayPusher` in :func:`build`): PUT
 replaces the whole group, so series of pods that ended disappear; after an
 outage only the newest state is sent. The body is the text format without
 timestamps (Pushgateway refuses pushed timestamps), optionally gzip'd. A
-grouping value that is empty or contains ``/`` goes in the URL as
-``<name>@base64/<base64url>``, as the Pushgateway documents. With
+grouping value that the URL path cannot hold as it is (empty, containing ``/``,
+or ``.`` / ``..``, which the Pushgateway's router cleans out of the path and then
+answers 400) goes in the URL as ``<name>@base64/<base64url>``, as the
+Pushgateway documents; any other value is percent-encoded. With
 ``delete_on_shutdown`` a clean shutdown deletes the group.
 
 Job records (CONTRACT section 8) go to a group of their own per pod,
@@ -31,6 +33,7 @@ from falcon_gpu.delivery.latest import LatestDelivery
 from falcon_gpu.delivery.outcome import Ack, DeliveryError, PermanentError
 from falcon_gpu.delivery.secrets import redact_url
 from falcon_gpu.model.samples import Labels, PromBatch, PromGroup
+from falcon_gpu.model.text import utf8_text
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import PushgatewaySinkConfig
 from falcon_gpu.sinks.context import SinkContext
@@ -39,11 +42,15 @@ from falcon_gpu.sinks.encoding import prom_text
 log = logging.getLogger("falcon_gpu.sinks")
 
 
+_DOT_SEGMENTS = frozenset({".", ".."})
+
+
 def path_segment(name: str, value: str) -> str:
     """``name/value`` for the grouping-key path, base64url-encoded where a value needs it."""
     if value == "":
-        return f"{name}@base64/="
-    if "/" in value:
+        return f"{name}@base64/="  # the Pushgateway wants at least the padding for an empty value
+    value = utf8_text(value)
+    if "/" in value or value in _DOT_SEGMENTS:
         return f"{name}@base64/{base64.urlsafe_b64encode(value.encode()).decode()}"
     return f"{name}/{quote(value, safe='')}"
 

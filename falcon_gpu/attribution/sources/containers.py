@@ -13,7 +13,10 @@ A refresh lists Docker's container directories and parses only IDs it has not
 seen (each name cached by container ID, dropped when its directory goes); Podman's
 one file is re-read only when its modification time changes. Expected where
 either location exists; a location that exists but cannot be read fails the
-refresh (mount it read-only or set the path), and the last names are kept.
+refresh (mount it read-only or set the path), and the last names are kept. The files
+are read as bytes and decoded with replacement, and a name's lone surrogates (a JSON
+``\udcff`` escape) become U+FFFD: every sink can carry the name
+(:mod:`falcon_gpu.model.text`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.attribution.source import EMPTY, SourceContext, SourceError, SourceView
 from falcon_gpu.checks import FAIL, OK, SKIP, Row
+from falcon_gpu.model.text import host_bytes, utf8_text
 
 ROW = "container names (Docker, Podman)"
 
@@ -44,24 +48,24 @@ class NamesView(SourceView):
 def docker_name(config: Path) -> str | None:
     """The ``Name`` in one ``config.v2.json``, without Docker's leading ``/``; None if unreadable."""
     try:
-        name = json.loads(config.read_text(encoding="utf-8")).get("Name")
-    except (OSError, ValueError, AttributeError):
+        name = json.loads(host_bytes(config.read_bytes())).get("Name")
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
-    return name.lstrip("/") or None if isinstance(name, str) else None
+    return utf8_text(name.lstrip("/")) or None if isinstance(name, str) else None
 
 
 def podman_names(text: str) -> dict[str, str]:
     """ID -> first name, from Podman's ``containers.json``; entries of another shape are skipped."""
     try:
         entries = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     out: dict[str, str] = {}
     for entry in entries if isinstance(entries, list) else ():
         if isinstance(entry, dict) and isinstance(entry.get("id"), str):
             names = entry.get("names")
             if isinstance(names, list) and names and isinstance(names[0], str):
-                out[entry["id"]] = names[0]
+                out[entry["id"]] = utf8_text(names[0])
     return out
 
 
@@ -108,7 +112,7 @@ class ContainerNamesSource:
         if mtime == self._podman_mtime:
             return
         try:
-            text = self._podman.read_text(encoding="utf-8")
+            text = host_bytes(self._podman.read_bytes())
         except OSError as exc:
             raise SourceError(
                 f"cannot read {self._podman} ({exc.strerror}): mount the host's containers storage "

@@ -280,6 +280,8 @@ def load_scenario(path: Path) -> Scenario:
         ) from None
     except RecursionError:  # the decoder recurses once per level: 100,000 '[' exhaust the stack
         raise ScenarioError(f"{path}: nested too deeply to be a scenario (arrays or objects)") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4300)
+        raise ScenarioError(f"{path}: not a usable JSON document: {exc}") from None
     return parse_scenario(data)
 
 

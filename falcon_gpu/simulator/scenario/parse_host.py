@@ -124,7 +124,7 @@ def allocatable_for(gpus: Sequence[GpuScenario]) -> tuple[PodResourcesDevice, ..
 
 def _runtime_containers(o: Obj, key: str) -> tuple[tuple[str, str], ...]:
     """``docker_containers`` / ``podman_containers``: (container ID, name) pairs."""
-    return _each(o, key, lambda c: (c.string("id"), c.string("name")))
+    return _each(o, key, lambda c: (c.file_name("id"), c.string("name")))  # Docker's ID names a directory
 
 
 def _text_map(o: Obj, key: str) -> tuple[tuple[str, str], ...]:
@@ -157,8 +157,8 @@ def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
     host = HostScenario(
         proc_cgroups=cgroups,
         pod_resources=_pods(o),
-        log_containers=o.strings("log_containers"),
-        log_pods=o.strings("log_pods"),
+        log_containers=o.file_names("log_containers"),
+        log_pods=o.file_names("log_pods"),
         allocatable=_devices(o, "allocatable") if o.raw("allocatable") is not None else allocatable_for(gpus),
         docker_containers=_runtime_containers(o, "docker_containers"),
         podman_containers=_runtime_containers(o, "podman_containers"),

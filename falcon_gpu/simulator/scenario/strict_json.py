@@ -9,6 +9,8 @@ nobody asked for.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,7 +29,27 @@ def _show(value: Any) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite JSON number that fits a float (JSON's ``NaN``, ``Infinity`` and a 400-digit
+    integer are not readings: they would fail later, inside the simulated NVML)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _file_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be one file name the simulator lays out; None when it can. A
+    ``\\udcXX`` escape (XX from 80 to ff) stands for the raw byte XX, as Python's
+    ``surrogateescape`` reads it: a scenario can lay out a name that is not UTF-8."""
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        return "must be one file name (not empty, '.' or '..'; no '/' or NUL)"
+    try:
+        os.fsencode(name)
+    except UnicodeEncodeError:
+        return "holds a lone surrogate that stands for no byte (only \\udc80-\\udcff do)"
+    return None
 
 
 class Obj:
@@ -133,6 +155,23 @@ class Obj:
                 raise ScenarioError(f"{path}: expected a string, got {_show(item)}")
             out.append(item)
         return tuple(out)
+
+    def file_names(self, key: str) -> tuple[str, ...]:
+        """Like :meth:`strings`, each one file name (see :func:`_file_name_problem`)."""
+        out = self.strings(key)
+        for i, name in enumerate(out):
+            problem = _file_name_problem(name)
+            if problem:
+                raise ScenarioError(f"{self.sub(key)}[{i}]: {problem}, got {_show(name)}")
+        return out
+
+    def file_name(self, key: str) -> str:
+        """Like :meth:`string`, one file name (see :func:`_file_name_problem`)."""
+        name = self.string(key)
+        problem = _file_name_problem(name)
+        if problem:
+            raise ScenarioError(f"{self.sub(key)}: {problem}, got {_show(name)}")
+        return name
 
     def objects(self, key: str) -> Iterator[Obj]:
         for item, path in self.items(key):

@@ -26,13 +26,16 @@ import math
 from typing import Final
 
 from falcon_gpu.model.samples import Family, Labels, PromBatch, Series
+from falcon_gpu.model.text import utf8_text
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_CACHED: Final = 65_536
 
 
 def escape_label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """Backslash, double quote and newline escaped; a lone surrogate (which UTF-8 cannot carry, so the
+    body could not be sent at all) replaced by U+FFFD, see :mod:`falcon_gpu.model.text`."""
+    return utf8_text(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _escape_help(text: str) -> str:

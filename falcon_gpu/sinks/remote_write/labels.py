@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from falcon_gpu.model.samples import Labels
+from falcon_gpu.model.text import utf8_text
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -52,6 +53,7 @@ def _build(name: str, labels: Labels, target: Labels) -> Labels | Refused:
         seen.add(key)
         if value == "":
             continue
+        value = utf8_text(value)  # a lone surrogate would make the whole request unencodable
         out.append((f"exported_{key}", value) if key in taken else (key, value))
     if len({k for k, _ in out}) < len(out):  # both "exported_job" and "job" given
         return Refused(f"{name}: a label appears twice once job/instance are added")

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import pynvml
 
+from falcon_gpu.model.text import host_bytes, utf8_text
 from falcon_gpu.sources.nvml.library import NvmlLibrary
 
 log = logging.getLogger("falcon_gpu.nvml")
@@ -100,8 +101,9 @@ def describe(exc: BaseException) -> str:
 
 
 def text(value: Any) -> str:
-    """pynvml returns str, older bindings bytes."""
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    """pynvml returns str, older bindings bytes; either way text every sink can encode (a lone
+    surrogate becomes U+FFFD, :mod:`falcon_gpu.model.text`)."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else utf8_text(str(value))
 
 
 class NvmlCaller:
@@ -196,6 +198,8 @@ class NvmlCaller:
     def _failed(
         self, exc: Exception, scope: str, field: str, fn_name: str, answers: Mapping[int, Any] | None
     ) -> Any:
+        if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+            return host_bytes(exc.object)  # pynvml decodes strictly: a process name not in UTF-8 is a name
         code = nvml_code(exc)
         if answers is not None and code is not None and code in answers:
             return answers[code]
