@@ -218,7 +218,9 @@ class DeviceCalls(SimCore):
             links = self._link_index[dev.index] = {n.link: n for n in dev.gpu.nvlink}
         return links
 
-    def _nvlink(self, dev: SimDevice, link: int, key: str, scale: float = 1.0, support: str = "nvlink") -> int:
+    def _nvlink(
+        self, dev: SimDevice, link: int, key: str, scale: float = 1.0, support: str = "nvlink"
+    ) -> int:
         """A link's counter; a link the GPU lacks answers INVALID_ARGUMENT, as NVML does for its ID
         (``support``: the ``not_supported`` name that also switches this field off)."""
         if not dev.gpu.supports("nvlink") or not dev.gpu.supports(support):
@@ -253,9 +255,7 @@ class DeviceCalls(SimCore):
         if not 0 <= link < NVLINK_MAX_LINKS:
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         found = self._links(dev).get(link)
-        if found is None:
-            return pynvml.NVML_FEATURE_DISABLED
-        return pynvml.NVML_FEATURE_ENABLED if found.active is None or at(found.active, self._now) else 0
+        return int(found is not None and (found.active is None or bool(at(found.active, self._now))))
 
     def _nvlink_scoped(self, dev: SimDevice, link: int, key: str) -> int:
         """A throughput field: the link named by ``scopeId``, or all of them for UINT_MAX."""

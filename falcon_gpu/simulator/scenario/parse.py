@@ -133,10 +133,9 @@ NVLINK_KEYS = (
 
 
 def _nvlink(o: Obj) -> NvlinkScenario:
-    active = o.series("active")
-    if active is not None and any(v not in (0.0, 1.0) for v in active):
+    link = NvlinkScenario(o.integer("link"), *(o.series(k) for k in (*NVLINK_KEYS, "active")))
+    if link.active is not None and any(v not in (0.0, 1.0) for v in link.active):
         raise ScenarioError(f"{o.sub('active')}: expected 1 (link up) or 0 (down) per cycle")
-    link = NvlinkScenario(o.integer("link"), *(o.series(k) for k in NVLINK_KEYS), active=active)
     o.done()
     return link
 

@@ -34,10 +34,10 @@ from falcon_gpu.model.snapshot import NvlinkErrors, NvlinkReading
 from falcon_gpu.sources.nvml.field_values import (
     NVLINK,
     NVLINK_ERROR_LINKS,
-    NVLINK_LINKS,
     NVLINK_ERROR_TOTALS,
     NVLINK_ERRORS,
     NVLINK_LINK_ERRORS,
+    NVLINK_LINKS,
     NVLINK_RX,
     NVLINK_TRAFFIC,
     NVLINK_TX,
@@ -112,7 +112,9 @@ def _errors(
         asked: tuple[FieldSpec, ...] = (
             NVLINK_LINK_ERRORS
             if all(named)
-            else tuple(spec for name, links in zip(named, NVLINK_ERRORS, strict=True) if name for spec in links)
+            else tuple(
+                spec for name, links in zip(named, NVLINK_ERRORS, strict=True) if name for spec in links
+            )
         )
         numbers = batch.when_changed("nvlink_links", (tuple(named), tuple(totals)), asked)
         at = 0
@@ -180,7 +182,11 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
     if not links:  # no NVLink, or none of its links up: no NVLink readings at all
         return out
     dl = dl_errors(ctx, links, values[4:])
-    if None not in values and not (crc_flit or crc_data or replay or recovery) and not any(map(any, dl)):
+    if (
+        None not in values
+        and not (crc_flit or crc_data or replay or recovery)
+        and not any(c and any(c) for c in dl)
+    ):
         # the usual: every value answered, every NVLink sum among them, and no link counted an error
         _put_traffic(ctx, out, int(sum_tx) * KIB, int(sum_rx) * KIB)  # type: ignore[arg-type]
         out["nvlink_errors"] = _ZERO_ERRORS
