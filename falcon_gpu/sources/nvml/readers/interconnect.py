@@ -47,7 +47,13 @@ from falcon_gpu.sources.nvml.field_values import (
     FieldSpec,
 )
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
-from falcon_gpu.sources.nvml.readers.nvlink_links import DL_KIND_AT, DlErrors, active_links, dl_errors
+from falcon_gpu.sources.nvml.readers.nvlink_links import (
+    DL_KIND_AT,
+    NO_DL_ERRORS,
+    DlErrors,
+    active_links,
+    dl_errors,
+)
 
 KIB = 1024
 _NO_ERRORS: list[float | None] = [0.0] * NVLINK_ERROR_LINKS
@@ -92,12 +98,12 @@ def _per_link(errors: list[list[float | None]]) -> tuple[NvlinkReading, ...]:
 
 
 def _errors(
-    batch: FieldBatch, dl: DlErrors = (None, None, None)
+    batch: FieldBatch, dl: DlErrors = NO_DL_ERRORS
 ) -> tuple[list[int | None], list[list[float | None]]]:
     """Per error kind: the total over the links, and the per-link counters (18 each, index = link). A
     kind the data-link fields count (``dl``) is taken from them; the others from the older fields."""
     covered = [False] * len(NVLINK_ERROR_TOTALS)
-    for at, counts in zip(DL_KIND_AT, dl, strict=True):
+    for at, counts in zip(DL_KIND_AT, dl.kinds, strict=True):
         covered[at] = counts is not None
     totals = batch.numbers(NVLINK_ERROR_TOTALS)
     aggregate = [batch.supported(spec) for spec in NVLINK_ERROR_TOTALS]
@@ -127,7 +133,7 @@ def _errors(
         for total, summed, links in zip(totals, aggregate, per_kind, strict=True)
     ]
     per_kind = [links + _BEYOND_L11 for links in per_kind]
-    for at, counts in zip(DL_KIND_AT, dl, strict=True):
+    for at, counts in zip(DL_KIND_AT, dl.kinds, strict=True):
         if counts is not None:
             per_kind[at] = list(counts)
             out[at] = _sum(per_kind[at])
@@ -182,17 +188,13 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
     if not links:  # no NVLink, or none of its links up: no NVLink readings at all
         return out
     dl = dl_errors(ctx, links, values[4:])
-    if (
-        None not in values
-        and not (crc_flit or crc_data or replay or recovery)
-        and not any(c and any(c) for c in dl)
-    ):
+    if None not in values and not (crc_flit or crc_data or replay or recovery or dl.counted):
         # the usual: every value answered, every NVLink sum among them, and no link counted an error
         _put_traffic(ctx, out, int(sum_tx) * KIB, int(sum_rx) * KIB)  # type: ignore[arg-type]
         out["nvlink_errors"] = _ZERO_ERRORS
         out["nvlink"] = ()
         return out
-    if None in values[2:] and not any(dl) and not batch.any_asked("nvlink", NVLINK):  # no NVLink
+    if None in values[2:] and not any(dl.kinds) and not batch.any_asked("nvlink", NVLINK):  # no NVLink
         return out  # field on this GPU (all refused): nothing to read
     link_tx, link_rx, totals, per_kind = _nvlink(batch, values, dl)
     if link_tx is not None or link_rx is not None:

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import pynvml
 
+from falcon_gpu.model.record import Record
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
 from falcon_gpu.sources.nvml.field_values import NVLINK_LINKS, FieldSpec
 from falcon_gpu.sources.nvml.readers.base import DeviceContext
@@ -53,9 +54,25 @@ _NO_SUCH_LINK: Final = {pynvml.NVML_ERROR_INVALID_ARGUMENT: None}
 """INVALID_ARGUMENT for a link number is the answer "the GPU has no link with this number"."""
 _STATE: Final = "nvmlDeviceGetNvLinkState"
 
-DlErrors = tuple[tuple[int | None, ...] | None, ...]
+DlCounts = tuple[tuple[int | None, ...] | None, ...]
 """Per DL kind: each link's counter (index = link, None where not active or not answered), or None
 where no active link answers the kind (the older fields count it, if any)."""
+
+
+class DlErrors(Record):
+    """What one read of the data-link error counters found (kept until they are read again)."""
+
+    __slots__ = _fields = ("kinds", "counted")
+
+    def __init__(self, kinds: DlCounts, counted: bool) -> None:
+        self.kinds: Final = kinds
+        """Per DL kind, the links' counters (:data:`DlCounts`)."""
+        self.counted: Final = counted
+        """Whether a link counted an error (the steady cycle of a healthy GPU looks at this alone)."""
+
+
+NO_DL_ERRORS: Final = DlErrors((None, None, None), False)
+"""No data-link counters (a GPU whose state is unknown and whose fields were not read)."""
 
 
 def active_links(ctx: DeviceContext) -> tuple[int, ...]:
@@ -105,4 +122,4 @@ def _ask(ctx: DeviceContext, links: tuple[int, ...]) -> DlErrors:
             value = numbers[k * len(links) + i]
             counts[link] = None if value is None else int(value)
         out.append(tuple(counts))
-    return tuple(out)
+    return DlErrors(tuple(out), any(c and any(c) for c in out))
