@@ -1,29 +1,32 @@
-"""PCIe and NVLink traffic counters and NVLink error counters, from the batched field values.
+"""PCIe and NVLink traffic counters and NVLink error counters.
 
-All of them are fields of the device's one ``nvmlDeviceGetFieldValues`` call
+The counters of every cycle are fields of the device's one ``nvmlDeviceGetFieldValues`` call
 (:data:`~falcon_gpu.sources.nvml.field_values.PCIE_TRAFFIC`, ``NVLINK``): PCIe bytes
 (``NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES``); NVLink data sent and received over all links
 (``..._NVLINK_THROUGHPUT_DATA_TX/RX`` with ``scopeId = UINT_MAX``, which nvml.h defines as the sum
-across all links; KiB -> bytes) and the CRC flit, CRC data, replay and recovery error counters as
-totals over the links (``..._ERROR_COUNT_TOTAL``): six values per GPU and cycle.
+across all links; KiB -> bytes) and the older CRC flit, CRC data, replay and recovery error counters as
+totals over the links (``..._ERROR_COUNT_TOTAL``): eight values per GPU and cycle.
 
-The per-link error counters (``..._ERROR_COUNT_L<n>``, links 0-11) name the link that counted an
-error. They are asked, in a field-values call of their own, only when an error total changed since
-they were last asked (so also on the first cycle of a GPU whose totals are not zero); while the totals
-stay put the links' counters cannot have moved, and their last answer is published again. A GPU whose
-totals are all zero has no per-link series and makes no such call. Where a driver answers an aggregate
-NOT_SUPPORTED or INVALID_ARGUMENT, its per-link fields are asked instead, in every cycle's batch from
-that cycle on (18 links per direction for traffic, 12 per error kind). A GPU without NVLink answers
-NOT_SUPPORTED for those too, once, and is not asked again; from then on the reader does nothing for
-NVLink on it (no per-field look-ups: the answer "nothing asked" is kept until the set of fields NVML
-refused changes, e.g. after a MIG mode change). The per-second rates
-(:class:`~falcon_gpu.sources.nvml.rates.CounterRates`) are absent on the first cycle and over a
-counter reset.
+NVLink readings exist only for a GPU with a link up (:func:`~.nvlink_links.active_links`, once a
+minute): a GPU without an active link has none, whatever its NVLink fields answer (NVIDIA's mock answers
+a T4's SUCCESS 0). The errors per link come first from the data-link fields of the active links
+(:func:`~.nvlink_links.dl_errors`: CRC -> crc_flit, replay, recovery; all 18 links; read with the slow
+readings, again as soon as an older total moved). A kind with no DL field on the GPU (the data CRC count
+always; all four on a driver without the DL fields) comes from the older fields: the per-link counters
+(``..._ERROR_COUNT_L<n>``, links 0-11) are asked, in a field-values call of their own, only when that
+kind's total changed since they were last asked (so also on the first cycle of a GPU whose totals are
+not zero); while the totals stay put the links' counters cannot have moved, and their last answer is
+published again. Where a driver answers an aggregate NOT_SUPPORTED or INVALID_ARGUMENT, its per-link
+fields are asked instead, in every cycle's batch from that cycle on (18 links per direction for traffic,
+12 per error kind); the ones it refuses too are not asked again (no per-field look-ups: the answer
+"nothing asked" is kept until the set of fields NVML refused changes, e.g. after a MIG mode change).
+The per-second rates (:class:`~falcon_gpu.sources.nvml.rates.CounterRates`) are absent on the first
+cycle and over a counter reset.
 
-Cost: a steady cycle takes its eight values (PCIe 2, NVLink traffic 2, error totals 4) in one look-up
-of the batch; where every NVLink sum was answered and no error total is above 0 (a healthy GPU on a
-current driver), nothing else is looked at and the zero totals are one shared record, which also
-lets the health check's nvlink comparison stop at identity.
+Cost: a steady cycle takes its eight values in one look-up of the batch and the kept link states and DL
+counters in two look-ups of the slow readings; where every NVLink sum was answered and no counter is
+above 0 (a healthy GPU on a current driver), nothing else is looked at and the zero totals are one
+shared record, which also lets the health check's nvlink comparison stop at identity.
 """
 
 from __future__ import annotations
