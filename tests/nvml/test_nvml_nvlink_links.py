@@ -18,7 +18,7 @@ from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.simulator.scenario.parse import ScenarioError
 from falcon_gpu.sources.nvml.readers.nvlink_links import NVLINK_DL_ERRORS
 from falcon_gpu.sources.nvml.slow import REFRESH_S
-from tests.nvml.helpers import gpu, scenario_of, source_on
+from tests.nvml.helpers import Quirky, gpu, scenario_of, source_on
 
 H100 = "NVIDIA H100 80GB HBM3"
 ZERO = {"crc_flit_errors": 0, "crc_data_errors": 0, "replay_errors": 0, "recovery_errors": 0}
@@ -162,3 +162,13 @@ def test_the_not_supported_line_names_the_fields_the_driver_refused(caplog: pyte
         "NVML: 48 NVLink fields are not supported on GPU-a (nvlink_l0_crc_flit ... nvlink_l11_recovery); "
         "not asking again"
     ]
+
+
+def test_a_binding_without_the_link_state_reads_nvlink_as_the_field_values_answer() -> None:
+    scenario = scenario_of(h100(l14={"replay_errors": 3}), gpu("GPU-b"))
+    sim = SimulatedNvml(scenario)
+    source, telemetry = source_on(Quirky(sim, hide=("nvmlDeviceGetNvLinkState",)))
+    a, b = source.collect(1000.0).devices
+    assert a.nvlink_errors == NvlinkErrors(0, 0, 3, 0) and [n.link for n in a.nvlink] == [14]
+    assert _nvlink(b) == (None, None, None, ())  # no NVLink: every field refused
+    assert sim.calls["nvmlDeviceGetNvLinkState"] == 0 and telemetry.view().errors_total == {}
