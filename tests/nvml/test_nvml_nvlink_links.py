@@ -172,3 +172,16 @@ def test_a_binding_without_the_link_state_reads_nvlink_as_the_field_values_answe
     assert a.nvlink_errors == NvlinkErrors(0, 0, 3, 0) and [n.link for n in a.nvlink] == [14]
     assert _nvlink(b) == (None, None, None, ())  # no NVLink: every field refused
     assert sim.calls["nvmlDeviceGetNvLinkState"] == 0 and telemetry.view().errors_total == {}
+
+
+def test_a_gpu_without_nvlink_is_asked_its_link_state_once_and_says_nothing_of_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, "falcon_gpu")
+    sim = SimulatedNvml(scenario_of(gpu(pcie={"tx_bytes": 1, "rx_bytes": 2})))
+    source, telemetry = source_on(sim)
+    for t in (1000.0, 1000.0 + REFRESH_S + 1, 1000.0 + 2 * REFRESH_S + 2):
+        assert _nvlink(source.collect(t).devices[0]) == (None, None, None, ())
+    assert sim.calls["nvmlDeviceGetNvLinkState"] == 1
+    assert not [r for r in caplog.records if "nvlink_state" in r.getMessage()]
+    assert telemetry.view().errors_total == {}

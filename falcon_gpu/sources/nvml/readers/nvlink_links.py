@@ -2,11 +2,11 @@
 
 **Links up.** ``nvmlDeviceGetNvLinkState`` per link (0 to NVML_NVLINK_MAX_LINKS - 1, 18 on Hopper and
 later), once every :data:`~falcon_gpu.sources.nvml.slow.REFRESH_S` (:meth:`SlowReadings.kept`): a GPU
-without NVLink answers NOT_SUPPORTED for link 0 (one call, remembered, never asked again), a GPU with
-fewer links answers INVALID_ARGUMENT past its last one (the loop stops there). A GPU with no active
-link has no NVLink readings at all (the interconnect reader publishes none: a T4 or an L40S has no
-NVLink series, never a row of zeros). A binding without the function leaves the state unknown and the
-NVLink readings to what the field values answer, as before.
+without NVLink answers NOT_SUPPORTED for link 0 (one call, remembered without a log line, never asked
+again), a GPU with fewer links answers INVALID_ARGUMENT past its last one (the loop stops there). A GPU
+with no active link has no NVLink readings at all (the interconnect reader publishes none: a T4 or an
+L40S has no NVLink series, never a row of zeros). A binding without the function leaves the state
+unknown and the NVLink readings to what the field values answer, as before.
 
 **Error counters.** On Hopper and later the driver counts NVLink errors per link in the data-link
 fields ``NVML_FI_DEV_NVLINK_ERROR_DL_CRC``, ``..._REPLAY`` and ``..._RECOVERY`` with the link as
@@ -50,8 +50,13 @@ NVLINK_DL_ERRORS: Final = tuple(
 
 ALL_LINKS: Final = tuple(range(NVLINK_LINKS))
 """The links where the state is unknown (no ``nvmlDeviceGetNvLinkState`` in the binding)."""
-_NO_SUCH_LINK: Final = {pynvml.NVML_ERROR_INVALID_ARGUMENT: None}
-"""INVALID_ARGUMENT for a link number is the answer "the GPU has no link with this number"."""
+_NO_NVLINK: Final = -1
+_STATE_ANSWERS: Final = {
+    pynvml.NVML_ERROR_INVALID_ARGUMENT: None,
+    pynvml.NVML_ERROR_NOT_SUPPORTED: _NO_NVLINK,
+}
+"""INVALID_ARGUMENT for a link number is the answer "the GPU has no link with this number";
+NOT_SUPPORTED, "the GPU has no NVLink" (remembered without a log line: nothing is missing)."""
 _STATE: Final = "nvmlDeviceGetNvLinkState"
 
 DlCounts = tuple[tuple[int | None, ...] | None, ...]
@@ -87,8 +92,11 @@ def _states(nvml: NvmlCaller, scope: str, handle: Any) -> tuple[int, ...]:
         return ALL_LINKS
     up = []
     for link in range(NVLINK_LINKS):
-        state = nvml.call(scope, "nvlink_state", _STATE, handle, link, answers=_NO_SUCH_LINK)
-        if state is ABSENT or state is None:  # no NVLink (NOT_SUPPORTED, remembered) or no such link
+        state = nvml.call(scope, "nvlink_state", _STATE, handle, link, answers=_STATE_ANSWERS)
+        if state == _NO_NVLINK:
+            nvml.mark_not_supported(scope, "nvlink_state", quiet=True)
+            break
+        if state is ABSENT or state is None:  # no such link (or an error, counted by the reader)
             break
         if state == pynvml.NVML_FEATURE_ENABLED:
             up.append(link)
