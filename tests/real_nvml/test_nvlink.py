@@ -26,7 +26,7 @@ from falcon_gpu.model.cycle import FAIL, PASS
 from tests.real_nvml import mock
 
 CYCLES = r"""
-import json, sys, time
+import json, logging, sys, time
 import pynvml
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
@@ -36,6 +36,7 @@ from falcon_gpu.sinks.encoding import prom_text
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.telemetry import Telemetry
 
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
 telemetry = Telemetry()
 source = NvmlSource(pynvml, telemetry)
 health = HealthEvaluator()
@@ -71,6 +72,7 @@ def _run(lib_dir: Path, profile: dict[str, Any], path: Path, epoch: int) -> dict
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, Any] = json.loads(done.stdout)
     assert result["errors"] == {}, result["errors"]
+    result["log"] = done.stderr.splitlines()
     return result
 
 
@@ -131,6 +133,12 @@ def test_errors_on_links_12_to_17_of_an_h100_count_in_every_schema_and_fail_the_
     assert (checks[uuid0], checks[uuid1], checks[uuid2]) == (FAIL, FAIL, PASS)  # recovery errors rose
     later = _series(second["falcon_gpu"], "falcon_gpu_nvlink_errors_total")
     assert all(later[k] > v for k, v in errors.items())
+
+    # the log says what the driver refused (the older per-link counters), not that the links are missing
+    lines = [line for line in result["log"] if "NVLink fields" in line]
+    named = "(nvlink_l0_crc_flit ... nvlink_l11_recovery)"
+    assert len(lines) == len(devices) and all(named in line for line in lines)
+    assert not [line for line in result["log"] if "links it does not have" in line]
 
     # openfalcon: the NVLink rates of every H100 (both cycles had NVLink: the second has a rate)
     rated = {item["tags"] for item in second["openfalcon"] if item["metric"] == "NvlinkTx"}
