@@ -21,6 +21,7 @@ from falcon_gpu.sources.nvml.field_values import (
     NVLINK_LINK_ERRORS,
     NVLINK_TRAFFIC,
 )
+from falcon_gpu.sources.nvml.readers.nvlink_links import NVLINK_DL_ERRORS
 from tests.nvml.helpers import Quirky, gpu, scenario_of, source_on
 
 TX = [1.0e12, 1.004e12, 1.012e12, 3.0e9, 7.0e9]
@@ -55,6 +56,12 @@ def _asking(sim: SimulatedNvml, refuse: frozenset[object] = frozenset()) -> tupl
 TOTALS = frozenset(s.field_id for s in NVLINK_ERROR_TOTALS)
 SUMS = frozenset(s.request for s in NVLINK_TRAFFIC)
 PER_LINK_ERRORS = frozenset(s.request for s in NVLINK_LINK_ERRORS)
+DL = frozenset(s.field_id for kind in NVLINK_DL_ERRORS for s in kind)
+
+
+def dl_requests(*links: int) -> set[object]:
+    """The data-link error fields of ``links`` (what the slow DL call asks)."""
+    return {s.request for kind in NVLINK_DL_ERRORS for s in kind if s.scope_id in links}
 
 
 def _nvlink(device: DeviceReading) -> tuple[object, ...]:
@@ -84,9 +91,11 @@ def test_pcie_and_nvlink_counters_come_out_as_they_went_in_in_one_field_values_c
     assert [d.nvlink for d in devs] == [(), *[(NvlinkReading(0, NvlinkErrors(0, 0, 2, 0)),)] * 2]
     assert devs[1].pcie_tx_bytes_per_second == pytest.approx((TX[1] - TX[0]) / 10)
     assert devs[1].nvlink_tx_bytes_per_second == pytest.approx((5 * 1024 * 2000 - 3 * 1024 * 1000) / 10)
-    # one batched call per cycle with the 2 sums and 4 totals, and on cycle 1 the per-link errors once
-    assert len(asked) == 4 and set(asked[2]) == PER_LINK_ERRORS
-    batches = [set(asked[0]), set(asked[1]), set(asked[3])]
+    # one batched call per cycle with the 2 sums and 4 totals; the data-link error counters of the two
+    # links in a call of their own: on cycle 0, on cycle 1 (a total moved) and on cycle 2 (the answer had
+    # changed: asked until two agree); the older per-link error fields never (the DL fields count replays)
+    assert len(asked) == 6 and all(set(ids) == dl_requests(0, 3) for ids in asked[1::2])
+    batches = [set(ids) for ids in asked[0::2]]
     assert all(ids >= SUMS | TOTALS and not PER_LINK_ERRORS & ids for ids in batches) and len(
         asked[0]
     ) == len(FIELDS)
@@ -100,8 +109,10 @@ def test_error_totals_back_at_zero_clear_the_per_link_series_without_asking_the_
     devs = [source.collect(1000.0 + t).devices[0] for t in range(5)]
     assert [d.nvlink for d in devs] == [(), *[(NvlinkReading(2, NvlinkErrors(0, 3, 0, 0)),)] * 2, (), ()]
     assert [d.nvlink_errors for d in devs] == [NvlinkErrors(0, c, 0, 0) for c in (0, 3, 3, 0, 0)]
-    # cycle 0 finds what this GPU answers (only NVLink: 2 sums + 4 totals stay); the links once, on cycle 1
-    assert [len(ids) for ids in asked] == [len(FIELDS), 6, 48, 6, 6, 6]
+    # cycle 0 finds what this GPU answers (only NVLink: 2 sums + 4 totals stay), then the link's 3
+    # data-link counters; on cycle 1 (a total moved) those again and the 12 links' data CRC counters
+    # (the kind the DL fields do not count), on cycle 3 (back at 0) the DL ones again
+    assert [len(ids) for ids in asked] == [len(FIELDS), 3, 6, 3, 12, 6, 6, 3, 6]
 
 
 def test_a_driver_without_the_aggregates_gets_the_same_readings_from_the_per_link_fields() -> None:
@@ -113,18 +124,19 @@ def test_a_driver_without_the_aggregates_gets_the_same_readings_from_the_per_lin
         )))  # fmt: skip
 
     new, _ = _asking(node())
-    old, asked = _asking(node(), refuse=TOTALS | SUMS)
+    old, asked = _asking(node(), refuse=TOTALS | SUMS | DL)
     (src_new, tel_new), (src_old, tel_old) = source_on(new), source_on(old)
     for t in range(4):
         got, want = src_old.collect(1000.0 + 10 * t).devices[0], src_new.collect(1000.0 + 10 * t).devices[0]
         assert _nvlink(got) == _nvlink(want), t
     assert want.nvlink_errors == NvlinkErrors(4, 0, 2, 1) and [n.link for n in want.nvlink] == [0, 11]
-    # cycle 0: the batch, then the per-link fields in place of the refused aggregates; then one batch a cycle
+    # cycle 0: the batch, then the per-link fields in place of the refused aggregates, then the DL fields
+    # (refused: never asked again); then one batch a cycle
     has = {
         (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, 11),
         pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L11,
     }
-    assert len(asked) == 5 and all(set(ids) >= has and not set(ids) & (SUMS | TOTALS) for ids in asked[2:])
+    assert len(asked) == 6 and all(set(ids) >= has and not set(ids) & (SUMS | TOTALS) for ids in asked[3:])
     assert tel_new.view().errors_total == {} == tel_old.view().errors_total
 
 
@@ -159,7 +171,8 @@ def test_a_gpu_without_nvlink_is_logged_once_and_its_links_not_asked_again(
     assert asked[2:] == [2, 2]  # this GPU answers nothing else
     lines = [r.getMessage() for r in caplog.records if "NVLink" in r.getMessage()]
     assert lines == [
-        "NVML: 84 NVLink fields are not supported on GPU-a (links it does not have); not asking again"
+        "NVML: 84 NVLink fields are not supported on GPU-a (nvlink_l0_tx ... nvlink_l11_recovery); "
+        "not asking again"
     ]
 
 

@@ -131,9 +131,9 @@ def test_a_gpu_without_nvlink_does_nothing_for_nvlink_after_its_first_cycle(
     touched: list[str] = []
     real = interconnect._nvlink
 
-    def nvlink(batch: Any, values: Any) -> Any:
+    def nvlink(batch: Any, values: Any, dl: Any) -> Any:
         touched.append(batch._scope)
-        return real(batch, values)
+        return real(batch, values, dl)
 
     monkeypatch.setattr(interconnect, "_nvlink", nvlink)
     second = source.collect(1010.0)

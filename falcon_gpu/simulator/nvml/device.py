@@ -218,9 +218,12 @@ class DeviceCalls(SimCore):
             links = self._link_index[dev.index] = {n.link: n for n in dev.gpu.nvlink}
         return links
 
-    def _nvlink(self, dev: SimDevice, link: int, key: str, scale: float = 1.0) -> int:
-        """A link's counter; a link the GPU lacks answers INVALID_ARGUMENT, as NVML does for its ID."""
-        if not dev.gpu.supports("nvlink"):
+    def _nvlink(
+        self, dev: SimDevice, link: int, key: str, scale: float = 1.0, support: str = "nvlink"
+    ) -> int:
+        """A link's counter; a link the GPU lacks answers INVALID_ARGUMENT, as NVML does for its ID
+        (``support``: the ``not_supported`` name that also switches this field off)."""
+        if not dev.gpu.supports("nvlink") or not dev.gpu.supports(support):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         found = self._links(dev).get(link)
         if found is None:
@@ -232,15 +235,27 @@ class DeviceCalls(SimCore):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return round(at(series, self._now) * scale)
 
-    def _nvlink_sum(self, dev: SimDevice, key: str, scale: float = 1.0) -> int:
+    def _nvlink_sum(self, dev: SimDevice, key: str, scale: float = 1.0, support: str = "nvlink") -> int:
         """A counter summed over the GPU's links (the ``scopeId = UINT_MAX`` throughput fields and the
         ``..._ERROR_COUNT_TOTAL`` ones); NOT_SUPPORTED where no link counts it."""
-        if not dev.gpu.supports("nvlink"):
+        if not dev.gpu.supports("nvlink") or not dev.gpu.supports(support):
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         counted = [getattr(n, key) for n in dev.gpu.nvlink if getattr(n, key) is not None]
         if not counted:
             fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return sum(round(at(series, self._now) * scale) for series in counted)
+
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
+        """NVML_FEATURE_ENABLED (1) for a link that is up, DISABLED (0) for one that is down or not
+        listed; NOT_SUPPORTED on a GPU without NVLink (no ``nvlink`` links, or it is not supported),
+        INVALID_ARGUMENT past the last link (NVML_NVLINK_MAX_LINKS, 18), as NVML answers."""
+        dev = self._device(handle, "nvmlDeviceGetNvLinkState")
+        if not dev.gpu.supports("nvlink") or not dev.gpu.nvlink:
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= link < NVLINK_MAX_LINKS:
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        found = self._links(dev).get(link)
+        return int(found is not None and (found.active is None or bool(at(found.active, self._now))))
 
     def _nvlink_scoped(self, dev: SimDevice, link: int, key: str) -> int:
         """A throughput field: the link named by ``scopeId``, or all of them for UINT_MAX."""
@@ -419,12 +434,21 @@ _NVLINK_ERRORS = {"CRC_FLIT": "crc_flit_errors", "CRC_DATA": "crc_data_errors", 
                   "RECOVERY": "recovery_errors"}  # fmt: skip
 
 
+_OLD_COUNTS = "nvlink_error_counts"
+"""The ``not_supported`` name of the ``..._ERROR_COUNT_TOTAL`` and ``_L0``-``_L11`` fields (NVIDIA's NVML
+mock, and Hopper-era drivers, answer them NOT_SUPPORTED)."""
+
+
 def _link_errors(link: int, key: str) -> FieldServer:
-    return lambda sim, dev: (_ULL, sim._nvlink(dev, link, key))
+    return lambda sim, dev: (_ULL, sim._nvlink(dev, link, key, support=_OLD_COUNTS))
 
 
 def _total_errors(key: str) -> FieldServer:
-    return lambda sim, dev: (_ULL, sim._nvlink_sum(dev, key))
+    return lambda sim, dev: (_ULL, sim._nvlink_sum(dev, key, support=_OLD_COUNTS))
+
+
+def _dl_errors(key: str) -> ScopedServer:
+    return lambda sim, dev, link: (_ULL, sim._nvlink(dev, link, key, support="nvlink_dl_errors"))
 
 
 for _kind, _key in _NVLINK_ERRORS.items():
@@ -446,8 +470,16 @@ SCOPED_FIELD_VALUES: dict[int, ScopedServer] = {
         sim._nvlink_scoped(dev, link, "rx_bytes"),
     ),
 }
+SCOPED_FIELD_VALUES |= {
+    pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_CRC: _dl_errors("crc_flit_errors"),
+    pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: _dl_errors("replay_errors"),
+    pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: _dl_errors("recovery_errors"),
+}
 """Field IDs whose ``scopeId`` names the NVLink, or is UINT_MAX for all links (throughput in KiB, as
-NVML counts it)."""
+NVML counts it); the data-link error counters of one link (the link's ``crc_flit_errors``,
+``replay_errors``, ``recovery_errors``), as drivers since Hopper and NVIDIA's NVML mock serve them."""
+NVLINK_MAX_LINKS = 18
+"""NVML_NVLINK_MAX_LINKS on Hopper and later: the links ``nvmlDeviceGetNvLinkState`` takes."""
 
 FIELD_VALUE_LAYOUT = struct.Struct("@IIqqIIQ")
 """``c_nvmlFieldValue_t`` in C: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, value

@@ -34,7 +34,9 @@ the JSON format because it is about the agent's retry behaviour, not the node.
 
 **GPM** (``gpm`` of a GPU or MIG instance) is served through pynvml's GPM structs; see
 :mod:`falcon_gpu.simulator.nvml.gpm`. **PCIe and NVLink** counters (``pcie``, ``nvlink``) are
-field values of ``nvmlDeviceGetFieldValues``, NVLink throughput scoped by link (``scopeId``).
+field values of ``nvmlDeviceGetFieldValues``, NVLink throughput and the data-link error counters
+(``NVML_FI_DEV_NVLINK_ERROR_DL_*``) scoped by link (``scopeId``); ``nvmlDeviceGetNvLinkState`` answers
+each link's ``active`` (up unless the scenario says 0; an unlisted link is down).
 
 **Call counts.** ``sim.calls["nvmlDeviceGetFanSpeed"]`` says how often a function
 was called, so tests can check that a NOT_SUPPORTED field is not asked again.

@@ -61,6 +61,8 @@ class NvlinkScenario(Record):
     crc_data_errors: Series | None
     replay_errors: Series | None
     recovery_errors: Series | None
+    active: Series | None = None
+    """1 (the link is up, the default) or 0 per cycle: what ``nvmlDeviceGetNvLinkState`` answers."""
 
 
 class MigScenario(Record):

@@ -60,9 +60,12 @@ NUMERIC_KEYS = tuple(r.sim.key for r in READINGS if r.sim is not None and r.sim.
 PCIE_KEYS = tuple(r.sim.key for r in READINGS if r.sim is not None and r.sim.group == "pcie")
 NOT_SUPPORTED_NAMES = frozenset(NUMERIC_KEYS) | {
     "ecc", "retired_pages", "remapped_rows", "clock_event_reasons", "inforom", "mig", "processes",
-    "process_utilization", "xid_events", "gpm", "pcie", "nvlink",
+    "process_utilization", "xid_events", "gpm", "pcie", "nvlink", "nvlink_dl_errors", "nvlink_error_counts",
 }  # fmt: skip
-"""Names accepted in ``not_supported``: every numeric key, plus readings without a key of their own."""
+"""Names accepted in ``not_supported``: every numeric key, plus readings without a key of their own
+(``nvlink_dl_errors``: the per-link ``NVML_FI_DEV_NVLINK_ERROR_DL_*`` fields, as on a driver that lacks
+them; ``nvlink_error_counts``: the older ``..._ERROR_COUNT_TOTAL`` / ``_L0``-``_L11`` ones, as on
+NVIDIA's NVML mock and Hopper-era drivers that answer them NOT_SUPPORTED)."""
 
 
 def _cycles(o: Obj) -> tuple[int, int | None]:
@@ -130,7 +133,9 @@ NVLINK_KEYS = (
 
 
 def _nvlink(o: Obj) -> NvlinkScenario:
-    link = NvlinkScenario(o.integer("link"), *(o.series(k) for k in NVLINK_KEYS))
+    link = NvlinkScenario(o.integer("link"), *(o.series(k) for k in (*NVLINK_KEYS, "active")))
+    if link.active is not None and any(v not in (0.0, 1.0) for v in link.active):
+        raise ScenarioError(f"{o.sub('active')}: expected 1 (link up) or 0 (down) per cycle")
     o.done()
     return link
 

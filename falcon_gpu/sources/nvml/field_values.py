@@ -403,6 +403,8 @@ class FieldValues:
         or None where its bytes cannot be read)."""
         self._quiet = 0
         """Quiet fields found not supported in the current fetch (logged as one line)."""
+        self._quiet_names: list[str] = []
+        """Their names, in request order."""
         self._fell_back: list[FieldSpec] = []
         """Fields found replaced by their fallback fields in the current fetch."""
         self._kept: dict[tuple[str, str], tuple[Any, list[float | None]]] = {}
@@ -503,6 +505,7 @@ class FieldValues:
                 fast.append(None)
                 return fast
         self._quiet = 0
+        self._quiet_names = []
         self._fell_back = []
         answers = self._general(scope, specs, raw)
         if self._fell_back:  # their parts, in the same cycle (once per device)
@@ -513,15 +516,20 @@ class FieldValues:
         return answers
 
     def _log_quiet(self, scope: str) -> None:
+        """One line for the NVLink fields found not supported in one call, naming the first and the last
+        (the driver does not answer them: a GPU without NVLink, or counters its generation lacks, such
+        as the ``_L0``-``_L11`` error fields where the driver counts errors per link by ``scopeId``)."""
         if self._quiet:
-            log.info("NVML: %d NVLink fields are not supported on %s (links it does not have); "
-                     "not asking again",
-                     self._quiet, scope)  # fmt: skip
+            first, last = self._quiet_names[0], self._quiet_names[-1]
+            named = first if first == last else f"{first} ... {last}"
+            log.info("NVML: %d NVLink fields are not supported on %s (%s); not asking again",
+                     self._quiet, scope, named)  # fmt: skip
 
     def ask(self, scope: str, handle: Any, specs: tuple[FieldSpec, ...]) -> list[float | None] | None:
         """The numbers of ``specs`` (no dedicated calls) in a call of their own; None: the call failed."""
         askable = self._askable(scope, specs)
         self._quiet = 0
+        self._quiet_names = []
         answers = self._ask(scope, handle, [s.request for s in askable], askable)
         self._log_quiet(scope)
         if answers is None:
@@ -576,7 +584,9 @@ class FieldValues:
                           spec.field_id, scope, ret, len(spec.fallback))  # fmt: skip
                 return None
             if spec.call is None:
-                self._quiet += spec.quiet
+                if spec.quiet:
+                    self._quiet += 1
+                    self._quiet_names.append(spec.name)
                 self._nvml.mark_not_supported(scope, spec.name, quiet=spec.quiet)
                 return None
             self._via_call.add((scope, spec.name))
@@ -723,6 +733,12 @@ class FieldBatch:
     def parts_asked(self, spec: FieldSpec) -> bool:
         """True where ``spec`` is not supported and (some of) its fallback fields are asked instead."""
         return self._owner.parts_asked(self._scope, spec)
+
+    def ask(self, specs: tuple[FieldSpec, ...]) -> list[float | None] | None:
+        """The numbers of ``specs`` (fields outside the batch, none with a dedicated call) in a call of
+        their own, now; None: the call failed. For fields read now and then (the NVLink data-link error
+        counters, with the slow readings)."""
+        return self._owner.ask(self._scope, self._handle, specs)
 
     def when_changed(self, key: str, token: Any, specs: tuple[FieldSpec, ...]) -> list[float | None]:
         """The numbers of ``specs``, asked in a call of their own only when ``token`` differs from the

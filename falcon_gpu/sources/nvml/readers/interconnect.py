@@ -1,29 +1,32 @@
-"""PCIe and NVLink traffic counters and NVLink error counters, from the batched field values.
+"""PCIe and NVLink traffic counters and NVLink error counters.
 
-All of them are fields of the device's one ``nvmlDeviceGetFieldValues`` call
+The counters of every cycle are fields of the device's one ``nvmlDeviceGetFieldValues`` call
 (:data:`~falcon_gpu.sources.nvml.field_values.PCIE_TRAFFIC`, ``NVLINK``): PCIe bytes
 (``NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES``); NVLink data sent and received over all links
 (``..._NVLINK_THROUGHPUT_DATA_TX/RX`` with ``scopeId = UINT_MAX``, which nvml.h defines as the sum
-across all links; KiB -> bytes) and the CRC flit, CRC data, replay and recovery error counters as
-totals over the links (``..._ERROR_COUNT_TOTAL``): six values per GPU and cycle.
+across all links; KiB -> bytes) and the older CRC flit, CRC data, replay and recovery error counters as
+totals over the links (``..._ERROR_COUNT_TOTAL``): eight values per GPU and cycle.
 
-The per-link error counters (``..._ERROR_COUNT_L<n>``, links 0-11) name the link that counted an
-error. They are asked, in a field-values call of their own, only when an error total changed since
-they were last asked (so also on the first cycle of a GPU whose totals are not zero); while the totals
-stay put the links' counters cannot have moved, and their last answer is published again. A GPU whose
-totals are all zero has no per-link series and makes no such call. Where a driver answers an aggregate
-NOT_SUPPORTED or INVALID_ARGUMENT, its per-link fields are asked instead, in every cycle's batch from
-that cycle on (18 links per direction for traffic, 12 per error kind). A GPU without NVLink answers
-NOT_SUPPORTED for those too, once, and is not asked again; from then on the reader does nothing for
-NVLink on it (no per-field look-ups: the answer "nothing asked" is kept until the set of fields NVML
-refused changes, e.g. after a MIG mode change). The per-second rates
-(:class:`~falcon_gpu.sources.nvml.rates.CounterRates`) are absent on the first cycle and over a
-counter reset.
+NVLink readings exist only for a GPU with a link up (:func:`~.nvlink_links.active_links`, once a
+minute): a GPU without an active link has none, whatever its NVLink fields answer (NVIDIA's mock answers
+a T4's SUCCESS 0). The errors per link come first from the data-link fields of the active links
+(:func:`~.nvlink_links.dl_errors`: CRC -> crc_flit, replay, recovery; all 18 links; read with the slow
+readings, again as soon as an older total moved). A kind with no DL field on the GPU (the data CRC count
+always; all four on a driver without the DL fields) comes from the older fields: the per-link counters
+(``..._ERROR_COUNT_L<n>``, links 0-11) are asked, in a field-values call of their own, only when that
+kind's total changed since they were last asked (so also on the first cycle of a GPU whose totals are
+not zero); while the totals stay put the links' counters cannot have moved, and their last answer is
+published again. Where a driver answers an aggregate NOT_SUPPORTED or INVALID_ARGUMENT, its per-link
+fields are asked instead, in every cycle's batch from that cycle on (18 links per direction for traffic,
+12 per error kind); the ones it refuses too are not asked again (no per-field look-ups: the answer
+"nothing asked" is kept until the set of fields NVML refused changes, e.g. after a MIG mode change).
+The per-second rates (:class:`~falcon_gpu.sources.nvml.rates.CounterRates`) are absent on the first
+cycle and over a counter reset.
 
-Cost: a steady cycle takes its eight values (PCIe 2, NVLink traffic 2, error totals 4) in one look-up
-of the batch; where every NVLink sum was answered and no error total is above 0 (a healthy GPU on a
-current driver), nothing else is looked at and the zero totals are one shared record, which also
-lets the health check's nvlink comparison stop at identity.
+Cost: a steady cycle takes its eight values in one look-up of the batch and the kept link states and DL
+counters in two look-ups of the slow readings; where every NVLink sum was answered and no counter is
+above 0 (a healthy GPU on a current driver), nothing else is looked at and the zero totals are one
+shared record, which also lets the health check's nvlink comparison stop at identity.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from falcon_gpu.sources.nvml.field_values import (
     NVLINK_ERROR_TOTALS,
     NVLINK_ERRORS,
     NVLINK_LINK_ERRORS,
+    NVLINK_LINKS,
     NVLINK_RX,
     NVLINK_TRAFFIC,
     NVLINK_TX,
@@ -46,12 +50,21 @@ from falcon_gpu.sources.nvml.field_values import (
     FieldSpec,
 )
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
+from falcon_gpu.sources.nvml.readers.nvlink_links import (
+    DL_KIND_AT,
+    NO_DL_ERRORS,
+    DlErrors,
+    active_links,
+    dl_errors,
+)
 
 KIB = 1024
 _NO_ERRORS: list[float | None] = [0.0] * NVLINK_ERROR_LINKS
 """Every link's counter of a kind whose total is zero."""
 _NOT_COUNTED: list[float | None] = [None] * NVLINK_ERROR_LINKS
 """Every link's counter of a kind the GPU does not count (no NVLink)."""
+_BEYOND_L11: list[float | None] = [None] * (NVLINK_LINKS - NVLINK_ERROR_LINKS)
+"""Links 12-17 in the older fields, which have none for them."""
 
 
 def _sum(values: list[float | None]) -> int | None:
@@ -87,36 +100,46 @@ def _per_link(errors: list[list[float | None]]) -> tuple[NvlinkReading, ...]:
     return tuple(links)
 
 
-def _errors(batch: FieldBatch) -> tuple[list[int | None], list[list[float | None]]]:
-    """Per error kind: the total over the links, and the per-link counters."""
+def _errors(
+    batch: FieldBatch, dl: DlErrors = NO_DL_ERRORS
+) -> tuple[list[int | None], list[list[float | None]]]:
+    """Per error kind: the total over the links, and the per-link counters (18 each, index = link). A
+    kind the data-link fields count (``dl``) is taken from them; the others from the older fields."""
+    covered = [False] * len(NVLINK_ERROR_TOTALS)
+    for at, counts in zip(DL_KIND_AT, dl.kinds, strict=True):
+        covered[at] = counts is not None
     totals = batch.numbers(NVLINK_ERROR_TOTALS)
     aggregate = [batch.supported(spec) for spec in NVLINK_ERROR_TOTALS]
     per_kind: list[list[float | None]] = [
-        _NO_ERRORS if summed  # not summed: the per-link fields are in the batch (where the GPU has any)
+        _NO_ERRORS if summed or dl_counted  # not summed: the per-link fields are in the batch (if any)
         else batch.numbers(links) if batch.parts_asked(spec) else _NOT_COUNTED
-        for spec, summed, links in zip(NVLINK_ERROR_TOTALS, aggregate, NVLINK_ERRORS, strict=True)
+        for spec, summed, dl_counted, links in zip(NVLINK_ERROR_TOTALS, aggregate, covered, NVLINK_ERRORS,
+                                                   strict=True)
     ]  # fmt: skip
-    if any(t for t, summed in zip(totals, aggregate, strict=True) if summed):  # name the links
+    named = [summed and not dl_counted for summed, dl_counted in zip(aggregate, covered, strict=True)]
+    if any(t for t, name in zip(totals, named, strict=True) if name):  # name the links
         asked: tuple[FieldSpec, ...] = (
             NVLINK_LINK_ERRORS
-            if all(aggregate)
+            if all(named)
             else tuple(
-                spec
-                for summed, links in zip(aggregate, NVLINK_ERRORS, strict=True)
-                if summed
-                for spec in links
+                spec for name, links in zip(named, NVLINK_ERRORS, strict=True) if name for spec in links
             )
         )
-        numbers = batch.when_changed("nvlink_links", (tuple(aggregate), tuple(totals)), asked)
+        numbers = batch.when_changed("nvlink_links", (tuple(named), tuple(totals)), asked)
         at = 0
-        for kind, summed in enumerate(aggregate):
-            if summed:
+        for kind, name in enumerate(named):
+            if name:
                 per_kind[kind] = numbers[at : at + NVLINK_ERROR_LINKS]
                 at += NVLINK_ERROR_LINKS
     out = [
         (None if total is None else int(total)) if summed else _sum(links)
         for total, summed, links in zip(totals, aggregate, per_kind, strict=True)
     ]
+    per_kind = [links + _BEYOND_L11 for links in per_kind]
+    for at, counts in zip(DL_KIND_AT, dl.kinds, strict=True):
+        if counts is not None:
+            per_kind[at] = list(counts)
+            out[at] = _sum(per_kind[at])
     return out, per_kind
 
 
@@ -134,14 +157,13 @@ _Links = tuple[int | None, int | None, list[int | None], list[list[float | None]
 """NVLink bytes sent and received, the error totals per kind, and the per-link error counters."""
 
 
-def _nvlink(batch: FieldBatch, values: Sequence[float | None]) -> _Links:
-    """The NVLink readings of a GPU that has NVLink (``values``: this cycle's :data:`_AGGREGATES`)."""
-    if None in values[2:]:  # a sum refused (an older driver: per-link fields in the batch) or unanswered
-        return (*_traffic(batch), *_errors(batch))
+def _nvlink(batch: FieldBatch, values: Sequence[float | None], dl: DlErrors) -> _Links:
+    """The NVLink readings of a GPU that has NVLink (``values``: this cycle's :data:`_AGGREGATES`;
+    ``dl``: the data-link error counters, :func:`dl_errors`)."""
+    if None in values[2:4]:  # a sum refused (an older driver: per-link fields in the batch) or unanswered
+        return (*_traffic(batch), *_errors(batch, dl))
     tx, rx = values[2:4]
-    if any(values[4:]):  # a link counted an error: name it
-        return (int(tx) * KIB, int(rx) * KIB, *_errors(batch))  # type: ignore[arg-type]
-    return int(tx) * KIB, int(rx) * KIB, [0, 0, 0, 0], []  # type: ignore[arg-type]
+    return (int(tx) * KIB, int(rx) * KIB, *_errors(batch, dl))  # type: ignore[arg-type]
 
 
 def _put_traffic(ctx: DeviceContext, out: Fields, sent: int | None, received: int | None) -> None:
@@ -165,15 +187,19 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
         "pcie_rx_bytes": rx,
     }
     out["pcie_tx_bytes_per_second"], out["pcie_rx_bytes_per_second"] = rates.pair(scope, "pcie", tx, rx, now)
-    if None not in values and not (crc_flit or crc_data or replay or recovery):
+    links = active_links(ctx)
+    if not links:  # no NVLink, or none of its links up: no NVLink readings at all
+        return out
+    dl = dl_errors(ctx, links, values[4:])
+    if None not in values and not (crc_flit or crc_data or replay or recovery or dl.counted):
         # the usual: every value answered, every NVLink sum among them, and no link counted an error
         _put_traffic(ctx, out, int(sum_tx) * KIB, int(sum_rx) * KIB)  # type: ignore[arg-type]
         out["nvlink_errors"] = _ZERO_ERRORS
         out["nvlink"] = ()
         return out
-    if None in values[2:] and not batch.any_asked("nvlink", NVLINK):  # no NVLink on this GPU (all
-        return out  # refused): nothing to read
-    link_tx, link_rx, totals, per_kind = _nvlink(batch, values)
+    if None in values[2:] and not any(dl.kinds) and not batch.any_asked("nvlink", NVLINK):  # no NVLink
+        return out  # field on this GPU (all refused): nothing to read
+    link_tx, link_rx, totals, per_kind = _nvlink(batch, values, dl)
     if link_tx is not None or link_rx is not None:
         _put_traffic(ctx, out, link_tx, link_rx)
     if any(totals):
