@@ -35,6 +35,8 @@ the JSON format because it is about the agent's retry behaviour, not the node.
 **GPM** (``gpm`` of a GPU or MIG instance) is served through pynvml's GPM structs; see
 :mod:`falcon_gpu.simulator.nvml.gpm`. **PCIe and NVLink** counters (``pcie``, ``nvlink``) are
 field values of ``nvmlDeviceGetFieldValues``, NVLink throughput scoped by link (``scopeId``).
+The **NVLink fabric** (``fabric``) is ``nvmlDeviceGetGpuFabricInfoV``: see
+:mod:`falcon_gpu.simulator.nvml.fabric`.
 
 **Call counts.** ``sim.calls["nvmlDeviceGetFanSpeed"]`` says how often a function
 was called, so tests can check that a NOT_SUPPORTED field is not asked again.
@@ -54,6 +56,7 @@ import pynvml
 from falcon_gpu.simulator.nvml.core import NvmlStruct, SimDevice, SimMigDevice, fail
 from falcon_gpu.simulator.nvml.device import DeviceCalls
 from falcon_gpu.simulator.nvml.events import EventCalls, SimEventSet
+from falcon_gpu.simulator.nvml.fabric import FabricCalls
 from falcon_gpu.simulator.nvml.gpm import GpmCalls
 from falcon_gpu.simulator.nvml.processes import ProcessCalls
 
@@ -70,7 +73,7 @@ def _reexported(name: str) -> object:
     raise AttributeError(name)
 
 
-class SimulatedNvml(DeviceCalls, ProcessCalls, EventCalls, GpmCalls):
+class SimulatedNvml(DeviceCalls, ProcessCalls, EventCalls, GpmCalls, FabricCalls):
     """The simulated library; construct with a :class:`~falcon_gpu.simulator.scenario.parse.Scenario`."""
 
     def nvmlInit(self) -> None:
