@@ -8,12 +8,14 @@ set by its constructor), handed to NVML by pointer as the C function wants it. A
 fabric (before Hopper, a PCIe board, a standalone B200) answers NOT_SUPPORTED, or SUCCESS with
 state NOT_SUPPORTED: both are "no fabric" and leave the reading out; so does a driver without the
 function (before R550: FUNCTION_NOT_FOUND, not called again) or one that refuses the struct's
-version (ARGUMENT_VERSION_MISMATCH, taken as NOT_SUPPORTED: asking again cannot change it).
+version (ARGUMENT_VERSION_MISMATCH, taken as NOT_SUPPORTED: asking again cannot change it). Most GPUs
+have no fabric, so that answer is remembered without an INFO line per GPU (logged at debug).
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -23,12 +25,16 @@ from falcon_gpu.model.fabric import FabricReading, decode_health
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
+log = logging.getLogger("falcon_gpu.nvml")
+
 FIELD: Final = "fabric"
 FUNCTION: Final = "nvmlDeviceGetGpuFabricInfoV"
 _STRUCT: Any = getattr(pynvml, "c_nvmlGpuFabricInfo_v2_t", None)
 """None in a nvidia-ml-py that predates the function (then the reading is never asked)."""
 _REFUSED: Final = object()
-_ANSWERS: Final = MappingProxyType({pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH: _REFUSED})
+_ANSWERS: Final = MappingProxyType(
+    {pynvml.NVML_ERROR_NOT_SUPPORTED: _REFUSED, pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH: _REFUSED}
+)
 
 
 def cluster_uuid(raw: bytes) -> str:
@@ -44,7 +50,8 @@ def ask_fabric(nvml: NvmlCaller, scope: str, handle: Any) -> FabricReading | Non
     info = _STRUCT()
     answer = nvml.call(scope, FIELD, FUNCTION, handle, ctypes.pointer(info), answers=_ANSWERS)
     if answer is _REFUSED:
-        nvml.mark_not_supported(scope, FIELD)
+        nvml.mark_not_supported(scope, FIELD, quiet=True)
+        log.debug("NVML: no NVLink fabric on %s (%s refused); not asking again", scope, FUNCTION)
         return None
     if answer is ABSENT or info.state == pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
         return None
