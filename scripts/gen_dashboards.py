@@ -500,6 +500,16 @@ def health() -> Dashboard:
                 ),
             ),
             Panel(
+                "NVLink fabric: not registered (state < 3) and faults",
+                "table",
+                (
+                    f"max by ({by_gpu}) (falcon_gpu_fabric_state{{{CNU}}}) < 3",
+                    f"max by ({by_gpu}, condition) (falcon_gpu_fabric_fault{{{CNU}}}) > 0",
+                ),
+                description="GPUs on an NVLink fabric (NVSwitch, GB200/GB300 NVL): A a registration that"
+                " has not completed (1 not started, 2 in progress), B a condition the fabric reports.",
+            ),
+            Panel(
                 "PCIe replays",
                 "timeseries",
                 (f"max by ({by_gpu}) (rate(falcon_gpu_pcie_replays_total{{{CNU}}}[$__rate_interval]))",),

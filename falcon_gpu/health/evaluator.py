@@ -6,7 +6,9 @@ uncorrectable ECC, row-remap failure, 60+ retired pages, or an XID that means
 the GPU needs a reset or replacement is a *fail*; a pending page retirement or
 row remap (needs a GPU reset), thermal or hardware slowdown, or other XIDs are a
 *warn*. NVLink CRC or replay errors rising are a *warn*, recovery errors rising a
-*fail* (the ``nvlink`` check, on GPUs that report NVLink error counters). The state is bounded
+*fail* (the ``nvlink`` check, on GPUs that report NVLink error counters). A GPU on an NVLink fabric
+that is not registered with it or reports a degraded link or route fails the ``fabric`` check
+(:mod:`falcon_gpu.health.fabric`). The state is bounded
 by the number of devices ever seen.
 
 ``last_xid`` is the most recent XID as the watcher saw events arrive (what
@@ -17,6 +19,7 @@ highest new code.
 
 from __future__ import annotations
 
+from falcon_gpu.health.fabric import fabric_level
 from falcon_gpu.model.cycle import FAIL, PASS, WARN, HealthReport
 from falcon_gpu.model.snapshot import DeviceReading, NvlinkErrors, Snapshot
 
@@ -172,6 +175,8 @@ class HealthEvaluator:
             )
         if dev.inforom_valid is not None:
             checks["inforom"] = PASS if dev.inforom_valid else WARN
+        if dev.fabric is not None:
+            checks["fabric"] = fabric_level(dev.fabric)
         if dev.nvlink_errors is not None:
             checks["nvlink"] = _nvlink_level(dev.nvlink_errors, st.nvlink_errors)
             st.nvlink_errors = dev.nvlink_errors
@@ -181,5 +186,5 @@ def _level_inputs(dev: DeviceReading) -> tuple[object, ...]:
     """Every reading :meth:`HealthEvaluator._levels` looks at (compared by identity first, then equality)."""
     return (
         dev.ecc, dev.retired_pages, dev.remapped_rows, dev.pcie_replays, dev.clock_event_reasons,
-        dev.inforom_valid, dev.nvlink_errors,
+        dev.inforom_valid, dev.nvlink_errors, dev.fabric,
     )  # fmt: skip

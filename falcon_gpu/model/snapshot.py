@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from falcon_gpu.model.fabric import FabricReading
 from falcon_gpu.model.record import Record
 
 CLOCK_EVENT_REASONS: tuple[str, ...] = (
@@ -269,6 +270,7 @@ class DeviceReading(Record):
         "remapped_rows",
         "clock_event_reasons",
         "inforom_valid",
+        "fabric",
         "gpm",
         "pcie_tx_bytes",
         "pcie_rx_bytes",
@@ -321,6 +323,7 @@ class DeviceReading(Record):
         remapped_rows: RemappedRows | None = None,
         clock_event_reasons: frozenset[str] | None = None,
         inforom_valid: bool | None = None,
+        fabric: FabricReading | None = None,
         gpm: GpmReading | None = None,
         pcie_tx_bytes: int | None = None,
         pcie_rx_bytes: int | None = None,
@@ -373,6 +376,8 @@ class DeviceReading(Record):
         self.remapped_rows: Final = remapped_rows
         self.clock_event_reasons: Final = clock_event_reasons
         self.inforom_valid: Final = inforom_valid
+        self.fabric: Final = fabric
+        """The NVLink fabric attachment (None: no fabric, before Hopper, or NOT_SUPPORTED)."""
         self.gpm: Final = gpm
         self.pcie_tx_bytes: Final = pcie_tx_bytes
         """PCIe bytes transmitted since the driver loaded (``NVML_FI_DEV_PCIE_COUNT_TX_BYTES``)."""

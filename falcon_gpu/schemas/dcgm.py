@@ -42,7 +42,7 @@ from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
-from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
+from falcon_gpu.schemas import agent, fabric, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec, without_empty
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
@@ -98,6 +98,7 @@ _PROF_GPM: tuple[tuple[str, str, str], ...] = (
 SPECS: tuple[MetricSpec, ...] = (
     SCALARS.specs_of("gauge", BOARD)
     + tuple(MetricSpec(F + n, "gauge", h) for n, h in _G)
+    + fabric.DCGM_SPECS
     + SCALARS.specs_of("counter", BOARD)
     + tuple(MetricSpec(F + n, "counter", h) for n, h in _C)
     + tuple(MetricSpec(PROF + n, "gauge", h) for _, n, h in _PROF_GPM)
@@ -238,6 +239,8 @@ def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
         b.put(F + "ROW_REMAP_FAILURE", lb, d.remapped_rows.failed)
     if d.clock_event_reasons is not None:
         b.put(F + "CLOCK_THROTTLE_REASONS", lb, _MASKS.get(d.clock_event_reasons))
+    if d.fabric is not None:
+        fabric.add_dcgm(b, lb, d.fabric)
     _interconnect(b, lb, d)
 
 

@@ -20,6 +20,7 @@ from falcon_gpu.model.snapshot import (
     MigReading,
 )
 from falcon_gpu.readings.device import BOARD, INTERCONNECT, READINGS
+from falcon_gpu.schemas import fabric
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, RowBlock, without_empty
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
@@ -56,6 +57,7 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "fp16_active_ratio", "gauge", "GPM: fraction of cycles the FP16 pipe was active."),
     *SCALARS.specs_of(readings=INTERCONNECT),
     MetricSpec(P + "nvlink_errors_total", "counter", "NVLink errors per link and type."),
+    *fabric.FALCON_GPU_SPECS,
 )
 GPM_SERIES: tuple[tuple[str, str], ...] = tuple(zip(GPM_METRICS, (
     P + "sm_active_ratio", P + "sm_occupancy_ratio", P + "tensor_active_ratio", P + "dram_active_ratio",
@@ -240,6 +242,8 @@ def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading) -> None:
         for link in dev.nvlink:
             for labels, value in zip(links(link.link), _NVLINK_VALUES(link.errors)):  # noqa: B905 (hot)
                 b.put(P + "nvlink_errors_total", labels, value)
+    if dev.fabric is not None:
+        fabric.add_falcon_gpu(b, lb, dev.fabric)
     for mig in dev.mig:
         ml = ls.migs.get(mig_key(mig))
         if mig.gpm is not None:

@@ -26,7 +26,7 @@ from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.model.snapshot import DeviceReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT
 from falcon_gpu.readings.units import BYTES, MIB, PERCENT, RATIO, converter
-from falcon_gpu.schemas import openfalcon_jobs
+from falcon_gpu.schemas import fabric, openfalcon_jobs
 from falcon_gpu.schemas.scalars import ScalarSeries
 
 BOARD_SERIES = ScalarSeries(BOARD, "openfalcon")
@@ -143,6 +143,9 @@ def _device(out: _Items, d: DeviceReading, tags: list[tuple[str, str]]) -> None:
     for metric, convert, value in INTERCONNECT_SERIES.rows(d):
         if value is not None:
             out.add(metric, convert(value), tags)
+    if d.fabric is not None:
+        for metric, number in fabric.openfalcon_items(d.fabric):
+            out.add(metric, number, tags)
 
 
 def _rollup(out: _Items, metric: str, values: list[float]) -> None:

@@ -1,7 +1,8 @@
 """The live check: every dashboard panel and recording rule against live agents.
 
-Four agents (mixed-4gpu and shared-gpu in cluster prod-a, mig-node and faulty-node in prod-b;
-pods allocated, some shared, some idle, one GPU faulty, two lost) remote_write into a
+Five agents (mixed-4gpu and shared-gpu in cluster prod-a, mig-node, faulty-node and gb200-nvl in
+prod-b; pods allocated, some shared, some idle, one GPU faulty, two lost, two off their NVLink
+fabric) remote_write into a
 Prometheus that evaluates the shipped rules every second; shared-gpu also pushes to a
 Pushgateway that Prometheus scrapes, so its node arrives twice and must still count once.
 Then every panel query of every dashboard (variables set to All) and every recording rule must
@@ -53,6 +54,7 @@ AGENTS = (
     Agent("shared-gpu", "prod-a"),
     Agent("mig-node", "prod-b"),
     Agent("faulty-node", "prod-b"),
+    Agent("gb200-nvl", "prod-b"),
 )
 TWICE = AGENTS[1]  # reaches the store by remote_write and through the Pushgateway
 WINDOW = 20  # seconds of cost window checked exactly

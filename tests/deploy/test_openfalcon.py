@@ -24,7 +24,7 @@ from tests.delivery.conftest import need
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf" / "openfalcon"
-SCENARIOS = ("default", "mig-node", "shared-gpu", "faulty-node")
+SCENARIOS = ("default", "mig-node", "shared-gpu", "faulty-node", "gb200-nvl")
 FUNC = re.compile(r"^(all|max|min|sum|avg|diff|pdiff)\(#\d+\)$")
 OP = re.compile(r"^(>|=|<|!)(=)?$")  # falcon-plus api: strategy op
 RIGHT_VALUE = re.compile(r"^\-?\d+(\.\d+)?$")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pynvml
 
+from falcon_gpu.model.fabric import FabricReading
 from falcon_gpu.model.snapshot import EccCounts, GpmReading, RemappedRows, RetiredPages
 from falcon_gpu.readings.device import READINGS
 from falcon_gpu.readings.spec import Reading
@@ -119,6 +120,7 @@ def expected_device(gpu: GpuScenario, cycle: int) -> dict[str, Any]:
     out["memory_free_bytes"] = None if None in (total, used, reserved) else total - used - reserved
     out["inforom_valid"] = gpu.inforom_valid if gpu.supports("inforom") else None
     out["mig_enabled"] = bool(gpu.mig)
+    out["fabric"] = expected_fabric(gpu, cycle)
     ecc = gpu.ecc if gpu.supports("ecc") else None
     out["ecc"] = (
         None
@@ -157,6 +159,22 @@ def expected_device(gpu: GpuScenario, cycle: int) -> dict[str, Any]:
         known = [int(at(s, cycle) / 1024) * 1024 for n in links if (s := getattr(n, key)) is not None]
         out[f"nvlink_{key}"] = sum(known) if known else None
     return out
+
+
+def expected_fabric(gpu: GpuScenario, cycle: int) -> FabricReading | None:
+    """The fabric reading of a scenario GPU at ``cycle`` (the mask decoded by NVML's layout, here)."""
+    fabric = gpu.fabric if gpu.supports("fabric") else None
+    if fabric is None or at(fabric.state, cycle) == 0:
+        return None
+    mask = fabric.health_mask
+    names = ("degraded_bandwidth", "route_recovery", "route_unhealthy", "access_timeout_recovery")
+    health = [(name, (mask >> 2 * i) & 3 == 1) for i, name in enumerate(names) if (mask >> 2 * i) & 3]
+    if (mask >> 8) & 0xF:
+        health.append(("incorrect_configuration", (mask >> 8) & 0xF > 1))
+    raw = fabric.cluster_uuid.hex()
+    cluster = f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:]}"
+    state = int(at(fabric.state, cycle))
+    return FabricReading(state, fabric.status, fabric.clique_id, cluster, mask, tuple(health))
 
 
 def expected_gpm(gpm: dict[str, Series] | None, cycle: int) -> GpmReading | None:

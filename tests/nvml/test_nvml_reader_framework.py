@@ -9,6 +9,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from falcon_gpu.model.fabric import FabricReading
 from falcon_gpu.model.snapshot import DeviceReading, EccCounts, MigReading, ProcessReading
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml import source as source_module
@@ -25,7 +26,9 @@ READINGS: dict[str, Any] = {
     "energy_joules": 1000.0, "performance_state": 0, "sm_clock_hertz": 1.41e9, "memory_clock_hertz": 1.2e9,
     "fan_speed_ratio": 0.3, "encoder_utilization_ratio": 0.04, "decoder_utilization_ratio": 0.06,
     "pcie_replays": 2, "ecc": EccCounts(1, 0, 7, 2), "retired_pages": None, "remapped_rows": None,
-    "clock_event_reasons": frozenset({"idle"}), "inforom_valid": True, "gpm": None, "pcie_tx_bytes": 5,
+    "clock_event_reasons": frozenset({"idle"}), "inforom_valid": True,
+    "fabric": FabricReading(3, 0, 1, "00000000-0000-0000-0000-000000000001", 0x1AA), "gpm": None,
+    "pcie_tx_bytes": 5,
     "pcie_rx_bytes": 6, "pcie_tx_bytes_per_second": 1.5, "pcie_rx_bytes_per_second": 2.5,
     "nvlink_tx_bytes": 7, "nvlink_rx_bytes": 8, "nvlink_errors": None, "nvlink": (),
     "nvlink_tx_bytes_per_second": 3.5, "nvlink_rx_bytes_per_second": 4.5, "mig_enabled": True,

@@ -20,7 +20,7 @@ from falcon_gpu.simulator.scenario.parse import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node", "policy-node", "job-node")
+BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node", "policy-node", "job-node", "gb200-nvl")
 
 
 def minimal_gpu(**extra: object) -> dict[str, object]:

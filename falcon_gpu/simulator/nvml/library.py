@@ -37,6 +37,8 @@ the JSON format because it is about the agent's retry behaviour, not the node.
 field values of ``nvmlDeviceGetFieldValues``, NVLink throughput and the data-link error counters
 (``NVML_FI_DEV_NVLINK_ERROR_DL_*``) scoped by link (``scopeId``); ``nvmlDeviceGetNvLinkState`` answers
 each link's ``active`` (up unless the scenario says 0; an unlisted link is down).
+The **NVLink fabric** (``fabric``) is ``nvmlDeviceGetGpuFabricInfoV``: see
+:mod:`falcon_gpu.simulator.nvml.fabric`.
 
 **Call counts.** ``sim.calls["nvmlDeviceGetFanSpeed"]`` says how often a function
 was called, so tests can check that a NOT_SUPPORTED field is not asked again.
@@ -56,6 +58,7 @@ import pynvml
 from falcon_gpu.simulator.nvml.core import NvmlStruct, SimDevice, SimMigDevice, fail
 from falcon_gpu.simulator.nvml.device import DeviceCalls
 from falcon_gpu.simulator.nvml.events import EventCalls, SimEventSet
+from falcon_gpu.simulator.nvml.fabric import FabricCalls
 from falcon_gpu.simulator.nvml.gpm import GpmCalls
 from falcon_gpu.simulator.nvml.processes import ProcessCalls
 
@@ -72,7 +75,7 @@ def _reexported(name: str) -> object:
     raise AttributeError(name)
 
 
-class SimulatedNvml(DeviceCalls, ProcessCalls, EventCalls, GpmCalls):
+class SimulatedNvml(DeviceCalls, ProcessCalls, EventCalls, GpmCalls, FabricCalls):
     """The simulated library; construct with a :class:`~falcon_gpu.simulator.scenario.parse.Scenario`."""
 
     def nvmlInit(self) -> None:

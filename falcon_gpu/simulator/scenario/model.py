@@ -106,6 +106,18 @@ class RemappedRowsScenario(Record):
     failed: bool
 
 
+class FabricScenario(Record):
+    """A GPU's NVLink fabric attachment (``nvmlDeviceGetGpuFabricInfoV``), in NVML's encoding."""
+
+    state: Series
+    """Per cycle, ``NVML_GPU_FABRIC_STATE_*`` (3: completed)."""
+    status: int
+    clique_id: int
+    cluster_uuid: bytes
+    """16 bytes."""
+    health_mask: int
+
+
 class XidEvent(Record):
     cycle: int
     xid: int
@@ -135,6 +147,8 @@ class GpuScenario(Record):
     mig_mode: Series | None = None
     """Per cycle 1 (MIG on) or 0 (off); None: on when the GPU lists ``mig`` instances. While it is
     off no instance exists, whatever their cycles say."""
+    fabric: FabricScenario | None = None
+    """None: no fabric (before Hopper, a PCIe board): NOT_SUPPORTED."""
 
     def supports(self, name: str) -> bool:
         return name not in self.not_supported

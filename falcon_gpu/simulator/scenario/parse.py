@@ -20,6 +20,7 @@ from falcon_gpu.simulator.scenario.model import (
     GPM_KEYS,
     PROCESS_TYPES,
     EccScenario,
+    FabricScenario,
     Gpm,
     GpuScenario,
     MigScenario,
@@ -61,6 +62,7 @@ PCIE_KEYS = tuple(r.sim.key for r in READINGS if r.sim is not None and r.sim.gro
 NOT_SUPPORTED_NAMES = frozenset(NUMERIC_KEYS) | {
     "ecc", "retired_pages", "remapped_rows", "clock_event_reasons", "inforom", "mig", "processes",
     "process_utilization", "xid_events", "gpm", "pcie", "nvlink", "nvlink_dl_errors", "nvlink_error_counts",
+    "fabric",
 }  # fmt: skip
 """Names accepted in ``not_supported``: every numeric key, plus readings without a key of their own
 (``nvlink_dl_errors``: the per-link ``NVML_FI_DEV_NVLINK_ERROR_DL_*`` fields, as on a driver that lacks
@@ -233,9 +235,19 @@ def _gpu(o: Obj, index: int) -> GpuScenario:
         pcie=_keyed(o.obj("pcie"), PCIE_KEYS),
         nvlink=tuple(_nvlink(n) for n in o.objects("nvlink")),
         mig_mode=_mig_mode(o),
+        fabric=_fabric(o),
     )
     o.done()
     return gpu
+
+
+def _fabric(o: Obj) -> FabricScenario | None:
+    f = o.obj("fabric")
+    if f is None:
+        return None
+    from falcon_gpu.simulator.scenario.parse_fabric import parse_fabric  # only scenarios with a fabric
+
+    return parse_fabric(f)
 
 
 def _host(obj: Obj, gpus: tuple[GpuScenario, ...]) -> HostScenario:

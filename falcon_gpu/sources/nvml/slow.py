@@ -19,7 +19,10 @@ changed since it was last asked is reused instead of asked again. Four kinds:
   :mod:`falcon_gpu.sources.nvml.readers.clocks`).
 - Answers built from several calls (:meth:`SlowReadings.kept`): a MIG GPU's layout (each
   instance's handle and identity, :mod:`falcon_gpu.sources.nvml.readers.mig`), built again
-  every :data:`REFRESH_S` or as soon as the caller sees it changed (:meth:`SlowReadings.drop`).
+  every :data:`REFRESH_S` or as soon as the caller sees it changed (:meth:`SlowReadings.drop`);
+  also a struct decoded into a record, such as the NVLink fabric attachment
+  (:mod:`falcon_gpu.sources.nvml.readers.fabric`: a fabric manager's registration and the
+  fabric's health, seen within a minute).
 - Readings that are zero while nothing uses what they measure (:meth:`SlowReadings.gated`):
   asked while the caller sees a use this cycle, while the last answer was not "idle" (to see
   it fall back), and at least every :data:`REFRESH_S` whatever the caller sees (so a wrong

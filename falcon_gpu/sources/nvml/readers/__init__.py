@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, Reader, check_fields
 from falcon_gpu.sources.nvml.readers.clocks import read_clocks
+from falcon_gpu.sources.nvml.readers.fabric import read_fabric
 from falcon_gpu.sources.nvml.readers.gpm import read_gpm
 from falcon_gpu.sources.nvml.readers.health import read_health
 from falcon_gpu.sources.nvml.readers.interconnect import read_interconnect
@@ -29,6 +30,7 @@ READERS: tuple[tuple[str, Reader], ...] = (
     ("thermal_power", read_thermal_power),
     ("clocks", read_clocks),
     ("health", read_health),
+    ("fabric", read_fabric),
     ("processes", read_processes),
     ("mig", read_mig),
     ("gpm", read_gpm),

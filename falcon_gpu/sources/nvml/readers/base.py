@@ -16,6 +16,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Final, TypedDict
 
+from falcon_gpu.model.fabric import FabricReading
 from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import (
     EccCounts,
@@ -64,6 +65,7 @@ class Fields(TypedDict, total=False):
     remapped_rows: RemappedRows | None
     clock_event_reasons: frozenset[str] | None
     inforom_valid: bool | None
+    fabric: FabricReading | None
     gpm: GpmReading | None
     pcie_tx_bytes: int | None
     pcie_rx_bytes: int | None
