@@ -514,9 +514,7 @@ class FieldValues:
 
     def _log_quiet(self, scope: str) -> None:
         if self._quiet:
-            log.info("NVML: %d NVLink fields are not supported on %s (links it does not have); "
-                     "not asking again",
-                     self._quiet, scope)  # fmt: skip
+            self._nvml.unsupported.note(scope, f"{self._quiet} NVLink fields (links it does not have)")
 
     def ask(self, scope: str, handle: Any, specs: tuple[FieldSpec, ...]) -> list[float | None] | None:
         """The numbers of ``specs`` (no dedicated calls) in a call of their own; None: the call failed."""

@@ -108,10 +108,12 @@ class NvmlSource:
         *,
         clock: Callable[[], float] = time.time,
         xid: XidWatcher | None = None,
+        one_shot: bool = False,
     ) -> None:
+        """``one_shot``: for a command that runs one cycle and ends (no retry to announce)."""
         self._nvml = NvmlCaller(library)
         self._telemetry = telemetry
-        self._session = NvmlSession(self._nvml, telemetry, clock)
+        self._session = NvmlSession(self._nvml, telemetry, clock, retrying=not one_shot)
         self._xid = xid
         self._count: int | None = None
         self._handles: dict[int, Any] = {}
@@ -149,7 +151,23 @@ class NvmlSource:
             snapshot = Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=message)
         if not snapshot.nvml_ok:
             self._telemetry.readers_done({})
+        if self._nvml.unsupported.pending:
+            self._nvml.unsupported.report(self._models(snapshot).get)
         return snapshot
+
+    def _models(self, snapshot: Snapshot) -> dict[str, str]:
+        """Each GPU's not-supported scope (its UUID, and ``gpu<index>``) -> its model; each MIG
+        instance's (its UUID) -> its GPU's model's instances."""
+        models: dict[str, str] = {}
+        for index, ident in self._identity.items():
+            if ident.name:
+                models[f"gpu{index}"] = ident.name
+                if ident.uuid:
+                    models[ident.uuid] = ident.name
+        for d in snapshot.devices:
+            for instance in d.mig:
+                models[instance.uuid] = f"{d.name} MIG instances"
+        return models
 
     def _collect(self, timestamp: float) -> Snapshot:
         if not self._session.ensure():
@@ -164,6 +182,8 @@ class NvmlSource:
             xid_counts, last_xid = self._xid.read()
         stats = _ReaderStats()
         devices = tuple([self._read_device(i, timestamp, xid_counts, last_xid, stats) for i in range(count)])
+        if self._xid is not None and self._xid.drain_after_readings():
+            devices = self._with_xids(devices, *self._xid.read())
         stats.report(self._telemetry)
         self._names.end_cycle()
         self._telemetry.recovered("nvml:collect", "NVML collection works again")
@@ -174,6 +194,20 @@ class NvmlSource:
             cuda_version=self._session.cuda_version,
             devices=devices,
         )
+
+    @staticmethod
+    def _with_xids(
+        devices: tuple[DeviceReading, ...], xid_counts: dict[str, dict[int, int]], last_xid: dict[str, int]
+    ) -> tuple[DeviceReading, ...]:
+        """The readings with the XIDs that a one-shot cycle's second drain took (raised while the
+        GPUs were read): those of the GPUs whose counts changed are replaced."""
+        out = []
+        for d in devices:
+            counts = xid_counts.get(d.uuid)
+            if counts is not None and counts != d.xid_counts:
+                d = d._replace(xid_counts=dict(counts), last_xid=last_xid.get(d.uuid))
+            out.append(d)
+        return tuple(out)
 
     def _device_count(self) -> tuple[int | None, str | None]:
         self._nvml.errors.clear()
