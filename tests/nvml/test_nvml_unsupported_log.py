@@ -9,6 +9,7 @@ import pytest
 from falcon_gpu.sources.nvml.unsupported import UnsupportedLog
 
 MODELS = {"GPU-a": "NVIDIA H100", "GPU-b": "NVIDIA H100", "GPU-c": "NVIDIA T4"}
+GPUS = {"NVIDIA H100": 2, "NVIDIA T4": 1}.get
 
 
 def _info(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -24,22 +25,23 @@ def test_one_line_per_model_then_only_what_is_new(caplog: pytest.LogCaptureFixtu
         log.note(scope, "fan_speed")
         log.note(scope, "18 NVLink fields")
     log.note("GPU-c", "fan_speed")
-    log.note("GPU-a/gi1", "GPM")  # a MIG instance's lack is its GPU model's
+    log.note("GPU-a/gi1", "GPM")  # a MIG instance's lack is its GPU model's: only one of two has it
     assert len([r for r in caplog.records if r.levelno == logging.DEBUG]) == 6  # each detail at debug
-    log.report(MODELS.get)
+    log.report(MODELS.get, lambda model: GPUS(model, 0))
     assert _info(caplog) == [
-        "NVML: NVIDIA H100 (2 GPUs) does not support fan_speed, 18 NVLink fields, GPM; not asking again "
+        "NVML: NVIDIA H100 (2 GPUs) does not support fan_speed, 18 NVLink fields, GPM (on 1 of them); "
+        "not asking again "
         "(each GPU at debug level)",
         "NVML: NVIDIA T4 does not support fan_speed; not asking again (each GPU at debug level)",
     ]
     log.note("GPU-b", "fan_speed")  # asked again (MIG mode changed): said before, so not again
     log.note("GPU-c", "inforom")
-    log.report(MODELS.get)
+    log.report(MODELS.get, lambda model: GPUS(model, 0))
     assert _info(caplog) == [
         "NVML: NVIDIA T4 does not support inforom; not asking again (each GPU at debug level)"
     ]
     assert not log.pending
-    log.report(MODELS.get)
+    log.report(MODELS.get, lambda model: GPUS(model, 0))
     assert _info(caplog) == []
 
 
@@ -47,7 +49,7 @@ def test_a_scope_of_no_gpu_is_said_as_is(caplog: pytest.LogCaptureFixture) -> No
     caplog.set_level(logging.INFO, "falcon_gpu.nvml")
     log = UnsupportedLog()
     log.note("system", "cuda_version")
-    log.report(MODELS.get)
+    log.report(MODELS.get, lambda model: GPUS(model, 0))
     assert _info(caplog) == [
         "NVML: system does not support cuda_version; not asking again (each GPU at debug level)"
     ]

@@ -45,8 +45,8 @@ def identity(out: mock.Outputs, gpus: list[Gpu]) -> None:
         assert f"uuid={g.uuid}" in tags
         assert {i["endpoint"] for i in out.plugin} == {mock.NODE}
         if not g.lost:
-            labels = next(s["labels"] for s in out.samples[DCGM] if s["name"] == "DCGM_FI_DEV_GPU_TEMP"
-                          and s["labels"]["gpu"] == gpu)  # fmt: skip
+            labels = next(s["labels"] for s in out.samples[DCGM] if s["name"].startswith("DCGM_FI_DEV_")
+                          and s["labels"].get("gpu") == gpu)  # fmt: skip
             assert (labels["UUID"], labels["modelName"], labels["Hostname"]) == (g.uuid, g.name, mock.NODE)
             assert labels["pci_bus_id"] == g.pci_bus_id
 
@@ -145,7 +145,7 @@ def ecc(out: mock.Outputs, gpus: list[Gpu]) -> None:
 def processes(out: mock.Outputs, gpus: list[Gpu]) -> None:
     """Each GPU's process list and memory (the per-process series, and top's rows)."""
     for g in gpus:
-        if g.lost:
+        if g.lost or g.processes is None:
             continue
         got = {
             (int(s["labels"]["pid"]), s["value"])

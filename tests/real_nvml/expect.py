@@ -45,8 +45,8 @@ class Gpu(NamedTuple):
     ecc_aggregate: tuple[int, int] | None = None
     ecc_uncorrectable: bool = False
     """``failure.mode: ecc_uncorrectable``: the mock counts up from the trip (only > 0 is known)."""
-    processes: tuple[tuple[int, int], ...] = ()
-    """(pid, used bytes) of each process."""
+    processes: tuple[tuple[int, int], ...] | None = None
+    """(pid, used bytes) of each process (None: not known, as on a real driver)."""
     dynamic: frozenset[str] = frozenset()
     """Readings the profile makes move (``dynamic_metrics``): checked against a range instead."""
     config: dict[str, Any] | None = None

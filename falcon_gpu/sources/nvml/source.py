@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -152,7 +153,9 @@ class NvmlSource:
         if not snapshot.nvml_ok:
             self._telemetry.readers_done({})
         if self._nvml.unsupported.pending:
-            self._nvml.unsupported.report(self._models(snapshot).get)
+            models = self._models(snapshot)
+            counts = Counter(d.name for d in snapshot.devices if d.up)  # a lost GPU was not asked
+            self._nvml.unsupported.report(models.get, counts.__getitem__)
         return snapshot
 
     def _models(self, snapshot: Snapshot) -> dict[str, str]:

@@ -43,20 +43,19 @@ class UnsupportedLog:
         """Whether something was noted since the last report."""
         return bool(self._pending)
 
-    def report(self, model_of: Callable[[str], str | None]) -> None:
+    def report(self, model_of: Callable[[str], str | None], gpus_of: Callable[[str], int]) -> None:
         """One INFO line per model for what it was found to lack since the last report and was not
-        said before; ``model_of`` names the model of a GPU scope (None: not a GPU, said as is)."""
+        said before; ``model_of`` names the model of a GPU scope (None: not a GPU, said as is),
+        ``gpus_of`` how many GPUs of that model the node has (what only some lack says on how many)."""
         if not self._pending:
             return
-        lacks: dict[str, tuple[dict[str, None], set[str]]] = {}
+        lacks: dict[str, dict[str, set[str]]] = {}
         for scope, what in self._pending:
             gpu = scope.partition("/")[0]  # a MIG instance's lacks are its GPU model's
             model = model_of(gpu) or scope
-            whats, scopes = lacks.setdefault(model, ({}, set()))
-            whats[what] = None
-            scopes.add(gpu)
+            lacks.setdefault(model, {}).setdefault(what, set()).add(gpu)
         self._pending.clear()
-        for model, (whats, scopes) in lacks.items():
+        for model, whats in lacks.items():
             said = self._said.get(model)
             if said is None:
                 if len(self._said) >= MAX_MODELS:
@@ -66,6 +65,11 @@ class UnsupportedLog:
             if not new:
                 continue
             said.update(new)
-            gpus = f" ({len(scopes)} GPUs)" if len(scopes) > 1 else ""
+            count = max(gpus_of(model), *(len(whats[what]) for what in new))
+            parts = [
+                what if len(whats[what]) == count else f"{what} (on {len(whats[what])} of them)"
+                for what in new
+            ]
+            gpus = f" ({count} GPUs)" if count > 1 else ""
             log.info("NVML: %s%s does not support %s; not asking again (each GPU at debug level)",
-                     model, gpus, ", ".join(new))  # fmt: skip
+                     model, gpus, ", ".join(parts))  # fmt: skip
