@@ -13,7 +13,12 @@ device-fatal code, even half-way through its readers) is reported ``up=False``
 with the identity of its last good cycle while the others keep being read
 (``errors_total{kind="gpu"}``). :meth:`NvmlSource.collect` never raises.
 
-A field that answered NOT_SUPPORTED is not asked again, except after the device's
+In a one-shot command (``one_shot``: ``run --once``, ``plugin``, ``doctor``, ``top --once``, which
+have no XID thread) the XID event set is drained before the readings and again after them, so that
+an XID raised while the GPUs were read is counted in the one cycle the process has.
+
+A field that answered NOT_SUPPORTED is not asked again (said once per GPU model:
+:mod:`~falcon_gpu.sources.nvml.unsupported`), except after the device's
 MIG mode changed (NVML refuses GPU utilisation and process samples only while MIG
 is on; without this, turning MIG off would leave them missing until a restart).
 
@@ -111,7 +116,9 @@ class NvmlSource:
         xid: XidWatcher | None = None,
         one_shot: bool = False,
     ) -> None:
-        """``one_shot``: for a command that runs one cycle and ends (no retry to announce)."""
+        """``one_shot``: for a command that runs one cycle and ends: no retry to announce, and the XID
+        events are drained again after the readings (the process has no event thread)."""
+        self._one_shot = one_shot
         self._nvml = NvmlCaller(library)
         self._telemetry = telemetry
         self._session = NvmlSession(self._nvml, telemetry, clock, retrying=not one_shot)
@@ -185,7 +192,7 @@ class NvmlSource:
             xid_counts, last_xid = self._xid.read()
         stats = _ReaderStats()
         devices = tuple([self._read_device(i, timestamp, xid_counts, last_xid, stats) for i in range(count)])
-        if self._xid is not None and self._xid.drain_after_readings():
+        if self._one_shot and self._xid is not None and self._xid.drain_after_readings():
             devices = self._with_xids(devices, *self._xid.read())
         stats.report(self._telemetry)
         self._names.end_cycle()
