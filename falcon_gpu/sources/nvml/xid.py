@@ -101,6 +101,8 @@ class XidWatcher:
         self._delay = 1.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._unwatched: set[int] = set()
+        """GPU indexes said to be left out of the event set."""
 
     # -- setup ---------------------------------------------------------------
     def _ensure_set(self, *, now: bool = False) -> bool:
@@ -145,15 +147,22 @@ class XidWatcher:
             except NvmlFailure as failure:
                 if failure.code in (pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_NOT_FOUND):
                     return
-                log.info("XID: GPU %d has no handle (%s); not watching it", index, failure.message)
+                self._not_watching(index, f"GPU {index} (no handle: {failure.message})")
                 continue
             try:
                 uuid = text(self._nvml.invoke("nvmlDeviceGetUUID", handle))
                 self._nvml.invoke("nvmlDeviceRegisterEvents", handle, xid_type, event_set)
             except NvmlFailure as failure:
-                log.info("XID: not watching GPU %d: %s", index, failure.message)
+                self._not_watching(index, f"GPU {index} ({failure.message})")
                 continue
             self._uuids[_handle_key(handle)] = uuid
+
+    def _not_watching(self, index: int, why: str) -> None:
+        """Say once per GPU that it is left out (a set is built again after each failed wait)."""
+        first = index not in self._unwatched
+        if first and len(self._unwatched) < MAX_DEVICES:
+            self._unwatched.add(index)
+        log.log(logging.INFO if first else logging.DEBUG, "XID: not watching %s", why)
 
     # -- waiting ---------------------------------------------------------------
     def _wait_once(self, timeout_ms: int) -> _Wait:
