@@ -200,6 +200,7 @@ def quiet(out: mock.Outputs, gpus: list[Gpu]) -> None:
         assert not [ln for ln in info if "is not supported on GPU-" in ln], f"{key}:\n{text}"
         lacks = [ln for ln in info if "does not support" in ln]
         assert len(lacks) <= len(models), f"{key}:\n{text}"
+        assert len(info) <= 2 * len(models), f"{key}:\n{text}"  # nothing else said per GPU either
         if key in ("plugin", "top", "doctor"):
             assert not info, f"{key}:\n{text}"
 
