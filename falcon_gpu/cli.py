@@ -172,9 +172,12 @@ def _setup_logging(level: str) -> None:
 
 def _effective_level(command: str, level: str) -> str:
     """``plugin`` runs every minute under falcon-agent, ``top`` draws on the terminal: warnings and
-    errors only, unless debugging."""
+    errors only, unless debugging. ``doctor`` prints its table, which says what is wrong and how to
+    fix it: no log beside it but errors (``--log-level`` / ``log_level`` other than info still apply)."""
     if command in ("plugin", "top") and level == "info":
         return "warning"
+    if command == "doctor" and level == "info":
+        return "error"
     return level
 
 

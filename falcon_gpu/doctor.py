@@ -76,7 +76,7 @@ def _spool_row(settings: Settings) -> Row:
 
 
 def collect_rows(settings: Settings, simulate: str | None) -> list[Row]:
-    rt = build(settings, simulate=simulate)
+    rt = build(settings, simulate=simulate, one_shot=True)
     try:
         rt.attributor.refresh_now()
         snapshot = rt.source.collect(time.time())

@@ -107,6 +107,7 @@ def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
         simulate=simulate,
         with_jobs=True,
         listen=True,
+        one_shot=once,
     )
     stuck = closed = False
     try:
@@ -158,7 +159,13 @@ def plugin(settings: Settings | ResolvedSettings, *, simulate: str | None) -> in
     try:
         # job records in the plugin only when asked for: it runs every minute under falcon-agent,
         # often as a user who cannot write the default jobs_dir
-        rt = build(settings, simulate=simulate, with_sinks=False, with_jobs="jobs_dir" in settings.explicit)
+        rt = build(
+            settings,
+            simulate=simulate,
+            with_sinks=False,
+            with_jobs="jobs_dir" in settings.explicit,
+            one_shot=True,
+        )
         try:
             _prepare_one_shot(rt)
             rendered = _runner(rt, step=PLUGIN_STEP).run()

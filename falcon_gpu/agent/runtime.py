@@ -146,9 +146,13 @@ def build(
     telemetry: Telemetry | None = None,
     with_jobs: bool = False,
     listen: bool = False,
+    one_shot: bool = False,
 ) -> Runtime:
     """Raises ScenarioError (bad scenario) and ConfigError/ValueError (bad sink, unusable
     ``spool_dir`` or, ``with_jobs``, ``jobs_dir``) before anything runs.
+
+    ``one_shot``: the command runs one cycle and ends (NVML failing to start is said without the
+    retry schedule of the running agent).
 
     ``listen``: also bind and serve the ``listen`` endpoint when it is set (only ``run`` does:
     ``doctor`` beside a running agent must not fight it for the port)."""
@@ -210,7 +214,7 @@ def build(
                 sinks.append(sink)
         library = load_nvml(scenario)
         xid = XidWatcher(library, telemetry)
-        source = NvmlSource(library, telemetry, xid=xid)
+        source = NvmlSource(library, telemetry, xid=xid, one_shot=one_shot)
         from falcon_gpu.attribution import AttributionSettings, Attributor
 
         attributor = Attributor(AttributionSettings.of(settings, kube_api=kube_api), telemetry)

@@ -25,7 +25,7 @@ CLEAR = "\x1b[H\x1b[2J"
 def top(settings: Settings, *, simulate: str | None, once: bool, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     settings = settings.model_copy(update={"process_metrics": True})
-    rt = build(settings, simulate=simulate, with_sinks=False)
+    rt = build(settings, simulate=simulate, with_sinks=False, one_shot=once)
     try:
         runner = _runner(rt, step=max(1, round(settings.interval)))
         _prepare_one_shot(rt)  # the first frame already names the pods

@@ -136,13 +136,12 @@ def test_a_gpu_lost_under_the_event_set_does_not_blind_the_watcher_to_the_others
     xid.drain_now()
     assert telemetry.view().errors_total == {"xid": 1}
     assert sim.calls["nvmlEventSetFree"] == 1  # the poisoned set is released, not leaked
+    # a drain has no later cycle to retry in: it builds the set again at once, without the lost GPU
+    assert sim.calls["nvmlEventSetCreate"] == 2 and xid.counts() == {}
     sim.nvmlDeviceGetCount()
-    xid.drain_now()  # inside the backoff: no rebuild yet
-    assert sim.calls["nvmlEventSetCreate"] == 1 and xid.counts() == {}
-    now[0] = 1.0
     xid.drain_now()
     assert xid.counts() == {"GPU-b": {13: 1}}  # the other GPU is watched again
-    assert telemetry.view().errors_total == {"xid": 1}
+    assert sim.calls["nvmlEventSetCreate"] == 2 and telemetry.view().errors_total == {"xid": 1}
     xid.stop()
     assert sim.calls["nvmlEventSetFree"] == 2
     sim.nvmlShutdown()
@@ -348,3 +347,31 @@ def test_pure_conversions() -> None:
     assert cuda_version_text(12040) == "12.4" and cuda_version_text(11080) == "11.8"
     assert reasons_from_mask(0) == frozenset()
     assert reasons_from_mask(0x1 | 0x4 | 0x100) == frozenset({"idle", "sw_power_cap", "display_clocks"})
+
+
+@pytest.mark.parametrize("one_shot", [True, False])
+def test_a_one_shot_cycle_counts_the_xid_raised_while_it_read_the_gpus(one_shot: bool) -> None:
+    """Issue 20 item 1: the event is not there yet when the cycle starts (the first wait answers
+    TIMEOUT) and is queued by the time the GPUs are read; a one-shot source drains again after the
+    readings and counts it in that very cycle, a source with an event thread leaves it to the thread."""
+    sim = SimulatedNvml(scenario_of(gpu("GPU-a", xid_events=[{"cycle": 0, "xid": 43}])))
+    waits: list[int] = []
+
+    def wait(event_set: Any, timeout_ms: int) -> Any:
+        waits.append(timeout_ms)
+        if len(waits) == 1:  # the drain before the readings: nothing raised yet
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+        return sim.nvmlEventSetWait(event_set, timeout_ms)
+
+    lib = Quirky(sim, override={"nvmlEventSetWait": wait})
+    telemetry = Telemetry()
+    xid = XidWatcher(lib, telemetry)
+    source, _ = source_on(lib, xid=xid, one_shot=one_shot)
+    device = source.collect(1000.0).devices[0]
+    if one_shot:
+        assert (device.xid_counts, device.last_xid) == ({43: 1}, 43)
+        assert waits[0] == 0 and 0 < waits[1] <= 20  # the second drain waits, bounded
+    else:
+        assert (device.xid_counts, device.last_xid) == ({}, None) and waits == [0]
+    xid.stop()
+    source.close()

@@ -27,7 +27,7 @@ def test_signed_tlimits_reach_the_snapshot_and_an_older_gpu_has_none(
 ) -> None:
     sim = SimulatedNvml(scenario_of(ADA, AMPERE))
     source, telemetry = source_on(sim)
-    with caplog.at_level(logging.INFO, logger="falcon_gpu"):
+    with caplog.at_level(logging.DEBUG, logger="falcon_gpu"):
         snaps = [source.collect(1000.0 + t) for t in range(3)]
     ada, old = snaps[0].devices
     assert (ada.slowdown_tlimit_celsius, ada.shutdown_tlimit_celsius) == (-2.0, -8.0)
@@ -35,10 +35,16 @@ def test_signed_tlimits_reach_the_snapshot_and_an_older_gpu_has_none(
     assert old.slowdown_tlimit_celsius is None and old.shutdown_tlimit_celsius is None
     assert old.temperature_celsius == 40.0  # nothing else of the reader lost
     not_supported = [r.getMessage() for r in caplog.records if "tlimit" in r.getMessage()]
-    assert sorted(not_supported) == [
+    assert sorted(m for m in not_supported if "GPU-" in m) == [  # the details, at debug
         "NVML: shutdown_tlimit_celsius is not supported on GPU-old; not asking again",
         "NVML: slowdown_tlimit_celsius is not supported on GPU-old; not asking again",
     ]
+    (said,) = [
+        r.getMessage() for r in caplog.records if "tlimit" in r.getMessage() and r.levelno == logging.INFO
+    ]
+    assert (
+        "slowdown_tlimit_celsius (on 1 of them), shutdown_tlimit_celsius (on 1 of them)" in said
+    )  # one model
     assert telemetry.view().errors_total == {}
     assert sim.calls["nvmlDeviceGetFieldValues"] == 6  # still one call per GPU per cycle
 

@@ -13,6 +13,7 @@ skips, saying so (a user's clone has no ``../shared``).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -106,3 +107,114 @@ def falcon_gpu(
         timeout=timeout,
         check=False,
     )
+
+
+# -- every command on one node ------------------------------------------------------------------
+
+NODE = "real-nvml-node"
+"""The ``node`` setting of every command the tier runs (the endpoint / Hostname it must print)."""
+SCHEMAS = ("falcon_gpu", "dcgm")
+"""The two Prometheus schemas; the third, Open-Falcon, is what ``plugin`` (and the falcon format) prints."""
+
+
+def device_config(profile: dict[str, Any], index: int) -> dict[str, Any]:
+    """What the mock serves for GPU ``index``: ``device_defaults`` with the device's override merged in."""
+    override = next(d for d in profile["devices"] if d["index"] == index)
+    return _merged(profile["device_defaults"], override)
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = (
+            _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
+def settings_file(path: Path, schema: str) -> Path:
+    """A settings file for ``run --once``: ``schema``, per-process series, and two stdout sinks in one
+    process (the samples as JSON, then the Open-Falcon items), each one line of stdout."""
+    path.write_text(
+        f'schema = "{schema}"\nprocess_metrics = true\n'
+        '[[sinks]]\ntype = "stdout"\nname = "json"\nformat = "json"\n'
+        '[[sinks]]\ntype = "stdout"\nname = "falcon"\nformat = "falcon"\n'
+    )
+    return path
+
+
+class Outputs:
+    """What every command printed on one node: parsed stdout, and each command's stderr and exit code."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[dict[str, Any]]] = {}
+        """Per Prometheus schema, ``run --once``'s samples (name, labels, value)."""
+        self.run_falcon: list[dict[str, Any]] = []
+        """``run --once``'s Open-Falcon items (its falcon-format stdout sink)."""
+        self.plugin: list[dict[str, Any]] = []
+        """``plugin``'s Open-Falcon items."""
+        self.doctor = ""
+        self.top = ""
+        self.stderr: dict[str, str] = {}
+        self.returncode: dict[str, int] = {}
+
+    def values(self, schema: str, name: str, **labels: str) -> list[float]:
+        """The values of the samples named ``name`` whose labels include ``labels``."""
+        return [
+            s["value"]
+            for s in self.samples[schema]
+            if s["name"] == name and all(s["labels"].get(k) == v for k, v in labels.items())
+        ]
+
+    def value(self, schema: str, name: str, **labels: str) -> float:
+        found = self.values(schema, name, **labels)
+        assert len(found) == 1, f"{name}{labels}: {len(found)} samples in {schema}"
+        return found[0]
+
+    def falcon(self, metric: str, gpu: int, items: list[dict[str, Any]] | None = None) -> float:
+        """The value of Open-Falcon ``metric`` of GPU ``gpu`` (the plugin's unless ``items``)."""
+        tag = f"GpuId={gpu},"
+        found = [i["value"] for i in (self.plugin if items is None else items)
+                 if i["metric"] == metric and i["tags"].startswith(tag)]  # fmt: skip
+        assert len(found) == 1, f"{metric} of GPU {gpu}: {len(found)} items"
+        value: float = found[0]
+        return value
+
+
+def run_commands(lib_dir: Path, profile_path: Path | None, work: Path) -> Outputs:
+    """Every one-shot command on one node, side by side (each its own process: pynvml loads the
+    library once per process): ``run --once`` in each Prometheus schema (with the Open-Falcon items
+    beside), ``plugin``, ``doctor`` and ``top --once``."""
+    work.mkdir(parents=True, exist_ok=True)
+    env = environment(lib_dir, profile_path, FALCON_GPU_NODE=NODE, FALCON_GPU_JOBS_DIR=str(work / "jobs"))
+    commands: dict[str, list[str]] = {
+        f"run:{schema}": ["run", "--once", "--config", str(settings_file(work / f"{schema}.toml", schema))]
+        for schema in SCHEMAS
+    }
+    commands |= {"plugin": ["plugin"], "doctor": ["doctor"], "top": ["top", "--once"]}
+    running = {
+        key: subprocess.Popen(
+            [sys.executable, "-m", "falcon_gpu", *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for key, args in commands.items()
+    }
+    out = Outputs()
+    texts: dict[str, str] = {}
+    for key, proc in running.items():
+        texts[key], out.stderr[key] = proc.communicate(timeout=120)
+        out.returncode[key] = proc.returncode
+    for schema in SCHEMAS:
+        lines = texts[f"run:{schema}"].splitlines()
+        assert len(lines) == 2, (
+            f"run --once ({schema}): {texts[f'run:{schema}']!r}\n{out.stderr[f'run:{schema}']}"
+        )
+        out.samples[schema] = json.loads(lines[0])["samples"]
+        if schema == "falcon_gpu":
+            out.run_falcon = json.loads(lines[1])
+    out.plugin = json.loads(texts["plugin"])
+    out.doctor, out.top = texts["doctor"], texts["top"]
+    return out

@@ -137,7 +137,7 @@ def test_errors_on_links_12_to_17_of_an_h100_count_in_every_schema_and_fail_the_
     # the log says what the driver refused (the older per-link counters), not that the links are missing
     lines = [line for line in result["log"] if "NVLink fields" in line]
     named = "(nvlink_l0_crc_flit ... nvlink_l11_recovery)"
-    assert len(lines) == len(devices) and all(named in line for line in lines)
+    assert lines and all(named in line for line in lines)  # one line per GPU model (issue 20 item 5)
     assert not [line for line in result["log"] if "links it does not have" in line]
 
     # openfalcon: the NVLink rates of every H100 (both cycles had NVLink: the second has a rate)

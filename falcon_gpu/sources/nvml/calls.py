@@ -4,11 +4,12 @@ NVML answers many "errors" that are really answers: NOT_SUPPORTED (this device
 has no fan), NOT_FOUND (an empty MIG slot, no new utilisation samples),
 FUNCTION_NOT_FOUND or a missing pynvml attribute (an older driver or binding).
 :meth:`NvmlCaller.call` turns those into :data:`ABSENT` and remembers the
-permanent ones, so a field a device does not support is asked once, logged once,
-and never again. Errors that mean the device itself is gone (GPU_IS_LOST, ...)
-raise :class:`DeviceGone` so the source can mark that device down; any other
-error is recorded in :attr:`NvmlCaller.errors` for the reader framework to count,
-and answers ABSENT. No pynvml exception leaves this module.
+permanent ones, so a field a device does not support is asked once, said once per
+GPU model (:mod:`~falcon_gpu.sources.nvml.unsupported`), and never asked again. Errors
+that mean the device itself is gone (GPU_IS_LOST, ...) raise :class:`DeviceGone` so
+the source can mark that device down; any other error is recorded in
+:attr:`NvmlCaller.errors` for the reader framework to count, and answers ABSENT. No
+pynvml exception leaves this module.
 
 Versioned functions (process lists v3 -> v2 -> v1, memory info v2 -> v1) go through
 :meth:`NvmlCaller.call_first`, which probes the variants once and caches the choice.
@@ -24,6 +25,7 @@ import pynvml
 
 from falcon_gpu.model.text import host_bytes, utf8_text
 from falcon_gpu.sources.nvml.library import NvmlLibrary
+from falcon_gpu.sources.nvml.unsupported import UnsupportedLog
 
 log = logging.getLogger("falcon_gpu.nvml")
 
@@ -115,6 +117,8 @@ class NvmlCaller:
         """Unexpected failures since the framework last cleared it (one reader's worth)."""
         self._missing: set[str] = set()
         self._not_supported: set[tuple[str, str]] = set()
+        self.unsupported = UnsupportedLog()
+        """What was found not supported, said once per GPU model by the source (not per GPU)."""
         self.memo: dict[str, Any] = {}
         """What readers derive once from this library (variant tuples that use its constants)."""
         self.generation = 0
@@ -127,13 +131,13 @@ class NvmlCaller:
         return (scope, field) not in self._not_supported
 
     def mark_not_supported(self, scope: str, field: str, *, quiet: bool = False) -> None:
-        """Remember NOT_SUPPORTED; ``quiet``: the caller logs a summary instead of this line."""
+        """Remember NOT_SUPPORTED and note it for the per-model line (:attr:`unsupported`); ``quiet``:
+        the caller notes a summary of several instead."""
         if (scope, field) not in self._not_supported:
             self._not_supported.add((scope, field))
             self.generation += 1
-            if quiet:
-                return
-            log.info("NVML: %s is not supported on %s; not asking again", field, scope)
+            if not quiet:
+                self.unsupported.note(scope, field)
 
     def forget_not_supported(self, scope: str) -> None:
         """Ask ``scope``'s fields again: its mode changed (MIG on/off changes what NVML

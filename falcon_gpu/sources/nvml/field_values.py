@@ -522,8 +522,7 @@ class FieldValues:
         if self._quiet:
             first, last = self._quiet_names[0], self._quiet_names[-1]
             named = first if first == last else f"{first} ... {last}"
-            log.info("NVML: %d NVLink fields are not supported on %s (%s); not asking again",
-                     self._quiet, scope, named)  # fmt: skip
+            self._nvml.unsupported.note(scope, f"{self._quiet} NVLink fields ({named})")
 
     def ask(self, scope: str, handle: Any, specs: tuple[FieldSpec, ...]) -> list[float | None] | None:
         """The numbers of ``specs`` (no dedicated calls) in a call of their own; None: the call failed."""

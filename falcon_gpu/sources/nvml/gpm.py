@@ -22,7 +22,6 @@ once per instance by its first sample: unsupported is "absent", logged once
 from __future__ import annotations
 
 import ctypes
-import logging
 import struct
 from typing import Any, Final
 
@@ -30,8 +29,6 @@ import pynvml
 
 from falcon_gpu.model.snapshot import GPM_METRICS, GpmReading
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller
-
-log = logging.getLogger("falcon_gpu.nvml")
 
 METRICS: tuple[int, ...] = tuple(
     getattr(pynvml, f"NVML_GPM_METRIC_{name}", number)
@@ -143,9 +140,7 @@ class GpmSamples:
                 return False  # a failed probe, not an answer: ask again next cycle
             known = answer is not ABSENT and bool(getattr(answer, "isSupportedDevice", 0))
             if answer is not ABSENT and not known:
-                log.info(
-                    "NVML: GPM is not supported on %s (Hopper and later have it); not asking again", scope
-                )
+                self._nvml.unsupported.note(scope, "GPM (Hopper and later have it)")
             known = known and getattr(pynvml, "c_nvmlGpmMetricsGet_t", None) is not None
             self._supported[scope] = known
         return known

@@ -47,13 +47,18 @@ class NvmlSession:
         *,
         initial_delay: float = INITIAL_DELAY_S,
         max_delay: float = MAX_DELAY_S,
+        retrying: bool = True,
     ) -> None:
+        """``retrying=False``: a one-shot command (``run --once``, ``plugin``, ``doctor``, ``top
+        --once``), which ends after its cycle: the failure says what is wrong, not when the next
+        try (that never comes) would be."""
         self._caller = caller
         self._telemetry = telemetry
         self._clock = clock
         self._initial = initial_delay
         self._max = max_delay
         self._delay = initial_delay
+        self._retrying = retrying
         self._next_attempt = float("-inf")
         self.up = False
         self.error: str | None = None
@@ -72,9 +77,8 @@ class NvmlSession:
         except NvmlFailure as failure:
             hint = _HINTS.get(failure.code or 0, "")
             self.error = f"NVML cannot start: {failure.message}" + (f"; {hint}" if hint else "")
-            self._telemetry.failing(
-                "nvml", "nvml_init", f"{self.error} (retrying with backoff, next in {self._delay:g}s)"
-            )
+            retry = f" (retrying with backoff, next in {self._delay:g}s)" if self._retrying else ""
+            self._telemetry.failing("nvml", "nvml_init", self.error + retry)
             self._next_attempt = now + self._delay
             self._delay = min(self._delay * 2, self._max)
             return False

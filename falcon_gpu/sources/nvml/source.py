@@ -13,7 +13,12 @@ device-fatal code, even half-way through its readers) is reported ``up=False``
 with the identity of its last good cycle while the others keep being read
 (``errors_total{kind="gpu"}``). :meth:`NvmlSource.collect` never raises.
 
-A field that answered NOT_SUPPORTED is not asked again, except after the device's
+In a one-shot command (``one_shot``: ``run --once``, ``plugin``, ``doctor``, ``top --once``, which
+have no XID thread) the XID event set is drained before the readings and again after them, so that
+an XID raised while the GPUs were read is counted in the one cycle the process has.
+
+A field that answered NOT_SUPPORTED is not asked again (said once per GPU model:
+:mod:`~falcon_gpu.sources.nvml.unsupported`), except after the device's
 MIG mode changed (NVML refuses GPU utilisation and process samples only while MIG
 is on; without this, turning MIG off would leave them missing until a restart).
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -108,10 +114,14 @@ class NvmlSource:
         *,
         clock: Callable[[], float] = time.time,
         xid: XidWatcher | None = None,
+        one_shot: bool = False,
     ) -> None:
+        """``one_shot``: for a command that runs one cycle and ends: no retry to announce, and the XID
+        events are drained again after the readings (the process has no event thread)."""
+        self._one_shot = one_shot
         self._nvml = NvmlCaller(library)
         self._telemetry = telemetry
-        self._session = NvmlSession(self._nvml, telemetry, clock)
+        self._session = NvmlSession(self._nvml, telemetry, clock, retrying=not one_shot)
         self._xid = xid
         self._count: int | None = None
         self._handles: dict[int, Any] = {}
@@ -149,7 +159,25 @@ class NvmlSource:
             snapshot = Snapshot(timestamp=timestamp, nvml_ok=False, nvml_error=message)
         if not snapshot.nvml_ok:
             self._telemetry.readers_done({})
+        if self._nvml.unsupported.pending:
+            models = self._models(snapshot)
+            counts = Counter(d.name for d in snapshot.devices if d.up)  # a lost GPU was not asked
+            self._nvml.unsupported.report(models.get, counts.__getitem__)
         return snapshot
+
+    def _models(self, snapshot: Snapshot) -> dict[str, str]:
+        """Each GPU's not-supported scope (its UUID, and ``gpu<index>``) -> its model; each MIG
+        instance's (its UUID) -> its GPU's model's instances."""
+        models: dict[str, str] = {}
+        for index, ident in self._identity.items():
+            if ident.name:
+                models[f"gpu{index}"] = ident.name
+                if ident.uuid:
+                    models[ident.uuid] = ident.name
+        for d in snapshot.devices:
+            for instance in d.mig:
+                models[instance.uuid] = f"{d.name} MIG instances"
+        return models
 
     def _collect(self, timestamp: float) -> Snapshot:
         if not self._session.ensure():
@@ -164,6 +192,8 @@ class NvmlSource:
             xid_counts, last_xid = self._xid.read()
         stats = _ReaderStats()
         devices = tuple([self._read_device(i, timestamp, xid_counts, last_xid, stats) for i in range(count)])
+        if self._one_shot and self._xid is not None and self._xid.drain_after_readings():
+            devices = self._with_xids(devices, *self._xid.read())
         stats.report(self._telemetry)
         self._names.end_cycle()
         self._telemetry.recovered("nvml:collect", "NVML collection works again")
@@ -174,6 +204,20 @@ class NvmlSource:
             cuda_version=self._session.cuda_version,
             devices=devices,
         )
+
+    @staticmethod
+    def _with_xids(
+        devices: tuple[DeviceReading, ...], xid_counts: dict[str, dict[int, int]], last_xid: dict[str, int]
+    ) -> tuple[DeviceReading, ...]:
+        """The readings with the XIDs that a one-shot cycle's second drain took (raised while the
+        GPUs were read): those of the GPUs whose counts changed are replaced."""
+        out = []
+        for d in devices:
+            counts = xid_counts.get(d.uuid)
+            if counts is not None and counts != d.xid_counts:
+                d = d._replace(xid_counts=dict(counts), last_xid=last_xid.get(d.uuid))
+            out.append(d)
+        return tuple(out)
 
     def _device_count(self) -> tuple[int | None, str | None]:
         self._nvml.errors.clear()

@@ -2,10 +2,14 @@
 
 NVML delivers XIDs only as events: an event set, ``nvmlDeviceRegisterEvents`` per
 device, then ``nvmlEventSetWait``, which blocks. The agent runs :meth:`XidWatcher.start`
-(a daemon thread waiting 1000 ms at a time, so it never blocks the cycle); ``--once``
-and the plugin have no thread and call :meth:`XidWatcher.drain_now`, which waits
-with timeout 0 until NVML answers TIMEOUT. :meth:`counts` is cumulative since start;
-:meth:`read` adds the most recent XID per GPU, which counts alone cannot tell.
+(a daemon thread waiting 1000 ms at a time, so it never blocks the cycle); ``--once``,
+the plugin, ``doctor`` and ``top --once`` have no thread: the source calls
+:meth:`XidWatcher.drain_now` before reading the GPUs (timeout 0, until NVML answers
+TIMEOUT) and again after (:data:`AFTER_READINGS_WAIT_MS` in all, so the cycle still ends
+on time), or an XID that a GPU raises during the one cycle such a process has would never
+be counted (a falcon-agent node runs a new ``plugin`` every minute). :meth:`counts` is
+cumulative since start; :meth:`read` adds the most recent XID per GPU, which counts alone
+cannot tell.
 
 The watcher holds its own ``nvmlInit`` reference (NVML counts them) and finds
 devices by probing ``nvmlDeviceGetHandleByIndex`` until INVALID_ARGUMENT, rather
@@ -16,7 +20,8 @@ lost) are skipped; if NVML cannot start, setup is retried with backoff.
 A wait that fails with a device-fatal code (a real driver answers GPU_IS_LOST on
 every wait of a set holding a GPU that fell off the bus, XID 79) would otherwise
 blind the watcher to every other GPU for good: the set is freed and built again,
-with backoff, and the lost GPU fails registration and is left out. :meth:`stop`
+with backoff, and the lost GPU fails registration and is left out (a drain, which has no
+later cycle to wait for, builds it again at once, once per drain). :meth:`stop`
 never waits on a thread stuck inside NVML for longer than its join timeout.
 """
 
@@ -43,6 +48,10 @@ log = logging.getLogger("falcon_gpu.nvml")
 MAX_DEVICES = 64
 MAX_DRAIN = 10_000
 """Upper bound of events taken by one drain (a flood must not stall the cycle)."""
+AFTER_READINGS_WAIT_MS = 20
+"""How long, in all, the drain after a one-shot cycle's readings waits for events: what the GPUs
+raised during the readings is queued already (a wait answers it at once); the wait only gives one
+raised at the very end its chance, and bounds what a quiet node adds to the cycle."""
 
 
 _SETUP_AGAIN = DEVICE_FATAL | {pynvml.NVML_ERROR_INVALID_ARGUMENT}
@@ -92,12 +101,15 @@ class XidWatcher:
         self._delay = 1.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._unwatched: set[int] = set()
+        """GPU indexes said to be left out of the event set."""
 
     # -- setup ---------------------------------------------------------------
-    def _ensure_set(self) -> bool:
+    def _ensure_set(self, *, now: bool = False) -> bool:
+        """The event set, built if there is none (``now``: whatever the backoff says)."""
         if self._event_set is not None:
             return True
-        if self._clock() < self._retry_at:
+        if not now and self._clock() < self._retry_at:
             return False
         try:
             if not self._inited:
@@ -135,15 +147,22 @@ class XidWatcher:
             except NvmlFailure as failure:
                 if failure.code in (pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_NOT_FOUND):
                     return
-                log.info("XID: GPU %d has no handle (%s); not watching it", index, failure.message)
+                self._not_watching(index, f"GPU {index} (no handle: {failure.message})")
                 continue
             try:
                 uuid = text(self._nvml.invoke("nvmlDeviceGetUUID", handle))
                 self._nvml.invoke("nvmlDeviceRegisterEvents", handle, xid_type, event_set)
             except NvmlFailure as failure:
-                log.info("XID: not watching GPU %d: %s", index, failure.message)
+                self._not_watching(index, f"GPU {index} ({failure.message})")
                 continue
             self._uuids[_handle_key(handle)] = uuid
+
+    def _not_watching(self, index: int, why: str) -> None:
+        """Say once per GPU that it is left out (a set is built again after each failed wait)."""
+        first = index not in self._unwatched
+        if first and len(self._unwatched) < MAX_DEVICES:
+            self._unwatched.add(index)
+        log.log(logging.INFO if first else logging.DEBUG, "XID: not watching %s", why)
 
     # -- waiting ---------------------------------------------------------------
     def _wait_once(self, timeout_ms: int) -> _Wait:
@@ -189,16 +208,34 @@ class XidWatcher:
             logging.WARNING if count == 1 else logging.DEBUG, "XID %d on GPU %s (%d so far)", xid, uuid, count
         )
 
-    def drain_now(self) -> None:
-        """Take every pending event without blocking. A no-op while the thread runs."""
+    def drain_now(self, wait_ms: int = 0) -> bool:
+        """Take every pending event, waiting at most ``wait_ms`` in all for them (0: never blocks);
+        True when it took an event. A no-op (False) while the thread runs.
+
+        A wait that failed (a set holding a lost GPU answers GPU_IS_LOST) frees the set; a drain has
+        no later cycle to retry in, so while NVML is up it builds the set again at once (at most one
+        set per drain) and goes on waiting."""
         if self._thread is not None and self._thread.is_alive():
-            return
+            return False
+        taken = built = False
         with self._wait_lock:
-            if not self._ensure_set():
-                return
+            deadline = self._clock() + wait_ms / 1000
             for _ in range(MAX_DRAIN):
-                if self._wait_once(0) is not _Wait.EVENT:
-                    return
+                if self._event_set is None:
+                    if built or not self._ensure_set(now=self._inited):
+                        break
+                    built = True
+                left_ms = max(0, round((deadline - self._clock()) * 1000))
+                outcome = self._wait_once(min(left_ms, wait_ms))
+                if outcome is _Wait.EVENT:
+                    taken = True
+                elif outcome is _Wait.TIMEOUT or self._event_set is not None:
+                    break  # nothing more pending, or a failure that kept the set
+        return taken
+
+    def drain_after_readings(self) -> bool:
+        """:meth:`drain_now` for a cycle's readings just taken (waits :data:`AFTER_READINGS_WAIT_MS`)."""
+        return self.drain_now(AFTER_READINGS_WAIT_MS)
 
     def _run(self) -> None:
         while not self._stop.is_set():
