@@ -131,6 +131,7 @@ def test_an_unusable_default_jobs_dir_costs_only_the_job_records(
 ) -> None:
     """A user trying the agent out cannot write /var/lib: the default jobs_dir is not a reason to
     refuse to run (one the user set is: see the exit-2 test above)."""
+    from falcon_gpu.agent import runtime
     from falcon_gpu.agent.runtime import build
     from falcon_gpu.settings import load_settings
 
@@ -140,6 +141,9 @@ def test_an_unusable_default_jobs_dir_costs_only_the_job_records(
     settings = load_settings(None, spool_dir=tmp_path / "spool")
     assert "jobs_dir" not in settings.explicit
     settings.__dict__["jobs_dir"] = blocker / "jobs"  # as /var/lib/falcon-gpu/jobs is for a user
+    # a simulated node keeps its job records in a temporary directory of its own (test_first_hour):
+    # keep the unusable default, as a real node would have it
+    monkeypatch.setattr(runtime, "_simulated_node_paths", lambda given: (given, None))
     rt = build(settings, simulate="default", with_jobs=True)
     try:
         assert rt.jobs is None
