@@ -11,6 +11,7 @@ timeout restarted with every byte: descriptors ran out and scrapes went unanswer
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import resource
@@ -114,10 +115,8 @@ class Slowloris:
             if now >= next_trickle:
                 next_trickle = now + 1.0
                 for s in live:
-                    try:
+                    with contextlib.suppress(OSError):
                         s.send(b"X")  # one header byte a second: a per-byte timeout never fires
-                    except OSError:
-                        pass
                 for _ in range(self.count - len(live) - len(self._pending)):  # come back
                     self._open(sel)
         for key in list(sel.get_map().values()):
