@@ -48,13 +48,18 @@ TOO_LARGE = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\
 class Connection:
     """One client: its socket (TLS-wrapped when the web configuration says so) and its request."""
 
-    __slots__ = ("address", "buffer", "deadline", "handshaking", "sock")
+    __slots__ = ("address", "buffer", "deadline", "generation", "handshaking", "reused", "sock")
 
-    def __init__(self, sock: socket.socket, address: tuple[str, int], *, handshaking: bool) -> None:
+    def __init__(
+        self, sock: socket.socket, address: tuple[str, int], *, handshaking: bool, generation: int
+    ) -> None:
         self.sock = sock
+        self.generation = generation
+        """The web configuration it was set up under: a connection outlives no change of it."""
         self.address = address
         self.buffer = bytearray()
         self.handshaking = handshaking
+        self.reused = False
         self.deadline = 0.0
 
     def head(self) -> bytes | None:
@@ -76,8 +81,9 @@ class Connection:
 
 Serve = Callable[[Connection, bytes], bool]
 """Answers one request head on a blocking socket; True to keep the connection for another."""
-Wrap = Callable[[socket.socket], socket.socket]
-"""Wraps an accepted socket for TLS (not yet handshaken), or returns it as it is."""
+Wrap = Callable[[socket.socket], tuple[socket.socket, int]]
+"""Wraps an accepted socket for TLS (not yet handshaken), or returns it as it is; with the
+generation of the web configuration that decided."""
 
 
 class ConnectionLoop:
@@ -89,6 +95,7 @@ class ConnectionLoop:
         max_connections: int,
         wrap: Wrap,
         is_tls: Callable[[], bool],
+        generation: Callable[[], int],
         telemetry: Telemetry,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -97,6 +104,7 @@ class ConnectionLoop:
         self._max = max_connections
         self._wrap = wrap
         self._is_tls = is_tls
+        self._generation = generation
         self._telemetry = telemetry
         self._clock = clock
         self._selector = selectors.DefaultSelector()
@@ -166,12 +174,13 @@ class ConnectionLoop:
             self._telemetry.recovered("listen_full", "listen: below listen_max_connections again")
         sock.setblocking(False)
         try:
-            wrapped = self._wrap(sock)
+            wrapped, generation = self._wrap(sock)
         except (OSError, ValueError) as exc:
             log.debug("listen: cannot set up the connection from %s: %r", address, exc)
             sock.close()
             return
-        conn = Connection(wrapped, address, handshaking=isinstance(wrapped, ssl.SSLSocket))
+        tls = isinstance(wrapped, ssl.SSLSocket)
+        conn = Connection(wrapped, address, handshaking=tls, generation=generation)
         self._wait(conn)
 
     def _refuse(self, sock: socket.socket) -> None:
@@ -221,7 +230,9 @@ class ConnectionLoop:
             if len(conn.buffer) > MAX_HEAD_BYTES:
                 break
         head = conn.head()
-        if head is not None:
+        if head is not None and conn.reused and conn.generation != self._generation():
+            self._drop(conn)  # kept from a web configuration no longer in force: the client retries
+        elif head is not None:
             self._dispatch(conn, head)
         elif len(conn.buffer) > MAX_HEAD_BYTES:
             with contextlib.suppress(OSError):
@@ -259,7 +270,7 @@ class ConnectionLoop:
             except queue.Empty:
                 return
             self._answering.discard(conn)
-            if not keep or self._stopping:
+            if not keep or self._stopping or conn.generation != self._generation():
                 conn.close()
                 continue
             try:
@@ -267,6 +278,7 @@ class ConnectionLoop:
             except OSError:
                 conn.close()
                 continue
+            conn.reused = True
             head = conn.head()  # a pipelined request is already here
             if head is not None:
                 self._answering.add(conn)

@@ -52,6 +52,14 @@ class LiveWebConfig:
         self._config, self._context = self._read()
         self._signature = self._current_signature()
         self._checked = clock()
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """Counts the configurations put in force; checks the file first, as :meth:`current`."""
+        with self._lock:
+            self._check_locked()
+            return self._generation
 
     def _read(self) -> tuple[WebConfig, ssl.SSLContext | None]:
         config = load_web_config(self.path)
@@ -63,12 +71,15 @@ class LiveWebConfig:
     def current(self) -> tuple[WebConfig, ssl.SSLContext | None]:
         """The configuration in force (and its TLS context, None for plain HTTP)."""
         with self._lock:
-            now = self._clock()
-            if now - self._checked >= CHECK_EVERY_S:
-                self._checked = now
-                if self._current_signature() != self._signature:
-                    self._reload_locked()
+            self._check_locked()
             return self._config, self._context
+
+    def _check_locked(self) -> None:
+        now = self._clock()
+        if now - self._checked >= CHECK_EVERY_S:
+            self._checked = now
+            if self._current_signature() != self._signature:
+                self._reload_locked()
 
     def reload(self) -> bool:
         """Read the file now (e.g. on SIGHUP); False when it is bad and the last good one stays."""
@@ -86,6 +97,7 @@ class LiveWebConfig:
             )  # fmt: skip
             return False
         self._config, self._context = config, context
+        self._generation += 1
         self._signature = self._current_signature()
         self._telemetry.recovered("web_config", "setting 'web_config_file': good again")
         log.info("listen: web configuration %s in force (%s)", self.path, describe(config))

@@ -192,6 +192,7 @@ class ListenServer:
             max_connections=max_connections,
             wrap=self._wrap,
             is_tls=self._is_tls,
+            generation=self._generation,
             telemetry=telemetry,
         )
         self._thread = threading.Thread(target=self._loop.run, name="falcon-gpu-listen", daemon=True)
@@ -231,14 +232,17 @@ class ListenServer:
     def _is_tls(self) -> bool:
         return self._context() is not None
 
-    def _wrap(self, sock: socket.socket) -> socket.socket:
+    def _generation(self) -> int:
+        return 0 if self._site.web is None else self._site.web.generation
+
+    def _wrap(self, sock: socket.socket) -> tuple[socket.socket, int]:
         # headers and body go out as two writes; with Nagle on, a keep-alive client's delayed ACK
         # would hold the body back 40 ms on every scrape after the first
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        context = self._context()
+        context, generation = self._context(), self._generation()
         if context is None:
-            return sock
-        return context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            return sock, generation
+        return context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), generation
 
 
 def _bind(host: str, port: int) -> socket.socket:

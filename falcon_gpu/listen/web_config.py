@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import ssl
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -239,7 +240,9 @@ def tls_context(tls: TlsSettings) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     if tls.min_version < ssl.TLSVersion.TLSv1_2:
         ctx.set_ciphers("DEFAULT:@SECLEVEL=0")  # OpenSSL 3 refuses TLS 1.0/1.1 at its default level
-    ctx.minimum_version, ctx.maximum_version = tls.min_version, tls.max_version
+    with warnings.catch_warnings():  # TLS 1.0/1.1 are deprecated: the user asked for them by name
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ctx.minimum_version, ctx.maximum_version = tls.min_version, tls.max_version
     if tls.prefer_server_cipher_suites:
         ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
     ctx.set_alpn_protocols(["http/1.1"])

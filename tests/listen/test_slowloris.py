@@ -135,7 +135,8 @@ def test_slowloris_under_ulimit_1024_leaves_scrapes_cycles_and_sinks_alone(tmp_p
     url = f"http://127.0.0.1:{port}"
     sinks = [{"type": "remote_write", "url": f"{prometheus.url}/api/v1/write", "batch_max_age": 0.5}]
     env = {"FALCON_GPU_LISTEN": f"127.0.0.1:{port}", "FALCON_GPU_NODE": "slowloris-node",
-           "FALCON_GPU_SPOOL_DIR": str(tmp_path / "spool"), "FALCON_GPU_SINKS": json.dumps(sinks),
+           "FALCON_GPU_SPOOL_DIR": str(tmp_path / "spool"), "FALCON_GPU_JOBS_DIR": str(tmp_path / "jobs"),
+           "FALCON_GPU_SINKS": json.dumps(sinks),
            "PATH": "/usr/bin:/bin"}  # fmt: skip
     argv = [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "shared-gpu", "--interval", "0.5"]
     with (tmp_path / "agent.log").open("wb") as log:
@@ -178,7 +179,8 @@ def test_slowloris_under_ulimit_1024_leaves_scrapes_cycles_and_sinks_alone(tmp_p
         assert cycles >= 0.8 * elapsed / 0.5 - 2, cycles  # every cycle on time
         assert sent > 0 and _value(body, "falcon_gpu_agent_samples_total", 'outcome="dropped"') == 0
         errors = {k for k in re.findall(r'falcon_gpu_agent_errors_total\{[^}]*kind="([^"]+)"', body)}
-        assert errors <= {"listen_connections"}, errors  # no logs, spool or sink error
+        log_tail = (tmp_path / "agent.log").read_text()[-3000:]
+        assert errors <= {"listen_connections"}, (errors, log_tail)  # no logs, spool or sink error
         # and the data reached the store
         wait_until(lambda: bool(prom_query(prometheus, 'falcon_gpu_pod_info{node="slowloris-node"}')), 20,
                    "pods in Prometheus")  # fmt: skip
