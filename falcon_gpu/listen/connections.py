@@ -33,6 +33,12 @@ REQUEST_DEADLINE_S = 10.0
 """Seconds from the start of the wait for a request (connect, or the end of the previous answer)
 to its last header line, handshake included; and again for writing the answer."""
 MAX_HEAD_BYTES = 65536
+STUCK_S = 1.0
+EVICT_AFTER_S = 0.1
+"""A connection opened this recently that has sent nothing yet is not dropped to make room: a
+scraper's request is on its way one round trip after the connect. One that sent part of a request
+and stopped is dropped at once."""
+PAUSE_POLL_S = 0.05
 ACCEPTS_PER_WAKE = 32
 """Accepted before the heads already waiting are read: a burst of connects never crowds out
 a scraper whose request is in."""
@@ -80,7 +86,8 @@ class Connection:
 
 
 Serve = Callable[[Connection, bytes], bool]
-"""Answers one request head on a blocking socket; True to keep the connection for another."""
+"""Answers one request head on a blocking socket (under its own deadline of the same length);
+True to keep the connection for another."""
 Wrap = Callable[[socket.socket], tuple[socket.socket, int]]
 """Wraps an accepted socket for TLS (not yet handshaken), or returns it as it is; with the
 generation of the web configuration that decided."""
@@ -97,9 +104,11 @@ class ConnectionLoop:
         is_tls: Callable[[], bool],
         generation: Callable[[], int],
         telemetry: Telemetry,
+        request_deadline: float = REQUEST_DEADLINE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._listener = listener
+        self._deadline = request_deadline
         self._serve = serve
         self._max = max_connections
         self._wrap = wrap
@@ -109,7 +118,8 @@ class ConnectionLoop:
         self._clock = clock
         self._selector = selectors.DefaultSelector()
         self._waiting: OrderedDict[Connection, None] = OrderedDict()  # oldest wait first
-        self._answering: set[Connection] = set()
+        self._answering: dict[Connection, float] = {}  # → when its answer started
+        self._accepting = True
         self._done: queue.SimpleQueue[tuple[Connection, bool]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_w.setblocking(False)
@@ -133,6 +143,7 @@ class ConnectionLoop:
                         self._readable(key.data)
                 self._take_back()
                 self._expire()
+                self._resume()
         finally:
             self._close_all()
 
@@ -141,12 +152,51 @@ class ConnectionLoop:
         self._wake()
 
     def _next_timeout(self) -> float | None:
+        if not self._accepting:
+            return PAUSE_POLL_S  # until a slot frees (a wake) or the answers in progress are stuck
         for conn in self._waiting:
             return max(0.0, conn.deadline - self._clock())
         return None
 
+    def _full(self) -> bool:
+        return len(self._waiting) + len(self._answering) >= self._max
+
+    def _stuck(self) -> bool:
+        """Every slot is being answered, and the oldest answer has taken over STUCK_S (a client
+        that does not read): newcomers are refused at once rather than left in the backlog."""
+        oldest = min(self._answering.values(), default=self._clock())
+        return self._clock() - oldest > STUCK_S
+
+    def _pause(self, paused: bool) -> None:
+        if paused == (not self._accepting):
+            return
+        self._accepting = not paused
+        if paused:
+            self._selector.unregister(self._listener)
+        else:
+            self._selector.register(self._listener, selectors.EVENT_READ)
+
+    def _evictable(self) -> Connection | None:
+        """The connection that has waited longest among those that may go: it sent part of a
+        request and not the rest (slowloris), or it has had EVICT_AFTER_S and sent nothing."""
+        opened_before = self._clock() + self._deadline - EVICT_AFTER_S
+        for conn in self._waiting:
+            if conn.buffer or conn.reused or conn.deadline <= opened_before:
+                return conn
+        return None
+
+    def _may_accept(self) -> bool:
+        if not self._full():
+            return True
+        return self._evictable() is not None or (not self._waiting and self._stuck())
+
     def _accept(self) -> None:
         for _ in range(ACCEPTS_PER_WAKE):
+            if not self._may_accept():
+                # the slots are in quick answers or were just opened: the rest wait in the
+                # kernel's backlog (no descriptor, no thread of ours) for a moment
+                self._pause(True)
+                return
             try:
                 sock, address = self._listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -156,14 +206,17 @@ class ConnectionLoop:
                 return
             self._admit(sock, address)
 
+    def _resume(self) -> None:
+        if not self._accepting and self._may_accept():
+            self._pause(False)
+
     def _admit(self, sock: socket.socket, address: tuple[str, int]) -> None:
-        if len(self._waiting) + len(self._answering) >= self._max:
-            if self._waiting:  # make room: the one that has waited longest for its request goes
-                oldest = next(iter(self._waiting))
-                self._drop(oldest)
-            else:
+        if self._full():
+            victim = self._evictable()
+            if victim is None:
                 self._refuse(sock)
                 return
+            self._drop(victim)
             self._telemetry.failing(
                 "listen_full", "listen_connections",
                 f"listen: {self._max} connections open (listen_max_connections); dropping the ones "
@@ -182,6 +235,7 @@ class ConnectionLoop:
         tls = isinstance(wrapped, ssl.SSLSocket)
         conn = Connection(wrapped, address, handshaking=tls, generation=generation)
         self._wait(conn)
+        self._readable(conn)  # a scraper's request (or ClientHello) is usually here already
 
     def _refuse(self, sock: socket.socket) -> None:
         self._telemetry.failing(
@@ -200,7 +254,7 @@ class ConnectionLoop:
 
     def _wait(self, conn: Connection) -> None:
         """Wait (again) for a request on ``conn``, under a fresh deadline."""
-        conn.deadline = self._clock() + REQUEST_DEADLINE_S
+        conn.deadline = self._clock() + self._deadline
         self._waiting[conn] = None
         self._selector.register(conn.sock, selectors.EVENT_READ, conn)
 
@@ -260,7 +314,7 @@ class ConnectionLoop:
     def _dispatch(self, conn: Connection, head: bytes) -> None:
         self._waiting.pop(conn, None)
         self._selector.unregister(conn.sock)
-        self._answering.add(conn)
+        self._answering[conn] = self._clock()
         self._workers.submit(conn, head)
 
     def _take_back(self) -> None:
@@ -269,7 +323,7 @@ class ConnectionLoop:
                 conn, keep = self._done.get_nowait()
             except queue.Empty:
                 return
-            self._answering.discard(conn)
+            self._answering.pop(conn, None)
             if not keep or self._stopping or conn.generation != self._generation():
                 conn.close()
                 continue
@@ -281,7 +335,7 @@ class ConnectionLoop:
             conn.reused = True
             head = conn.head()  # a pipelined request is already here
             if head is not None:
-                self._answering.add(conn)
+                self._answering[conn] = self._clock()
                 self._workers.submit(conn, head)
             else:
                 self._wait(conn)
@@ -292,7 +346,7 @@ class ConnectionLoop:
             conn = next(iter(self._waiting))
             if conn.deadline > now:
                 return
-            log.debug("listen: %s sent no whole request in %gs; closing", conn.address, REQUEST_DEADLINE_S)
+            log.debug("listen: %s sent no whole request in %gs; closing", conn.address, self._deadline)
             self._drop(conn)
 
     def _wake(self) -> None:
@@ -321,7 +375,7 @@ class ConnectionLoop:
     def _answer(self, conn: Connection, head: bytes) -> None:
         keep = False
         try:
-            conn.sock.settimeout(REQUEST_DEADLINE_S)
+            conn.sock.settimeout(self._deadline)
             keep = self._serve(conn, head)
         except Exception as exc:  # a client that hangs up or stops reading is routine here
             log.debug("listen: answering %s failed: %r", conn.address, exc)

@@ -93,11 +93,11 @@ class _Exchange(BaseHTTPRequestHandler):
     server_version = "falcon-gpu"
     sys_version = ""
 
-    def __init__(self, conn: Connection, head: bytes, site: Site) -> None:  # no socketserver here
-        self.site = site
+    def __init__(self, conn: Connection, head: bytes, site: Site, deadline: float) -> None:
+        self.site = site  # (no socketserver here: the loop read the head, this answers it)
         self.client_address = conn.address
         self.rfile = io.BytesIO(head)
-        raw = _DeadlineSocketIO(conn.sock, time.monotonic() + REQUEST_DEADLINE_S)
+        raw = _DeadlineSocketIO(conn.sock, time.monotonic() + deadline)
         self.wfile = io.BufferedWriter(raw, WRITE_CHUNK)
         self.close_connection = True
         self._web = site.config()
@@ -182,10 +182,17 @@ class ListenServer:
     """Serves ``latest`` on a bound address from a background thread."""
 
     def __init__(
-        self, listener: socket.socket, site: Site, *, max_connections: int, telemetry: Telemetry
+        self,
+        listener: socket.socket,
+        site: Site,
+        *,
+        max_connections: int,
+        telemetry: Telemetry,
+        request_deadline: float = REQUEST_DEADLINE_S,
     ) -> None:
         self._listener = listener
         self._site = site
+        self._deadline = request_deadline
         self._loop = ConnectionLoop(
             listener,
             self._serve,
@@ -194,6 +201,7 @@ class ListenServer:
             is_tls=self._is_tls,
             generation=self._generation,
             telemetry=telemetry,
+            request_deadline=request_deadline,
         )
         self._thread = threading.Thread(target=self._loop.run, name="falcon-gpu-listen", daemon=True)
 
@@ -224,7 +232,7 @@ class ListenServer:
         self._listener.close()
 
     def _serve(self, conn: Connection, head: bytes) -> bool:
-        return _Exchange(conn, head, self._site).serve()
+        return _Exchange(conn, head, self._site, self._deadline).serve()
 
     def _context(self) -> ssl.SSLContext | None:
         return None if self._site.web is None else self._site.web.current()[1]
@@ -265,6 +273,7 @@ def open_listener(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     web_config_file: Path | None = None,
     telemetry: Telemetry | None = None,
+    request_deadline: float = REQUEST_DEADLINE_S,
 ) -> ListenServer:
     """Bind ``listen`` and read ``web_config_file`` now; ConfigError naming the setting (and the
     file's key) when either cannot be used."""
@@ -283,4 +292,10 @@ def open_listener(
         listener = _bind(host, port)
     except OSError as exc:  # taken port, unknown host, address not on this machine
         raise ConfigError(f"setting 'listen': cannot listen on {listen!r}: {exc.strerror or exc}") from None
-    return ListenServer(listener, Site(latest, web), max_connections=max_connections, telemetry=telemetry)
+    return ListenServer(
+        listener,
+        Site(latest, web),
+        max_connections=max_connections,
+        telemetry=telemetry,
+        request_deadline=request_deadline,
+    )
