@@ -120,6 +120,7 @@ class ConnectionLoop:
         self._waiting: OrderedDict[Connection, None] = OrderedDict()  # oldest wait first
         self._answering: dict[Connection, float] = {}  # → when its answer started
         self._accepting = True
+        self._accept_again_at = 0.0
         self._done: queue.SimpleQueue[tuple[Connection, bool]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_w.setblocking(False)
@@ -186,6 +187,8 @@ class ConnectionLoop:
         return None
 
     def _may_accept(self) -> bool:
+        if self._clock() < self._accept_again_at:
+            return False
         if not self._full():
             return True
         return self._evictable() is not None or (not self._waiting and self._stuck())
@@ -203,7 +206,10 @@ class ConnectionLoop:
                 return
             except OSError as exc:  # EMFILE & co.: the kernel keeps the rest in the backlog
                 self._telemetry.failing("listen_accept", "listen_accept", f"listen: cannot accept: {exc}")
+                self._accept_again_at = self._clock() + PAUSE_POLL_S  # not a busy loop meanwhile
+                self._pause(True)
                 return
+            self._telemetry.recovered("listen_accept", "listen: accepting connections again")
             self._admit(sock, address)
 
     def _resume(self) -> None:
