@@ -20,11 +20,11 @@ import queue
 import selectors
 import socket
 import ssl
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from falcon_gpu.listen.workers import Workers
 from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class ConnectionLoop:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_w.setblocking(False)
         self._stopping = False
-        self._workers = _Workers(max_connections, self._answer)
+        self._workers: Workers[Connection] = Workers(max_connections, self._answer)
 
     # -- the selector thread -------------------------------------------------
     def run(self) -> None:
@@ -345,6 +345,8 @@ class ConnectionLoop:
                 self._workers.submit(conn, head)
             else:
                 self._wait(conn)
+                if isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
+                    self._readable(conn)  # decrypted already: the descriptor will not turn readable
 
     def _expire(self) -> None:
         now = self._clock()
@@ -391,40 +393,3 @@ class ConnectionLoop:
     @property
     def open_connections(self) -> int:
         return len(self._waiting) + len(self._answering)
-
-
-class _Workers:
-    """At most ``limit`` daemon threads, started as needed and kept: a stuck client never keeps
-    the agent from exiting, and a quiet endpoint holds no more threads than it ever needed."""
-
-    def __init__(self, limit: int, work: Callable[[Connection, bytes], None]) -> None:
-        self._limit = limit
-        self._work = work
-        self._queue: queue.SimpleQueue[tuple[Connection, bytes] | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads = 0
-        self._idle = 0
-
-    def submit(self, conn: Connection, head: bytes) -> None:
-        with self._lock:
-            if self._idle == 0 and self._threads < self._limit:
-                self._threads += 1
-                threading.Thread(target=self._run, name="falcon-gpu-listen-answer", daemon=True).start()
-            else:
-                self._idle -= 1  # this item is that idle worker's
-        self._queue.put((conn, head))
-
-    def _run(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
-                return
-            self._work(*job)
-            with self._lock:
-                self._idle += 1
-
-    def stop(self) -> None:
-        with self._lock:
-            threads = self._threads
-        for _ in range(threads):
-            self._queue.put(None)
