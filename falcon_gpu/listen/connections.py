@@ -254,7 +254,9 @@ class ConnectionLoop:
             if not self._is_tls():
                 sock.setblocking(False)
                 sock.send(REFUSED)
-        except OSError:
+                sock.shutdown(socket.SHUT_WR)
+                sock.recv(MAX_HEAD_BYTES)  # a request left unread would turn the close into a reset
+        except OSError:  # (BlockingIOError: nothing to read yet)
             pass
         sock.close()
 
