@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     common(run)
     run.add_argument("--once", action="store_true", help="one cycle, flush every sink, exit")
     run.add_argument("--interval", type=float, metavar="S", help="seconds between cycles")
+    run.add_argument("--web.config.file", dest="web_config_file", type=Path, metavar="FILE",
+                     help="TLS and basic auth for `listen` (exporter-toolkit's format)")  # fmt: skip
     plugin = sub.add_parser("plugin", help="one cycle as an Open-Falcon JSON array on stdout")
     common(plugin)
     doctor = sub.add_parser("doctor", help="check NVML, process visibility, kubelet socket, log dirs, sinks")
@@ -216,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides: dict[str, Any] = {
         "interval": getattr(args, "interval", None),
         "log_level": getattr(args, "log_level", None),
+        "web_config_file": getattr(args, "web_config_file", None),
     }
     try:
         if args.command == "plugin":  # through the validated-settings cache: no pydantic while unchanged

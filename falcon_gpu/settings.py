@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -96,12 +96,29 @@ class Settings(BaseSettings):
     policies: list[PolicyConfig] = Field(default_factory=list)
 
     listen: str = Field("", description="host:port of the /metrics, /healthz, /readyz endpoint; empty: off")
+    listen_max_connections: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="connections `listen` holds at once; past it the oldest unfinished "
+        "request is dropped, or the newcomer refused",
+    )
+    web_config_file: Path | None = Field(
+        None, description="exporter-toolkit web configuration (TLS, basic auth, headers) for `listen`"
+    )
 
     @field_validator("listen")
     @classmethod
     def _listen_address(cls, value: str) -> str:
         if value:
             split_listen(value)  # raises ValueError naming what is wrong
+        return value
+
+    @field_validator("web_config_file")
+    @classmethod
+    def _web_config_needs_listen(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is not None and not info.data.get("listen"):
+            raise ValueError("applies to the 'listen' endpoint, which is not set")
         return value
 
     @field_validator(*NAMED_VALUES, mode="before")

@@ -195,7 +195,13 @@ def build(
             from falcon_gpu.listen import LatestCycle, open_listener
 
             latest = LatestCycle(full.interval)
-            listener = open_listener(full.listen, latest)
+            listener = open_listener(
+                full.listen,
+                latest,
+                max_connections=full.listen_max_connections,
+                web_config_file=full.web_config_file,
+                telemetry=telemetry,
+            )
             sinks.append(latest)
         if with_sinks and full is not None:
             from falcon_gpu.sinks.registry import build_sink

@@ -128,8 +128,12 @@ def test_attribution_and_delivery_get_what_they_need(overlay: str) -> None:
     _, port = split_listen(env["FALCON_GPU_LISTEN"])
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["metrics"] == port
+    host, _ = split_listen(env["FALCON_GPU_LISTEN"])
+    scheme = "HTTPS" if "FALCON_GPU_WEB_CONFIG_FILE" in env else "HTTP"
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
-        assert container[probe]["httpGet"] == {"path": path, "port": "metrics"}
+        get = dict(container[probe]["httpGet"])
+        assert get.pop("scheme", "HTTP") == scheme and get.pop("host", host) == host  # where it listens
+        assert get == {"path": path, "port": "metrics"}
     assert container["resources"]["requests"]["memory"] and container["resources"]["limits"]["memory"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
 
@@ -202,3 +206,44 @@ def test_runtime_class_component(tmp_path: Path) -> None:
     assert pod_spec(tuple(docs))["runtimeClassName"] == "nvidia"
     kv.validate(one(docs, "DaemonSet"), K8S_VERSIONS[0], strict=True)
     assert "runtimeClassName" not in pod_spec(rendered("remote-write"))
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_no_node_ip_serves_metrics_without_authentication(overlay: str) -> None:
+    """Issue 19.4: with hostNetwork, /metrics on 0.0.0.0 answered on every node IP to anyone."""
+    spec = pod_spec(rendered(overlay))
+    env = env_of(spec["containers"][0])
+    host, _ = split_listen(env["FALCON_GPU_LISTEN"])
+    if spec.get("hostNetwork"):
+        assert host == "127.0.0.1" or "FALCON_GPU_WEB_CONFIG_FILE" in env, overlay
+
+
+def test_scrape_overlay_serves_tls_and_basic_auth_from_secrets(tmp_path: Path) -> None:
+    from falcon_gpu.listen.basic_auth import BasicAuth
+    from falcon_gpu.listen.web_config import load_web_config
+    from tests.listen.certs import make_certs
+
+    docs = rendered("scrape")
+    spec = pod_spec(docs)
+    (container,) = spec["containers"]
+    web_config = Path(env_of(container)["FALCON_GPU_WEB_CONFIG_FILE"])
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == str(web_config.parent)]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    files = {
+        i["path"]: s["secret"]["name"] for s in volume["projected"]["sources"] for i in s["secret"]["items"]
+    }
+    assert files == {"tls.crt": "falcon-gpu-tls", "tls.key": "falcon-gpu-tls",
+                     "web-config.yml": "falcon-gpu-web-config"}  # fmt: skip
+    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"]["ca"] == {"secret": {"name": "falcon-gpu-tls", "key": "ca.crt"}}
+    assert set(endpoint["basicAuth"]) == {"username", "password"}
+    # the shipped web-config.yml loads beside a certificate, and its placeholder lets nobody in
+    certs = make_certs(tmp_path)
+    (tmp_path / "tls.crt").write_bytes(certs.server_cert.read_bytes())
+    (tmp_path / "tls.key").write_bytes(certs.server_key.read_bytes())
+    shipped = KUSTOMIZE / "overlays" / "scrape" / web_config.name
+    (tmp_path / web_config.name).write_text(shipped.read_text())
+    config = load_web_config(tmp_path / web_config.name)
+    assert config.tls is not None and set(config.users) == {"prometheus"}
+    assert not BasicAuth().allows(config.users, "Basic cHJvbWV0aGV1czpwcm9tZXRoZXVz")  # prometheus:prometheus

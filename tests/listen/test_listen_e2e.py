@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.delivery.conftest import ManagedServer, free_port, http_get, need, prom_query, wait_until
+from tests.delivery.conftest import free_port, http_get, need, prom_query, wait_until
+from tests.listen.scraper import start_scraper
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$")
@@ -103,22 +104,12 @@ def test_metrics_is_the_cycle_stdout_printed(agent: Agent) -> None:
 @pytest.mark.servers
 @pytest.mark.parametrize("schema", sorted(COMPARED))
 def test_prometheus_scrapes_what_stdout_prints(schema: str, tmp_path: Path) -> None:
-    binary = need("prometheus")
+    need("prometheus")
     agent = Agent(tmp_path, schema=schema)
     compared = COMPARED[schema]
-    port = free_port()
-    cfg = tmp_path / "prometheus.yml"
-    cfg.write_text(
-        "global: {scrape_interval: 1s, scrape_timeout: 1s}\n"
-        "scrape_configs:\n"
-        f"  - job_name: falcon_gpu\n    static_configs: [{{targets: ['127.0.0.1:{agent.port}']}}]\n"
+    server = start_scraper(
+        tmp_path, f"  - job_name: falcon_gpu\n    static_configs: [{{targets: ['127.0.0.1:{agent.port}']}}]\n"
     )
-    server = ManagedServer(
-        [binary, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        f"http://127.0.0.1:{port}/-/ready", f"http://127.0.0.1:{port}", tmp_path / "prometheus.log",
-    )  # fmt: skip
-    server.start()
     try:
         selector = '{__name__=~"' + "|".join(compared) + '", job="falcon_gpu"}'
 
