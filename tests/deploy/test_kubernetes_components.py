@@ -176,6 +176,14 @@ def test_every_operator_object_carries_the_release_label(tmp_path: Path) -> None
     )
 
 
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_every_overlay_labels_its_operator_objects_for_kube_prometheus_stack(overlay: str) -> None:
+    """An overlay that ships a ServiceMonitor or PodMonitor includes components/kube-prometheus-stack."""
+    for doc in rendered(overlay):
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            assert doc["metadata"]["labels"].get("release") == release_label(), (overlay, doc["kind"])
+
+
 def test_the_release_label_is_set_in_one_place(tmp_path: Path) -> None:
     """A user whose Helm release is `monitoring` edits one line, and every selector follows."""
     setters = [
@@ -237,7 +245,8 @@ def test_dashboard_configmaps_hold_the_dashboards_byte_for_byte(tmp_path: Path) 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
 def test_every_overlay_runs_the_image_of_the_package_version(overlay: str) -> None:
     (container,) = pod_spec(rendered(overlay))["containers"]
-    assert container["image"] == f"falcon-gpu:{package_version()}"
+    _, tag = container["image"].rsplit(":", 1)
+    assert tag == package_version()  # the name is the user's registry; the tag is the release's
 
 
 def test_documented_remote_bases_name_the_package_version() -> None:
