@@ -8,12 +8,12 @@ a datasource variable every panel uses) and the variables a user filters by.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.deploy.generated import assert_generated_files_current
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARDS = sorted((ROOT / "conf" / "grafana").glob("*.json"))
@@ -25,13 +25,7 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def test_committed_dashboards_are_what_the_generator_writes() -> None:
-    answer = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen_dashboards.py"), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert answer.returncode == 0, answer.stderr
+    assert_generated_files_current("gen_dashboards.py")
 
 
 def test_the_five_dashboards_exist() -> None:
