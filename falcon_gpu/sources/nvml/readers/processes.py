@@ -264,8 +264,8 @@ def list_processes(
     needs the lists before it) and merged compute, graphics, MPS (the order of the readings and
     of a process's types)."""
     nvml, slow, now = ctx.nvml, ctx.slow, ctx.timestamp
-    call_first = nvml.call_first
-    compute = call_first(scope, _COMPUTE_FIELD, _COMPUTE_FIELD, _COMPUTE_VARIANTS, handle)
+    ask = ctx.calls.process_list
+    compute = ask(scope, _COMPUTE_FIELD, _COMPUTE_VARIANTS, handle)
     memo = nvml.memo
     steady: dict[str, _Steady] | None = memo.get(_STEADY)
     if steady is None:
@@ -282,12 +282,11 @@ def list_processes(
         listed = _merge(entries, "compute", _COMPUTE_ALONE, compute)
         mps_may_run, compute_pids = _compute_pids(ctx, scope, compute)
     mps = slow.gated(
-        nvml, now, scope, _MPS_FIELD, call_first, scope, _MPS_FIELD, _MPS_FIELD, _MPS_VARIANTS, handle,
+        nvml, now, scope, _MPS_FIELD, ask, scope, _MPS_FIELD, _MPS_VARIANTS, handle,
         in_use=mps_may_run, idle=_no_clients,
     )  # fmt: skip
     graphics = slow.gated(
-        nvml, now, scope, _GRAPHICS_FIELD, call_first, scope, _GRAPHICS_FIELD, _GRAPHICS_FIELD,
-        _GRAPHICS_VARIANTS, handle,
+        nvml, now, scope, _GRAPHICS_FIELD, ask, scope, _GRAPHICS_FIELD, _GRAPHICS_VARIANTS, handle,
         in_use=_graphics_may_run(ctx, scope, compute_pids, listed, mps, used_memory), idle=_no_clients,
     )  # fmt: skip
     shares = ctx.sm_by_pid
@@ -382,10 +381,7 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     scope = ctx.scope
     last_seen = ctx.last_seen_us.get(scope, 0)
     # pynvml raises NVMLError(NVML_SUCCESS) when the driver has no samples at all: also "none".
-    samples = ctx.nvml.call(
-        scope, "process_utilization", "nvmlDeviceGetProcessUtilization", ctx.handle, last_seen,
-        answers=_NO_SAMPLES,
-    )  # fmt: skip
+    samples = ctx.calls.process_samples(scope, ctx.handle, last_seen, _NO_SAMPLES)
     if samples is ABSENT:
         return ProcessSamples(None, True, True)
     now_us = int(ctx.timestamp * 1_000_000)
