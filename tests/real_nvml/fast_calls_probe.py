@@ -23,9 +23,11 @@ from typing import Any
 
 import pynvml
 
-from falcon_gpu.sources.nvml.calls import NvmlCaller
+from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller
 from falcon_gpu.sources.nvml.direct import DirectCalls, FieldRequest
 from falcon_gpu.sources.nvml.field_values import FIELDS, VALUE_ATTR
+from falcon_gpu.sources.nvml.readers.memory import MEMORY_FALLBACK
+from falcon_gpu.sources.nvml.readers.memory import _variants as _memory_variants
 from falcon_gpu.sources.nvml.readers.processes import _VARIANTS, LISTS
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.telemetry import Telemetry
@@ -117,6 +119,18 @@ def answers() -> dict[str, Any]:
             theirs_s = f"NVMLError {exc.value}"
         gpu["samples_pynvml"] = theirs_s
         gpu["samples_fast"] = _samples(direct.process_samples(scope, handle, 0, no_samples))
+        try:
+            mine = direct.memory_info(scope, handle, _memory_variants(nvml), MEMORY_FALLBACK)
+            gpu["memory_fast"] = (
+                repr(mine) if mine is ABSENT else [mine.total, mine.reserved, mine.free, mine.used]
+            )
+        except DeviceGone as gone:
+            gpu["memory_fast"] = f"DeviceGone {gone.code}"
+        try:
+            theirs_m = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+            gpu["memory_pynvml"] = [theirs_m.total, theirs_m.reserved, theirs_m.free, theirs_m.used]
+        except pynvml.NVMLError as exc:
+            gpu["memory_pynvml"] = f"NVMLError {exc.value}"
         gpu["errors"] = list(nvml.errors)
         out["gpus"].append(gpu)
     return out

@@ -21,13 +21,19 @@ MANY = 40
 """Processes per GPU in the crowded profile: more than a process buffer holds at first (16)."""
 
 
-def _profile(tmp_path: Path, processes: int) -> Path:
+LOST = 2
+"""The GPU the lost profile loses (the mock then answers its memory info GPU_IS_LOST)."""
+
+
+def _profile(tmp_path: Path, processes: int, *, lost: bool = False) -> Path:
     profile = mock.load_profile("h100")
+    if lost:
+        profile["devices"][LOST]["failure"] = {"mode": "lost"}
     profile["device_defaults"]["processes"] = [
         {"pid": 5000 + i, "name": f"job{i}", "type": "C", "used_memory_mib": 64 + i, "sm_util": (7 * i) % 101}
         for i in range(processes)
     ]
-    return mock.write_profile(profile, tmp_path / f"h100-{processes}.yaml")
+    return mock.write_profile(profile, tmp_path / f"h100-{processes}{'-lost' if lost else ''}.yaml")
 
 
 def _probe(lib_dir: Path, profile: Path, *args: str) -> Any:
@@ -96,3 +102,21 @@ def test_cycles_read_the_same_with_fewer_nvml_calls(
     assert theirs["nvmlDeviceGetComputeRunningProcesses_v3"] == 2
     assert ours["nvmlDeviceGetProcessUtilization"] == 1
     assert ours["nvmlDeviceGetFieldValues"] == theirs["nvmlDeviceGetFieldValues"]
+
+
+def test_memory_info_through_its_kept_struct(crowded: Any) -> None:
+    for gpu in crowded["gpus"]:
+        assert gpu["memory_fast"] == gpu["memory_pynvml"]
+        assert isinstance(gpu["memory_fast"], list) and gpu["memory_fast"][0] > 0
+
+
+@pytest.mark.skipif(not mock.is_mock(), reason="the mock's failure modes lose a GPU on purpose")
+def test_a_lost_gpus_code_means_the_same_through_the_fast_path(nvml_lib_dir: Path, tmp_path: Path) -> None:
+    profile = _profile(tmp_path, 3, lost=True)
+    answers = _probe(nvml_lib_dir, profile, "answers")["gpus"][LOST]
+    assert answers["memory_pynvml"] == f"NVMLError {pynvml.NVML_ERROR_GPU_IS_LOST}"
+    assert answers["memory_fast"] == f"DeviceGone {pynvml.NVML_ERROR_GPU_IS_LOST}"
+    fast = _probe(nvml_lib_dir, profile, "cycles", "fast", "3")
+    slow = _probe(nvml_lib_dir, profile, "cycles", "pynvml", "3")
+    assert fast["devices"] == slow["devices"]
+    assert fast["up"] == [i != LOST for i in range(len(fast["up"]))]

@@ -14,6 +14,7 @@ the one seam), the source keeps per device:
   bytes kept as the template each call is reset from); the answer is read by the field-values
   decoder in one ``struct`` call (:mod:`falcon_gpu.sources.nvml.field_values`), each value's
   ``nvmlReturn`` and ``valueType`` honoured as before;
+- the memory info (``nvmlDeviceGetMemoryInfo_v2``: one kept struct, its version set once);
 - one buffer per process list (compute, graphics, MPS; the ``_v3`` C function, pynvml's v3 struct)
   and one for the process-utilisation samples (:class:`DirectCalls`), called once with the buffer's
   capacity: NVML answers INSUFFICIENT_SIZE with the count it needs when the buffer is too small (the
@@ -69,12 +70,23 @@ class ProcessSample(NamedTuple):
     decUtil: int
 
 
+class MemoryInfo(NamedTuple):
+    """``c_nvmlMemory_v2_t``'s numbers, by pynvml's names."""
+
+    total: int
+    reserved: int
+    free: int
+    used: int
+
+
 _INFO: Final = struct.Struct("@IQII")
+_MEMORY_V2: Final = struct.Struct("@IQQQQ")
 _SAMPLE: Final = struct.Struct("@IQIIII")
 USABLE: Final = (
     sys.byteorder == "little"
     and ctypes.sizeof(pynvml.c_nvmlProcessInfo_v3_t) == _INFO.size
     and ctypes.sizeof(pynvml.c_nvmlProcessUtilizationSample_t) == _SAMPLE.size
+    and ctypes.sizeof(pynvml.c_nvmlMemory_v2_t) == _MEMORY_V2.size
 )
 """Whether the layouts above are pynvml's structs (checked at import; else every call stays pynvml's)."""
 
@@ -196,7 +208,34 @@ class _SampleBuffer(_Buffer):
         return ret, list(map(_new_sample, self.rows())) if ret == _SUCCESS else []
 
 
+class _MemoryBuffer:
+    """The device's ``c_nvmlMemory_v2_t`` with its version set, reset from its template before each
+    ``nvmlDeviceGetMemoryInfo_v2`` call and read by one ``struct`` call."""
+
+    __slots__ = ("bytes", "fn", "info", "ref", "size", "template")
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.info = pynvml.c_nvmlMemory_v2_t()
+        self.info.version = pynvml.nvmlMemory_v2
+        self.template = bytes(self.info)
+        self.size = len(self.template)
+        self.ref = ctypes.byref(self.info)
+        self.bytes = memoryview(self.info).cast("B")
+
+    def read(self, handle: Any) -> int:
+        ctypes.memmove(self.ref, self.template, self.size)
+        return int(self.fn(handle, self.ref))
+
+    def decoded(self) -> MemoryInfo:
+        _, total, reserved, free, used = _MEMORY_V2.unpack(self.bytes)
+        return MemoryInfo(total, reserved, free, used)
+
+
 PROCESS_UTILIZATION: Final = "process_utilization"
+MEMORY_INFO: Final = "memory_info"
+"""The memory info's not-supported key and variant family."""
+_MEMORY_FN: Final = "nvmlDeviceGetMemoryInfo_v2"
 """The not-supported key of the process-utilisation samples."""
 _SAMPLES_FN: Final = "nvmlDeviceGetProcessUtilization"
 _LIST_FN: Final = {
@@ -220,6 +259,12 @@ class PynvmlCalls:
         """One process list (``field`` is its not-supported key and variant family), or ABSENT."""
         return self.nvml.call_first(scope, field, field, variants, handle)
 
+    def memory_info(
+        self, scope: str, handle: Any, variants: Sequence[Variant], fallback: frozenset[int]
+    ) -> Any:
+        """The device's memory info (v2, else v1: ``variants``, as :meth:`NvmlCaller.call_first`)."""
+        return self.nvml.call_first(scope, MEMORY_INFO, MEMORY_INFO, variants, handle, fallback=fallback)
+
     def process_samples(self, scope: str, handle: Any, last_seen: int, answers: Mapping[int, Any]) -> Any:
         """``nvmlDeviceGetProcessUtilization(handle, last_seen)``, ``answers`` as for ``NvmlCaller.call``."""
         return self.nvml.call(scope, PROCESS_UTILIZATION, _SAMPLES_FN, handle, last_seen, answers=answers)
@@ -230,10 +275,13 @@ class DirectCalls(PynvmlCalls):
     per device, kept across cycles (a MIG instance's lists use its GPU's buffers: each answer is
     unpacked before the next call)."""
 
-    __slots__ = ("_lists", "_samples")
+    __slots__ = ("_lists", "_memory", "_samples")
 
     def __init__(self, nvml: NvmlCaller) -> None:
         super().__init__(nvml)
+        self._memory: _MemoryBuffer | bool | None = True
+        """The memory-info buffer; True: not looked for yet; None: pynvml's call (no v2 C function,
+        or a code that sends the family to v1)."""
         self._lists: dict[str, _ListBuffer | None] = {}
         """Per list: its buffer; None: pynvml's call (no ``_v3`` C function, or a version mismatch)."""
         self._samples: _SampleBuffer | None = None
@@ -261,6 +309,27 @@ class DirectCalls(PynvmlCalls):
         fn_name = _LIST_FN.get(field)
         fn = None if functions is None or fn_name is None else functions.get(fn_name)
         return None if fn is None or fn_name is None else _ListBuffer(fn, fn_name)
+
+    def memory_info(
+        self, scope: str, handle: Any, variants: Sequence[Variant], fallback: frozenset[int]
+    ) -> Any:
+        buffer = self._memory
+        if buffer is True:
+            functions = self.nvml.functions
+            fn = None if functions is None else functions.get(_MEMORY_FN)
+            buffer = self._memory = None if fn is None else _MemoryBuffer(fn)
+        if not isinstance(buffer, _MemoryBuffer):
+            return super().memory_info(scope, handle, variants, fallback)
+        nvml = self.nvml
+        if not nvml.supported(scope, MEMORY_INFO):
+            return ABSENT
+        ret = buffer.read(handle)
+        if ret == _SUCCESS:
+            return buffer.decoded()
+        if ret in fallback:  # v1 from now on, as the pynvml-level probe decides it
+            self._memory = None
+            return super().memory_info(scope, handle, variants, fallback)
+        return nvml.code_failed(scope, MEMORY_INFO, "nvmlDeviceGetMemoryInfo", ret)  # pynvml's name
 
     def process_samples(self, scope: str, handle: Any, last_seen: int, answers: Mapping[int, Any]) -> Any:
         nvml = self.nvml
