@@ -43,10 +43,8 @@ import argparse
 import io
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -56,7 +54,7 @@ from typing import Any, TextIO, cast
 
 import pynvml
 from bench_common import instructions, load_nvml, load_scenario, make_runner, write_scenario
-from bench_idle import MARK, thread_cpu_ns
+from bench_idle import Counted, agent_command
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 import falcon_gpu.schemas.falcon_gpu as fg_schema
@@ -498,59 +496,23 @@ def _mock_profile(lib: Path, processes: int, where: Path) -> Path | None:
     return path
 
 
-class Side:
+def _side(side: str, interval: float, env: dict[str, str], where: Path) -> Counted:
     """One side running as its own process at ``interval``, its cycles counted from its output."""
-
-    def __init__(self, side: str, interval: float, env: dict[str, str], where: Path) -> None:
-        if side == "falcon_gpu":
-            config = where / f"agent-{interval:g}.toml"
-            config.write_text(
-                f'interval = {interval}\nnode = "bench"\nspool_dir = "{where}/spool"\nlog_level = "warning"\n'
-                '[[sinks]]\ntype = "stdout"\nformat = "prometheus"\n'
-            )
-            cmd = [sys.executable, "-m", "falcon_gpu", "run", "--config", str(config)]
-            self.mark = MARK
-        else:
-            cmd = [sys.executable, __file__, "--serve", "full" if "full" in side else "basic", str(interval)]
-            self.mark = PEER_MARK
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        self.cycles = 0
-        threading.Thread(target=self._count, daemon=True).start()
-
-    def _count(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith(self.mark):
-                self.cycles += 1
-
-    def wait_cycles(self, n: int, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while self.cycles < n:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise SystemExit(f"{self.proc.args} did not run {n} cycles (exit code {self.proc.poll()})")
-            time.sleep(0.05)
-
-    def window(self, seconds: float) -> tuple[float, float, int, float]:
-        """(elapsed s, CPU ms of all threads, cycles, CPU ms of the busiest thread) in a window."""
-        before, cycles, t0 = thread_cpu_ns(self.proc.pid), self.cycles, time.monotonic()
-        time.sleep(seconds)
-        after, elapsed = thread_cpu_ns(self.proc.pid), time.monotonic() - t0
-        spent = [(ns - before.get(tid, 0)) / 1e6 for tid, ns in after.items()]
-        return elapsed, sum(spent), self.cycles - cycles, max(spent)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
+    if side == "falcon_gpu":
+        return Counted(agent_command(interval, where), env)
+    cmd = [sys.executable, __file__, "--serve", "full" if "full" in side else "basic", str(interval)]
+    return Counted(cmd, env, PEER_MARK)
 
 
 def _measured(
     side: str, interval: float, env: dict[str, str], where: Path, window: float
 ) -> tuple[float, ...]:
-    run = Side(side, interval, env, where)
+    run = _side(side, interval, env, where)
     try:
         run.wait_cycles(1 if interval > window else 4)
         time.sleep(2)  # the first cycles' start-up work settled
-        return run.window(window)
+        elapsed, threads, cycles = run.window(window)
+        return elapsed, sum(threads.values()), cycles
     finally:
         run.stop()
 
@@ -571,10 +533,10 @@ def real_bindings(lib: Path, processes: int, window: float, repeats: int) -> Non
         idle: dict[str, list[float]] = {side: [] for side in SIDES}
         for _ in range(repeats):
             for side in SIDES:
-                i_elapsed, i_cpu, i_cycles, _ = _measured(side, 60, env, where, window)
+                i_elapsed, i_cpu, i_cycles = _measured(side, 60, env, where, window)
                 if i_cycles:
                     raise SystemExit("a cycle ran inside the idle window; use a shorter --window")
-                b_elapsed, b_cpu, b_cycles, _ = _measured(side, 0.5, env, where, window)
+                b_elapsed, b_cpu, b_cycles = _measured(side, 0.5, env, where, window)
                 idle_rate = i_cpu / i_elapsed
                 per_cycle[side].append((b_cpu - idle_rate * b_elapsed) / b_cycles)
                 idle[side].append(idle_rate)
