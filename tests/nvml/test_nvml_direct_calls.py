@@ -17,8 +17,10 @@ from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller
 from falcon_gpu.sources.nvml.direct import FIRST_CAPACITY, DirectCalls, ProcessInfo
 from falcon_gpu.sources.nvml.field_values import ENERGY, MEMORY_TEMP, FieldValues
 from falcon_gpu.sources.nvml.library import CFunctions, c_functions
+from falcon_gpu.sources.nvml.readers.memory import MEMORY_FALLBACK
+from falcon_gpu.sources.nvml.readers.memory import _variants as _memory_variants
 from falcon_gpu.sources.nvml.readers.processes import _VARIANTS
-from tests.nvml.helpers import gpu, scenario_of
+from tests.nvml.helpers import GIB, gpu, scenario_of
 
 LIST_FN = ctypes.CFUNCTYPE(
     ctypes.c_int,
@@ -33,6 +35,7 @@ SAMPLES_FN = ctypes.CFUNCTYPE(
     ctypes.POINTER(ctypes.c_uint),
     ctypes.c_ulonglong,
 )
+MEMORY_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(pynvml.c_nvmlMemory_v2_t))
 FIELDS_FN = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.py_object, ctypes.c_int, ctypes.POINTER(pynvml.c_nvmlFieldValue_t)
 )
@@ -49,6 +52,7 @@ class Driver:
             "nvmlDeviceGetComputeRunningProcesses_v3": LIST_FN(self._list),
             "nvmlDeviceGetProcessUtilization": SAMPLES_FN(self._samples),
             "nvmlDeviceGetFieldValues": FIELDS_FN(self._fields),
+            "nvmlDeviceGetMemoryInfo_v2": MEMORY_FN(self._memory),
         }
 
     def pointer(self, name: str) -> Any:
@@ -85,6 +89,14 @@ class Driver:
         count[0] = self.processes
         return int(pynvml.NVML_SUCCESS)
 
+    def _memory(self, handle: Any, info: Any) -> int:
+        self._count("memory")
+        if self.code != pynvml.NVML_SUCCESS:
+            return self.code
+        assert info[0].version == pynvml.nvmlMemory_v2 and info[0].used == 0  # reset, version kept
+        info[0].total, info[0].reserved, info[0].free, info[0].used = 80, 1, 60, 19
+        return int(pynvml.NVML_SUCCESS)
+
     def _fields(self, handle: Any, count: int, values: Any) -> int:
         self._count("fields")
         if self.code != pynvml.NVML_SUCCESS:
@@ -98,7 +110,16 @@ class Driver:
 
 def _caller(driver: Driver) -> NvmlCaller:
     nvml = NvmlCaller(
-        SimulatedNvml(scenario_of(gpu("GPU-a", processes=[{"pid": 7, "used_memory_bytes": 1024}])))
+        SimulatedNvml(
+            scenario_of(
+                gpu(
+                    "GPU-a",
+                    processes=[{"pid": 7, "used_memory_bytes": 1024}],
+                    memory_total_bytes=GIB,
+                    memory_used_bytes=1024,
+                )
+            )
+        )
     )
     nvml.lib.nvmlInit()
     assert nvml.functions is None  # the simulator: pynvml-level calls
@@ -180,3 +201,18 @@ def test_field_values_reset_the_kept_array_and_honour_the_calls_code() -> None:
     driver.code = pynvml.NVML_ERROR_GPU_IS_LOST
     with pytest.raises(DeviceGone):
         FieldValues(nvml, (MEMORY_TEMP,)).batch("GPU-b", None).get(MEMORY_TEMP)
+
+
+def test_memory_info_v2_through_its_kept_struct_and_v1_through_pynvml_where_v2_is_refused() -> None:
+    driver = Driver()
+    nvml = _caller(driver)
+    handle = nvml.lib.nvmlDeviceGetHandleByIndex(0)
+    calls = DirectCalls(nvml)
+    for _ in range(2):
+        info = calls.memory_info("GPU-a", handle, _memory_variants(nvml), MEMORY_FALLBACK)
+        assert (info.total, info.reserved, info.free, info.used) == (80, 1, 60, 19)
+    driver.code = pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH  # an old driver: v2 refused
+    info = calls.memory_info("GPU-a", handle, _memory_variants(nvml), MEMORY_FALLBACK)
+    assert info.total == nvml.lib.nvmlDeviceGetMemoryInfo(handle).total  # the simulator's, by pynvml's call
+    calls.memory_info("GPU-a", handle, _memory_variants(nvml), MEMORY_FALLBACK)
+    assert driver.calls["memory"] == 3  # not asked again

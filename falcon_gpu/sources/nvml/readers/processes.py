@@ -1,7 +1,11 @@
 """Processes on a device: compute, graphics and MPS lists merged, with names and SM share.
 
 Each list is read through the newest process-info generation the binding and
-driver offer (``_v3`` -> ``_v2`` -> plain), probed once. A PID found in several
+driver offer (``_v3`` -> ``_v2`` -> plain), probed once. The lists and the samples are asked through
+``ctx.calls``: on the real bindings one C call each into a buffer the device keeps
+(:class:`~falcon_gpu.sources.nvml.direct.DirectCalls`, where pynvml makes a size probe, the call and
+a Python object per process), on the simulator pynvml's calls; both answer objects with pynvml's
+attribute names. A PID found in several
 lists becomes one :class:`ProcessReading` whose ``types`` names them (merged per
 PID and MIG instance, since one process can use several instances).
 
