@@ -44,9 +44,11 @@ FIELDS_FN = ctypes.CFUNCTYPE(
 class Driver:
     """What the callbacks answer, and how often they were called."""
 
-    def __init__(self, processes: int = 3, code: int = pynvml.NVML_SUCCESS) -> None:
+    def __init__(self, processes: int = 3, code: int = pynvml.NVML_SUCCESS, truncate: bool = False) -> None:
         self.processes = processes
         self.code = code
+        self.truncate = truncate
+        """Fill what fits and answer SUCCESS (where nvml.h documents INSUFFICIENT_SIZE for NULL only)."""
         self.calls: dict[str, int] = {}
         self.functions = {
             "nvmlDeviceGetComputeRunningProcesses_v3": LIST_FN(self._list),
@@ -67,14 +69,14 @@ class Driver:
         self._count("list")
         if self.code != pynvml.NVML_SUCCESS:
             return self.code
-        if count[0] < self.processes:
+        if count[0] < self.processes and not self.truncate:
             count[0] = self.processes
             return int(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
-        for i in range(self.processes):
+        for i in range(min(count[0], self.processes)):
             infos[i].pid, infos[i].usedGpuMemory = 100 + i, (1 << 20) * i
             infos[i].gpuInstanceId = infos[i].computeInstanceId = 0xFFFFFFFF
         infos[1].usedGpuMemory = 0xFFFFFFFFFFFFFFFF  # WDDM's "not available"
-        count[0] = self.processes
+        count[0] = min(count[0], self.processes)
         return int(pynvml.NVML_SUCCESS)
 
     def _samples(self, handle: Any, samples: Any, count: Any, last_seen: int) -> int:
@@ -216,3 +218,11 @@ def test_memory_info_v2_through_its_kept_struct_and_v1_through_pynvml_where_v2_i
     assert info.total == nvml.lib.nvmlDeviceGetMemoryInfo(handle).total  # the simulator's, by pynvml's call
     calls.memory_info("GPU-a", handle, _memory_variants(nvml), MEMORY_FALLBACK)
     assert driver.calls["memory"] == 3  # not asked again
+
+
+def test_a_driver_that_fills_what_fits_is_asked_again_with_a_larger_buffer() -> None:
+    driver = Driver(processes=FIRST_CAPACITY * 3, truncate=True)
+    calls = DirectCalls(_caller(driver))
+    found = calls.process_list("GPU-a", "processes_compute", _VARIANTS["compute"], None)
+    assert len(found) == FIRST_CAPACITY * 3
+    assert driver.calls["list"] == 3  # 16 (full), 37 (full), 79 (not full)

@@ -18,7 +18,8 @@ the one seam), the source keeps per device:
 - one buffer per process list (compute, graphics, MPS; the ``_v3`` C function, pynvml's v3 struct)
   and one for the process-utilisation samples (:class:`DirectCalls`), called once with the buffer's
   capacity: NVML answers INSUFFICIENT_SIZE with the count it needs when the buffer is too small (the
-  same answer pynvml's NULL probe gets), and the buffer grows and asks again. The answer is unpacked
+  same answer pynvml's NULL probe gets), and the buffer grows and asks again (so it does after an
+  answer that filled it: there may have been more). The answer is unpacked
   by one ``struct`` call into named tuples with pynvml's attribute names, so the readers read both
   paths alike.
 
@@ -96,7 +97,8 @@ _memory: Final = itemgetter(1)
 FIRST_CAPACITY: Final = 16
 """Entries a buffer holds at first (grown to twice what NVML asks for, plus 5, as pynvml sizes it)."""
 _GROWS: Final = 4
-"""Asks per call at most: a list that keeps outgrowing its buffer is answered INSUFFICIENT_SIZE."""
+"""Asks per call at most: a list that keeps outgrowing its buffer is answered INSUFFICIENT_SIZE (or,
+from a driver that fills what fits, as much as the last buffer held)."""
 
 
 class FieldRequest:
@@ -149,14 +151,21 @@ class _Buffer:
 
     def read(self, ask: Callable[[], int]) -> int:
         """``ask()`` with the count set to the capacity, grown and asked again while NVML answers
-        INSUFFICIENT_SIZE with a larger count."""
+        INSUFFICIENT_SIZE with a larger count, or fills the whole buffer (nvml.h documents
+        INSUFFICIENT_SIZE for a NULL buffer only: a driver that fills what fits and answers SUCCESS
+        loses nothing either; the samples are asked again with the same ``lastSeen``)."""
         ret: int = _INSUFFICIENT
         for _ in range(_GROWS):
-            self.count.value = self.capacity
+            capacity = self.capacity
+            self.count.value = capacity
             ret = ask()
-            if ret != _INSUFFICIENT or self.count.value <= self.capacity:
+            count = self.count.value
+            if ret == _INSUFFICIENT and count > capacity:
+                self.grow(count * 2 + 5)
+            elif ret == _SUCCESS and count >= capacity:
+                self.grow(capacity * 2 + 5)
+            else:
                 return ret
-            self.grow(self.count.value * 2 + 5)
         return ret
 
 
