@@ -83,13 +83,23 @@ class MemoryInfo(NamedTuple):
 _INFO: Final = struct.Struct("@IQII")
 _MEMORY_V2: Final = struct.Struct("@IQQQQ")
 _SAMPLE: Final = struct.Struct("@IQIIII")
+
+
+def _matches(struct_name: str, layout: struct.Struct) -> bool:
+    """Whether pynvml has the struct and it is ``layout``'s size (an older binding may lack it)."""
+    found = getattr(pynvml, struct_name, None)
+    return found is not None and ctypes.sizeof(found) == layout.size
+
+
 USABLE: Final = (
     sys.byteorder == "little"
-    and ctypes.sizeof(pynvml.c_nvmlProcessInfo_v3_t) == _INFO.size
-    and ctypes.sizeof(pynvml.c_nvmlProcessUtilizationSample_t) == _SAMPLE.size
-    and ctypes.sizeof(pynvml.c_nvmlMemory_v2_t) == _MEMORY_V2.size
+    and _matches("c_nvmlProcessInfo_v3_t", _INFO)
+    and _matches("c_nvmlProcessUtilizationSample_t", _SAMPLE)
+    and _matches("c_nvmlMemory_v2_t", _MEMORY_V2)
+    and getattr(pynvml, "nvmlMemory_v2", None) is not None
 )
-"""Whether the layouts above are pynvml's structs (checked at import; else every call stays pynvml's)."""
+"""Whether the layouts above are pynvml's structs (checked at import; else the process lists, samples
+and memory info stay pynvml's calls)."""
 
 _new_info: Final = partial(tuple.__new__, ProcessInfo)
 _new_sample: Final = partial(tuple.__new__, ProcessSample)
