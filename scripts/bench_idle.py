@@ -39,17 +39,22 @@ def thread_cpu_ns(pid: int) -> dict[int, int]:
     return out
 
 
-class Agent:
-    def __init__(self, scenario: Path, interval: float, folder: Path) -> None:
-        config = folder / f"agent-{interval:g}.toml"
-        config.write_text(
-            f'interval = {interval}\nnode = "bench"\nspool_dir = "{folder}/spool"\nlog_level = "warning"\n'
-            '[[sinks]]\ntype = "stdout"\nformat = "prometheus"\n'
-        )
-        cmd = [sys.executable, "-m", "falcon_gpu", "run", "--config", str(config)]
-        cmd += ["--simulate", str(scenario)]
-        env = {**os.environ, "NODE_NAME": "bench"}
+def agent_command(interval: float, folder: Path) -> list[str]:
+    """``falcon-gpu run`` at ``interval`` with a stdout sink (Prometheus text), its config in ``folder``."""
+    config = folder / f"agent-{interval:g}.toml"
+    config.write_text(
+        f'interval = {interval}\nnode = "bench"\nspool_dir = "{folder}/spool"\nlog_level = "warning"\n'
+        '[[sinks]]\ntype = "stdout"\nformat = "prometheus"\n'
+    )
+    return [sys.executable, "-m", "falcon_gpu", "run", "--config", str(config)]
+
+
+class Counted:
+    """A process whose cycles are counted from its stdout (a line starting with ``mark`` per cycle)."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], mark: bytes = MARK) -> None:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.mark = mark
         self.cycles = 0
         self._reader = threading.Thread(target=self._count, daemon=True)
         self._reader.start()
@@ -57,14 +62,14 @@ class Agent:
     def _count(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            if line.startswith(MARK):
+            if line.startswith(self.mark):
                 self.cycles += 1
 
     def wait_cycles(self, n: int, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while self.cycles < n:
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise SystemExit(f"the agent did not run {n} cycles (exit code {self.proc.poll()})")
+                raise SystemExit(f"{self.proc.args} did not run {n} cycles (exit code {self.proc.poll()})")
             time.sleep(0.05)
 
     def window(self, seconds: float) -> tuple[float, dict[int, float], int]:
@@ -78,6 +83,12 @@ class Agent:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
+
+
+class Agent(Counted):
+    def __init__(self, scenario: Path, interval: float, folder: Path) -> None:
+        cmd = [*agent_command(interval, folder), "--simulate", str(scenario)]
+        super().__init__(cmd, {**os.environ, "NODE_NAME": "bench"})
 
 
 def main() -> None:

@@ -25,7 +25,16 @@ own (``--child``: the same node, warm-up and frozen heap, then N cycles of one s
 cycles subtracted), with ``PYTHONHASHSEED=0``: a count that does not move with the machine's load (CPU
 time on a shared machine can double), to compare before and after. It is not the CPU time: the peer runs
 about twice the instructions per clock falcon_gpu's shorter, more varied cycle does (docs/BENCHMARKS.md).
+``--nvml-lib PATH`` runs both sides on the real bindings instead (nvidia-ml-py's ctypes code over
+``PATH``, a driver's ``libnvidia-ml.so`` or NVIDIA's NVML mock, whose 8 x H100 profile gets
+``--processes`` processes per GPU), each as its own process: falcon_gpu as ``falcon-gpu run`` (stdout
+sink into a pipe), the peer and the peer's ``--full`` variant (which also reads what falcon_gpu reads:
+its field-values list and GPM) scraping on their own clock. CPU per cycle = (CPU of all threads at a
+0.5 s interval - the same at a 60 s interval, ``--window`` s each) / cycles, median of ``--repeats``;
+the 60 s run's CPU per second (the idle threads: falcon_gpu's XID event wait polls inside the mock,
+where a real driver blocks in the kernel) is reported on its own.
 Usage: python scripts/bench_peer.py [--cycles 300] [--breakdown] [--instructions]
+       python scripts/bench_peer.py --nvml-lib PATH [--processes 3] [--window 15] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -35,20 +44,26 @@ import io
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO, cast
 
 import pynvml
 from bench_common import instructions, load_nvml, load_scenario, make_runner, write_scenario
+from bench_idle import Counted, agent_command
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 import falcon_gpu.schemas.falcon_gpu as fg_schema
 import falcon_gpu.sources.nvml.source as nvml_source
 from falcon_gpu.agent.loop import settle_heap
+from falcon_gpu.model.snapshot import GPM_METRICS
 from falcon_gpu.sinks.encoding import prom_text
+from falcon_gpu.sources.nvml.field_values import FIELDS, VALUE_ATTR
+from falcon_gpu.sources.nvml.gpm import METRICS as GPM_IDS
 from falcon_gpu.sources.nvml.readers import READERS
 
 LABELS = ("gpu", "uuid", "name")
@@ -105,7 +120,10 @@ def q(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 class PeerExporter:
-    def __init__(self, nvml: Any) -> None:
+    """``full``: also what falcon_gpu reads beyond that (its field-values list in one pynvml call, GPM
+    between two samples allocated once), each value as a gauge: the same reads, the naive way."""
+
+    def __init__(self, nvml: Any, full: bool = False) -> None:
         self.nv = nvml
         nvml.nvmlInit()
         self.registry = CollectorRegistry()
@@ -114,6 +132,16 @@ class PeerExporter:
             self.m[n] = Gauge(n + "_total", h, LABELS, registry=self.registry)
         self.errors = Counter("exporter_errors", "Scrape errors.", registry=self.registry)
         self.last_seen: dict[int, int] = {}
+        self.full = full
+        if full:
+            self.fields = [(spec.name, spec.request) for spec in FIELDS]
+            self.field_gauge = Gauge(
+                "gpu_field", "A field value.", (*LABELS, "field"), registry=self.registry
+            )
+            self.gpm_gauge = Gauge(
+                "gpu_gpm_ratio", "A GPM metric.", (*LABELS, "metric"), registry=self.registry
+            )
+            self.gpm_samples: dict[int, list[Any]] = {}
 
     def _set(self, name: str, lb: tuple[str, str, str], value: float | None) -> None:
         if value is not None:
@@ -197,6 +225,38 @@ class PeerExporter:
         samples = q(nv.nvmlDeviceGetProcessUtilization, h, self.last_seen.get(i, 0)) or ()
         self.last_seen[i] = max((x.timeStamp for x in samples), default=self.last_seen.get(i, 0))
         s("gpu_processes", lb, len(pids))
+        if self.full:
+            self._full(h, i, lb)
+
+    def _full(self, h: Any, i: int, lb: tuple[str, str, str]) -> None:
+        nv = self.nv
+        values = q(nv.nvmlDeviceGetFieldValues, h, [request for _, request in self.fields])
+        for (name, _), value in zip(self.fields, values or (), strict=False):
+            if value.nvmlReturn == pynvml.NVML_SUCCESS:
+                attr = VALUE_ATTR.get(value.valueType)
+                if attr is not None:
+                    self.field_gauge.labels(*lb, name).set(getattr(value.value, attr))
+        samples = self.gpm_samples.get(i)
+        if samples is None:
+            support = q(nv.nvmlGpmQueryDeviceSupport, h)
+            if support is None or not support.isSupportedDevice:
+                return
+            samples = self.gpm_samples[i] = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc(), False]
+        older, newer, primed = samples
+        if q(nv.nvmlGpmSampleGet, h, newer) is None and not primed:
+            return
+        samples[:] = [newer, older, True]
+        if not primed:
+            return
+        request = pynvml.c_nvmlGpmMetricsGet_t()
+        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(GPM_IDS)
+        request.sample1, request.sample2 = older, newer
+        for k, metric in enumerate(GPM_IDS):
+            request.metrics[k].metricId = metric
+        if q(nv.nvmlGpmMetricsGet, request) is not None:
+            for k, name in enumerate(GPM_METRICS):
+                self.gpm_gauge.labels(*lb, name).set(request.metrics[k].value / 100)
 
 
 class LastText(io.TextIOBase):
@@ -379,15 +439,143 @@ def instructions_per_cycle(side: str, gpus: int, procs: int, cycles: int) -> flo
     return (instructions([*cmd, str(cycles)], env) - instructions([*cmd, "0"], env)) / cycles
 
 
+PEER_MARK = b"# peer cycle\n"
+SIDES = ("falcon_gpu", "peer", "peer --full")
+
+
+def serve(side: str, interval: float) -> None:
+    """``--serve``: the peer on the real bindings as its own process, a scrape every ``interval`` s,
+    its text on stdout (a pipe the bench reads, as falcon_gpu's stdout sink writes into one)."""
+    peer = PeerExporter(pynvml, full=side == "full")
+    out = sys.stdout.buffer
+    tick = time.monotonic()
+    while True:
+        out.write(peer.scrape())
+        out.write(PEER_MARK)
+        out.flush()
+        tick += interval
+        time.sleep(max(0.0, tick - time.monotonic()))
+
+
+def _library_dir(lib: Path, where: Path) -> Path:
+    """A folder with ``libnvidia-ml.so.1`` as a real symlink to ``lib`` (pynvml loads that name; a copied
+    checkout may hold the mock's symlink as a text file naming its target)."""
+    target = lib.resolve()
+    if target.stat().st_size < 1024:
+        target = lib.parent / target.read_text().strip()
+    (where / "libnvidia-ml.so.1").symlink_to(target)
+    return where
+
+
+def _mock_profile(lib: Path, processes: int, where: Path) -> Path | None:
+    """The mock's 8 x H100 profile beside ``lib`` with ``processes`` processes per GPU; None: no mock
+    there (a real driver's library)."""
+    shipped = lib.parent / "configs" / "mock-nvml-config-h100.yaml"
+    if not shipped.exists():
+        return None
+    import yaml
+
+    profile = yaml.safe_load(shipped.read_text())
+    profile["device_defaults"]["processes"] = [
+        {
+            "pid": 4242 + i,
+            "name": f"python{i}",
+            "type": "C",
+            "used_memory_mib": 1024 * (i + 1),
+            "sm_util": 30 + i,
+        }
+        for i in range(processes)
+    ]
+
+    class Quoted(yaml.SafeDumper):  # the mock's README: quote every string
+        pass
+
+    Quoted.add_representer(str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style='"'))
+    path = where / "profile.yaml"
+    path.write_text(yaml.dump(profile, Dumper=Quoted, sort_keys=False))
+    return path
+
+
+def _side(side: str, interval: float, env: dict[str, str], where: Path) -> Counted:
+    """One side running as its own process at ``interval``, its cycles counted from its output."""
+    if side == "falcon_gpu":
+        return Counted(agent_command(interval, where), env)
+    cmd = [sys.executable, __file__, "--serve", "full" if "full" in side else "basic", str(interval)]
+    return Counted(cmd, env, PEER_MARK)
+
+
+def _measured(
+    side: str, interval: float, env: dict[str, str], where: Path, window: float
+) -> tuple[float, ...]:
+    run = _side(side, interval, env, where)
+    try:
+        run.wait_cycles(1 if interval > window else 4)
+        time.sleep(2)  # the first cycles' start-up work settled
+        elapsed, threads, cycles = run.window(window)
+        return elapsed, sum(threads.values()), cycles
+    finally:
+        run.stop()
+
+
+def real_bindings(lib: Path, processes: int, window: float, repeats: int) -> None:
+    """Each side as its own process on the real pynvml over ``lib``: CPU per cycle = (CPU of all threads
+    at a 0.5 s interval - the same at a 60 s interval, equal windows) / cycles, median of ``repeats``
+    (the sides alternated in each repeat); the idle threads' cost (the 60 s run) on its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        (where / "lib").mkdir()
+        lib_dir = _library_dir(lib, where / "lib")
+        profile = _mock_profile(lib, processes, where)
+        env = {**os.environ, "LD_LIBRARY_PATH": str(lib_dir), "NODE_NAME": "bench"}
+        if profile is not None:
+            env["MOCK_NVML_CONFIG"] = str(profile)
+        per_cycle: dict[str, list[float]] = {side: [] for side in SIDES}
+        idle: dict[str, list[float]] = {side: [] for side in SIDES}
+        for _ in range(repeats):
+            for side in SIDES:
+                i_elapsed, i_cpu, i_cycles = _measured(side, 60, env, where, window)
+                if i_cycles:
+                    raise SystemExit("a cycle ran inside the idle window; use a shorter --window")
+                b_elapsed, b_cpu, b_cycles = _measured(side, 0.5, env, where, window)
+                idle_rate = i_cpu / i_elapsed
+                per_cycle[side].append((b_cpu - idle_rate * b_elapsed) / b_cycles)
+                idle[side].append(idle_rate)
+        gpus = 8
+        ours = statistics.median(per_cycle["falcon_gpu"])
+        print(f"load average before/after: see `uptime`; {repeats} repeats, {window:g} s windows\n")
+        print(
+            "| side | CPU ms/cycle (median; all runs) | ms per GPU | falcon_gpu / side | idle threads ms/s |"
+        )
+        print("|---|---|---|---|---|")
+        for side in SIDES:
+            med = statistics.median(per_cycle[side])
+            runs = ", ".join(f"{x:.2f}" for x in per_cycle[side])
+            print(
+                f"| {side} | {med:.2f} ({runs}) | {med / gpus:.3f} | {ours / med:.2f}x "
+                f"| {statistics.median(idle[side]):.2f} |"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=300)
+    ap.add_argument("--nvml-lib", type=Path, help="run both sides on the real pynvml over this library")
+    ap.add_argument("--processes", type=int, default=3, help="with --nvml-lib on the mock: per GPU")
+    ap.add_argument("--window", type=float, default=15.0, help="with --nvml-lib: seconds per window")
+    ap.add_argument("--repeats", type=int, default=3, help="with --nvml-lib")
+    ap.add_argument("--serve", nargs=2, metavar=("SIDE", "INTERVAL"), help=argparse.SUPPRESS)
     ap.add_argument("--breakdown", action="store_true", help="also time each part of both sides")
     ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
     ap.add_argument("--child", nargs=4, metavar=("SIDE", "GPUS", "PROCS", "CYCLES"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         child(a.child[0], *map(int, a.child[1:]))
+        return
+    if a.serve:
+        serve(a.serve[0], float(a.serve[1]))
+        return
+    if a.nvml_lib:
+        real_bindings(a.nvml_lib, a.processes, a.window, a.repeats)
         return
     sizes = ((8, 64), (16, 256))
     print(

@@ -13,6 +13,7 @@ import pytest
 
 from falcon_gpu.model.snapshot import ProcessReading
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
+from falcon_gpu.sources.nvml.direct import PynvmlCalls
 from falcon_gpu.sources.nvml.readers import processes
 from falcon_gpu.sources.nvml.readers.base import ProcessSamples
 from falcon_gpu.sources.nvml.slow import REFRESH_S
@@ -39,9 +40,11 @@ class _Answers:
 
 
 def _ctx(samples: list[SimpleNamespace], last_seen: int) -> Any:
+    nvml = _Answers(samples)
     return SimpleNamespace(
-        scope="GPU-x", last_seen_us={"GPU-x": last_seen}, nvml=_Answers(samples), handle=None, timestamp=NOW
-    )
+        scope="GPU-x", last_seen_us={"GPU-x": last_seen}, nvml=nvml, calls=PynvmlCalls(nvml),  # type: ignore[arg-type]
+        handle=None, timestamp=NOW,
+    )  # fmt: skip
 
 
 def _general(samples: list[SimpleNamespace], last_seen: int) -> tuple[ProcessSamples, int]:

@@ -24,7 +24,7 @@ from typing import Any, Final
 import pynvml
 
 from falcon_gpu.model.text import host_bytes, utf8_text
-from falcon_gpu.sources.nvml.library import NvmlLibrary
+from falcon_gpu.sources.nvml.library import CFunctions, NvmlLibrary, c_functions
 from falcon_gpu.sources.nvml.unsupported import UnsupportedLog
 
 log = logging.getLogger("falcon_gpu.nvml")
@@ -113,6 +113,8 @@ class NvmlCaller:
 
     def __init__(self, lib: NvmlLibrary) -> None:
         self.lib = lib
+        self.functions: CFunctions | None = c_functions(lib)
+        """The library's C functions where the fast path applies (the real pynvml); None: the simulator."""
         self.errors: list[str] = []
         """Unexpected failures since the framework last cleared it (one reader's worth)."""
         self._missing: set[str] = set()
@@ -198,6 +200,14 @@ class NvmlCaller:
             return fn(*args, **kwargs) if kwargs else fn(*args)  # ``**{}`` would copy the empty dict
         except Exception as exc:
             return self._failed(exc, scope, field, fn_name, answers)
+
+    def code_failed(
+        self, scope: str, field: str, fn_name: str, code: int, answers: Mapping[int, Any] | None = None
+    ) -> Any:
+        """What :meth:`call` answers where ``fn_name``'s C function, called straight
+        (:mod:`falcon_gpu.sources.nvml.direct`), returned ``code`` (not SUCCESS): the same rules, through
+        the same exception pynvml's wrapper would have raised. Raises DeviceGone only."""
+        return self._failed(pynvml.NVMLError(code), scope, field, fn_name, answers)
 
     def _failed(
         self, exc: Exception, scope: str, field: str, fn_name: str, answers: Mapping[int, Any] | None

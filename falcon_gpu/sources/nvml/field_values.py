@@ -44,6 +44,7 @@ import pynvml
 
 from falcon_gpu.readings.device import READINGS
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
+from falcon_gpu.sources.nvml.direct import FieldRequest
 
 log = logging.getLogger("falcon_gpu.nvml")
 
@@ -300,11 +301,21 @@ class _Shape:
     answer before (else it is laid out anew; a type not known here or any other code: :meth:`decode`
     answers None, the general path)."""
 
-    __slots__ = ("_count", "_floats", "_layout", "_words", "asked", "calls", "ids", "index", "takers")
+    __slots__ = (
+        "_count", "_floats", "_layout", "_words", "asked", "calls", "ids", "index", "request", "takers",
+    )  # fmt: skip
 
-    def __init__(self, ids: list[int | tuple[int, int]], calls: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        ids: list[int | tuple[int, int]],
+        calls: frozenset[str] = frozenset(),
+        request: FieldRequest | None = None,
+    ) -> None:
         self.ids = ids
         self.calls = calls
+        self.request = request
+        """The device's request array for ``ids`` (built once, with this decoder) on the real bindings;
+        None: pynvml's wrapper builds one per call (the simulator)."""
         """The names of the fields read by their dedicated call on this device (not in ``ids``)."""
         self._count = len(ids)
         self._layout = struct.Struct("@" + _ROW * len(ids))
@@ -371,6 +382,13 @@ def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
     return take if len(keys) > 1 else lambda values: (take(values),)
 
 
+_FIELD_VALUES: Final = "field_values"
+"""The call's not-supported key."""
+_FIELD_VALUES_FN: Final = "nvmlDeviceGetFieldValues"
+_REQUESTS_KEPT: Final = 256
+"""Request arrays kept for the calls of their own (a few per GPU: a fallback's parts, the per-link
+NVLink errors); more and they are all built anew."""
+
 _OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 
 Answer = float | None | UseCall
@@ -411,6 +429,9 @@ class FieldValues:
         """Per scope and key: (token, numbers) of :meth:`when_changed`."""
         self._any: dict[tuple[str, str], tuple[int, bool]] = {}
         """Per scope and key: (the not-supported generation, :meth:`any_asked`'s answer then)."""
+        self._requests: dict[tuple[str, tuple[int | tuple[int, int], ...]], FieldRequest] = {}
+        """Per scope and field list asked on its own (:meth:`ask`, a fallback's parts): its request
+        array on the real bindings (at most :data:`_REQUESTS_KEPT`; the batch's is its decoder's)."""
         self.decoded_by: _Shape | None = None
         """The decoder of the usual answer (:class:`_Shape`) where the last :meth:`fetch` came from it
         alone: its answer is then the list of numbers in request order (every one a number, none a
@@ -454,7 +475,8 @@ class FieldValues:
         )
         ids = [s.request for s in specs]
         calls = frozenset(name for where, name in self._via_call if where == scope)
-        shape = _Shape(ids, calls) if LITTLE_ENDIAN and ids else None
+        request = FieldRequest(ids) if self._nvml.functions is not None and ids else None
+        shape = _Shape(ids, calls, request) if LITTLE_ENDIAN and ids else None
         cached = self._ids[scope] = (generation, ids, specs, parted, shape)
         return cached
 
@@ -495,7 +517,7 @@ class FieldValues:
             cached = self._ids_for(scope)
         _, ids, specs, _, shape = cached
         self.decoded_by = None
-        raw = self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids) if ids else []
+        raw = self._raw(scope, handle, ids, None if shape is None else shape.request)
         if raw is ABSENT:
             return None
         if shape is not None and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
@@ -545,10 +567,33 @@ class FieldValues:
             out.append(None if isinstance(got, UseCall) else got)
         return out
 
-    def _raw(self, scope: str, handle: Any, ids: list[int | tuple[int, int]]) -> Any:
+    def _raw(
+        self, scope: str, handle: Any, ids: list[int | tuple[int, int]], request: FieldRequest | None = None
+    ) -> Any:
+        """The answer array of ``ids``: on the real bindings through a request array kept per device and
+        field list (``request``, the batch's, else one kept here per scope and list), with NVML's C
+        function called straight (:mod:`falcon_gpu.sources.nvml.direct`); through pynvml's wrapper
+        otherwise (the simulator, or a library without the function). ABSENT: the call failed."""
         if not ids:
             return []
-        return self._nvml.call(scope, "field_values", "nvmlDeviceGetFieldValues", handle, ids)
+        nvml = self._nvml
+        functions = nvml.functions
+        fn = None if functions is None else functions.get(_FIELD_VALUES_FN)
+        if fn is None:
+            return nvml.call(scope, _FIELD_VALUES, _FIELD_VALUES_FN, handle, ids)
+        if not nvml.supported(scope, _FIELD_VALUES):
+            return ABSENT
+        if request is None:
+            key = (scope, tuple(ids))
+            request = self._requests.get(key)
+            if request is None:
+                if len(self._requests) >= _REQUESTS_KEPT:
+                    self._requests.clear()
+                request = self._requests[key] = FieldRequest(ids)
+        ret = request.call(fn, handle)
+        if ret != pynvml.NVML_SUCCESS:
+            return nvml.code_failed(scope, _FIELD_VALUES, _FIELD_VALUES_FN, ret)
+        return request.array
 
     def _ask(
         self, scope: str, handle: Any, ids: list[int | tuple[int, int]], specs: list[FieldSpec]

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller, text
+from falcon_gpu.sources.nvml.direct import device_calls
 from falcon_gpu.sources.nvml.field_values import FieldValues
 from falcon_gpu.sources.nvml.gpm import GpmSamples
 from falcon_gpu.sources.nvml.library import NvmlLibrary
@@ -318,7 +319,7 @@ class NvmlSource:
             nvml=self._nvml, handle=handle, scope=scope, index=index, timestamp=timestamp,
             names=self._names, last_seen_us=self._last_seen,
             field_values=self._field_values.batch(scope, handle), slow=self._slow, gpm=self._gpm,
-            rates=self._rates,
+            rates=self._rates, calls=device_calls(self._nvml),
         )  # fmt: skip
         keys = tuple(f"reader:{name}:{scope}" for name, _ in READERS)
         device = self._devices[index] = _Device(ident, scope, ctx, keys)

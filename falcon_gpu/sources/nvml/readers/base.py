@@ -30,6 +30,7 @@ from falcon_gpu.model.snapshot import (
 )
 from falcon_gpu.readings.units import PERCENT, RATIO, converter
 from falcon_gpu.sources.nvml.calls import NvmlCaller
+from falcon_gpu.sources.nvml.direct import PynvmlCalls
 from falcon_gpu.sources.nvml.field_values import FieldBatch
 from falcon_gpu.sources.nvml.gpm import GpmSamples
 from falcon_gpu.sources.nvml.process_names import ProcessNames
@@ -138,7 +139,7 @@ class DeviceContext:
     """One device's cycle: what its readers share (built once per GPU and cycle, by the source)."""
 
     __slots__ = (
-        "field_values", "fields", "gpm", "handle", "index", "last_seen_us", "names", "nvml", "rates",
+        "calls", "field_values", "fields", "gpm", "handle", "index", "last_seen_us", "names", "nvml", "rates",
         "samples", "scope", "slow", "sm_by_pid", "timestamp",
     )  # fmt: skip
 
@@ -156,8 +157,12 @@ class DeviceContext:
         slow: SlowReadings,
         gpm: GpmSamples,
         rates: CounterRates,
+        calls: PynvmlCalls | None = None,
     ) -> None:
         self.nvml = nvml
+        self.calls = PynvmlCalls(nvml) if calls is None else calls
+        """The device's process lists and samples: through buffers it keeps on the real bindings
+        (:class:`~falcon_gpu.sources.nvml.direct.DirectCalls`), pynvml's calls on the simulator."""
         self.handle = handle
         self.scope = scope
         """The device's UUID: the key under which NOT_SUPPORTED answers are remembered."""

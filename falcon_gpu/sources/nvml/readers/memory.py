@@ -8,14 +8,14 @@ binding has no ``version`` argument), and v1 is used from then on.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import pynvml
 
 from falcon_gpu.sources.nvml.calls import ABSENT, VARIANT_FALLBACK, NvmlCaller, Variant
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
-MEMORY_FALLBACK = VARIANT_FALLBACK | {pynvml.NVML_ERROR_NOT_SUPPORTED}
+MEMORY_FALLBACK: Final = VARIANT_FALLBACK | {pynvml.NVML_ERROR_NOT_SUPPORTED}
 _V1: Variant = ("v1", "nvmlDeviceGetMemoryInfo", {})
 
 
@@ -44,9 +44,7 @@ def read_memory(ctx: DeviceContext) -> Fields:
     variants = nvml.memo.get("memory_info")  # _variants, written out: once per GPU and cycle
     if variants is None:
         variants = _variants(nvml)
-    info = nvml.call_first(
-        ctx.scope, "memory_info", "memory_info", variants, ctx.handle, fallback=MEMORY_FALLBACK
-    )
+    info = ctx.calls.memory_info(ctx.scope, ctx.handle, variants, MEMORY_FALLBACK)
     if info is ABSENT:
         return {}
     total, used, free, reserved = info.total, info.used, info.free, getattr(info, "reserved", None)

@@ -1,7 +1,11 @@
 """Processes on a device: compute, graphics and MPS lists merged, with names and SM share.
 
 Each list is read through the newest process-info generation the binding and
-driver offer (``_v3`` -> ``_v2`` -> plain), probed once. A PID found in several
+driver offer (``_v3`` -> ``_v2`` -> plain), probed once. The lists and the samples are asked through
+``ctx.calls``: on the real bindings one C call each into a buffer the device keeps
+(:class:`~falcon_gpu.sources.nvml.direct.DirectCalls`, where pynvml makes a size probe, the call and
+a Python object per process), on the simulator pynvml's calls; both answer objects with pynvml's
+attribute names. A PID found in several
 lists becomes one :class:`ProcessReading` whose ``types`` names them (merged per
 PID and MIG instance, since one process can use several instances).
 
@@ -264,8 +268,8 @@ def list_processes(
     needs the lists before it) and merged compute, graphics, MPS (the order of the readings and
     of a process's types)."""
     nvml, slow, now = ctx.nvml, ctx.slow, ctx.timestamp
-    call_first = nvml.call_first
-    compute = call_first(scope, _COMPUTE_FIELD, _COMPUTE_FIELD, _COMPUTE_VARIANTS, handle)
+    ask = ctx.calls.process_list
+    compute = ask(scope, _COMPUTE_FIELD, _COMPUTE_VARIANTS, handle)
     memo = nvml.memo
     steady: dict[str, _Steady] | None = memo.get(_STEADY)
     if steady is None:
@@ -282,12 +286,11 @@ def list_processes(
         listed = _merge(entries, "compute", _COMPUTE_ALONE, compute)
         mps_may_run, compute_pids = _compute_pids(ctx, scope, compute)
     mps = slow.gated(
-        nvml, now, scope, _MPS_FIELD, call_first, scope, _MPS_FIELD, _MPS_FIELD, _MPS_VARIANTS, handle,
+        nvml, now, scope, _MPS_FIELD, ask, scope, _MPS_FIELD, _MPS_VARIANTS, handle,
         in_use=mps_may_run, idle=_no_clients,
     )  # fmt: skip
     graphics = slow.gated(
-        nvml, now, scope, _GRAPHICS_FIELD, call_first, scope, _GRAPHICS_FIELD, _GRAPHICS_FIELD,
-        _GRAPHICS_VARIANTS, handle,
+        nvml, now, scope, _GRAPHICS_FIELD, ask, scope, _GRAPHICS_FIELD, _GRAPHICS_VARIANTS, handle,
         in_use=_graphics_may_run(ctx, scope, compute_pids, listed, mps, used_memory), idle=_no_clients,
     )  # fmt: skip
     shares = ctx.sm_by_pid
@@ -382,10 +385,7 @@ def _samples(ctx: DeviceContext) -> ProcessSamples:
     scope = ctx.scope
     last_seen = ctx.last_seen_us.get(scope, 0)
     # pynvml raises NVMLError(NVML_SUCCESS) when the driver has no samples at all: also "none".
-    samples = ctx.nvml.call(
-        scope, "process_utilization", "nvmlDeviceGetProcessUtilization", ctx.handle, last_seen,
-        answers=_NO_SAMPLES,
-    )  # fmt: skip
+    samples = ctx.calls.process_samples(scope, ctx.handle, last_seen, _NO_SAMPLES)
     if samples is ABSENT:
         return ProcessSamples(None, True, True)
     now_us = int(ctx.timestamp * 1_000_000)
