@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from falcon_gpu import __version__
 from falcon_gpu.listen import openmetrics
 from falcon_gpu.listen.basic_auth import BasicAuth
 from falcon_gpu.listen.connections import REQUEST_DEADLINE_S, Connection, ConnectionLoop
@@ -38,6 +39,15 @@ most of 1,000 simultaneous scrapes had their SYN dropped and waited seconds for 
 DEFAULT_MAX_CONNECTIONS = 64
 WRITE_CHUNK = 65536
 UNPROTECTED = ("/healthz", "/readyz")
+LANDING_PAGE = (
+    '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>falcon-gpu</title></head><body>\n'
+    f"<h1>falcon-gpu {__version__}</h1>\n<p>NVIDIA GPU and per-pod GPU metrics.</p>\n<ul>\n"
+    '<li><a href="/metrics">/metrics</a>: the latest cycle (Prometheus text or OpenMetrics)</li>\n'
+    '<li><a href="/healthz">/healthz</a>: 200 while cycles run</li>\n'
+    '<li><a href="/readyz">/readyz</a>: 200 once the first cycle is done</li>\n'
+    "</ul>\n</body></html>\n"
+).encode()
+"""``GET /``: where a person who opens the port in a browser finds the endpoints."""
 """Answered without basic authentication: the kubelet's probes carry no credentials, and these
 say only whether cycles run. TLS and client certificates apply to them as to /metrics."""
 
@@ -90,8 +100,7 @@ class _Exchange(BaseHTTPRequestHandler):
     """One request and its answer: the standard library's parser and writer, fed by the loop."""
 
     protocol_version = "HTTP/1.1"
-    server_version = "falcon-gpu"
-    sys_version = ""
+    server_version = f"falcon-gpu/{__version__}"
 
     def __init__(self, conn: Connection, head: bytes, site: Site, deadline: float) -> None:
         self.site = site  # (no socketserver here: the loop read the head, this answers it)
@@ -110,6 +119,11 @@ class _Exchange(BaseHTTPRequestHandler):
             headers.get("Content-Length", "0").strip() not in ("", "0") or "Transfer-Encoding" in headers
         )
         return not self.close_connection and not body_follows  # a body is never read: close
+
+    def version_string(self) -> str:
+        """``Server: falcon-gpu/0.1.0``: the standard library's adds " Python/3.x" (or, without it, a
+        trailing space)."""
+        return self.server_version
 
     def do_GET(self) -> None:
         self._answer(head=False)
@@ -150,6 +164,8 @@ class _Exchange(BaseHTTPRequestHandler):
             ready = latest.ready()
             body = b"ready\n" if ready else b"no cycle has finished yet\n"
             self._send(200 if ready else 503, body, "text/plain; charset=utf-8", head=head)
+        elif path == "/":
+            self._send(200, LANDING_PAGE, "text/html; charset=utf-8", head=head)
         else:
             self._send(404, b"not found: try /metrics, /healthz or /readyz\n", "text/plain", head=head)
 

@@ -222,3 +222,29 @@ def test_healthz_turns_503_when_the_agents_loop_hangs_in_nvml() -> None:
         release.set()
         loop.join(10)
         server.close()
+
+
+def test_the_root_page_links_the_endpoints_and_the_server_header_is_clean(
+    served: tuple[LatestCycle, str],
+) -> None:
+    """A person who opens the port in a browser gets a page, not a 404 (issue 21)."""
+    from html.parser import HTMLParser
+
+    from falcon_gpu import __version__
+
+    _, url = served
+    status, headers, body = get(url + "/")
+    assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
+    links: list[str] = []
+
+    class Links(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            links.extend(v for k, v in attrs if tag == "a" and k == "href" and v)
+
+    Links().feed(body.decode())
+    assert links == ["/metrics", "/healthz", "/readyz"]
+    for link in links:  # every link is a route (503 until the first cycle, never 404)
+        assert get(url + link)[0] in (200, 503)
+    for path in ("/", "/metrics", "/nope"):
+        server = get(url + path)[1]["Server"]
+        assert server == f"falcon-gpu/{__version__}", repr(server)
