@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from falcon_gpu.policies.config import PolicyConfig
+from falcon_gpu.readings.device import BOARD, INTERCONNECT
 from falcon_gpu.settings import Settings
 from falcon_gpu.sinks.config import SinkConfig
 
@@ -140,3 +141,47 @@ def test_every_golden_family_is_in_metrics_md() -> None:
     rows = {m.group(1) for line in _prose(DOCS / "METRICS.md") if (m := _TABLE_KEY.match(line))}
     missing = families - rows
     assert not missing, f"series without a row in docs/METRICS.md: {sorted(missing)}"
+
+
+def _rows(doc: str) -> dict[str, str]:
+    """First-column key -> the whole table row, for every table row of a doc (first row wins)."""
+    out: dict[str, str] = {}
+    for line in _prose(DOCS / doc):
+        if m := _TABLE_KEY.match(line):
+            out.setdefault(m.group(1), line)
+    return out
+
+
+def test_metrics_md_rows_say_what_the_readings_table_says() -> None:
+    """The reference is derived from readings/device.py: each scalar series' row names the NVML
+    call it comes from and the dcgm-exporter name it replaces, as the table declares them."""
+    rows = _rows("METRICS.md")
+    wrong = []
+    for reading in (*BOARD, *INTERCONNECT):
+        if reading.falcon_gpu is None or reading.falcon_gpu.name not in rows:
+            continue
+        row = rows[reading.falcon_gpu.name]
+        wants = [reading.dcgm.name if reading.dcgm else None, reading.nvml.call if reading.nvml else None]
+        wrong += [f"{reading.falcon_gpu.name}: {w}" for w in wants if w and f"`{w}`" not in row]
+    assert not wrong, f"docs/METRICS.md rows that disagree with readings/device.py: {wrong}"
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def test_settings_md_defaults_are_the_models_defaults() -> None:
+    rows = _rows("SETTINGS.md")
+    wrong = []
+    for name, field in Settings.model_fields.items():
+        key = field.alias or name
+        default = field.default
+        if isinstance(default, (bool, int, float, Path)) or (isinstance(default, str) and default):
+            cell = re.split(r"(?<!\\)\|", rows[key])[3]  # columns: key, type, default
+            if _shown(default) not in cell:
+                wrong.append(f"{key}: {_shown(default)} not in {cell.strip()!r}")
+    assert not wrong, f"docs/SETTINGS.md defaults that differ from settings.py: {wrong}"
