@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import typing
 from pathlib import Path
 
@@ -185,3 +187,23 @@ def test_settings_md_defaults_are_the_models_defaults() -> None:
             if _shown(default) not in cell:
                 wrong.append(f"{key}: {_shown(default)} not in {cell.strip()!r}")
     assert not wrong, f"docs/SETTINGS.md defaults that differ from settings.py: {wrong}"
+
+
+def test_readme_kustomization_renders_with_the_image_and_config(tmp_path: Path) -> None:
+    """The README's Kubernetes steps, as written: its kustomization renders the DaemonSet with the
+    user's image and the user's TOML."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: `kubectl kustomize` renders the overlays")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"cat > falcon-gpu-prod/kustomization.yaml <<'EOF'\n(.*?)\nEOF\n", readme, re.S)
+    assert m, "README.md lost its kustomization"
+    (tmp_path / "conf").symlink_to(REPO / "conf")
+    prod = tmp_path / "falcon-gpu-prod"
+    prod.mkdir()
+    (prod / "falcon-gpu.toml").write_text('interval = 17\n[[sinks]]\ntype = "stdout"\n')
+    (prod / "kustomization.yaml").write_text(m.group(1))
+    out = subprocess.run([kubectl, "kustomize", str(prod)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "image: registry.example.com/falcon-gpu:0.1.0" in out.stdout
+    assert "interval = 17" in out.stdout
