@@ -17,6 +17,7 @@ from falcon_gpu.policies.config import PolicyConfig
 from falcon_gpu.readings.device import BOARD, INTERCONNECT
 from falcon_gpu.schemas.falcon_gpu_jobs import SPECS as JOB_RECORD_SPECS
 from falcon_gpu.settings import Settings
+from falcon_gpu.simulator.scenario.parse import parse_scenario
 from falcon_gpu.sinks.config import SinkConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -209,3 +210,17 @@ def test_readme_kustomization_renders_with_the_image_and_config(tmp_path: Path) 
     assert out.returncode == 0, out.stderr
     assert "image: registry.example.com/falcon-gpu:0.1.0" in out.stdout
     assert "interval = 17" in out.stdout
+
+
+def test_scenarios_md_example_is_a_scenario_and_every_number_key_is_listed() -> None:
+    text = (DOCS / "SCENARIOS.md").read_text(encoding="utf-8")
+    example = re.search(r"```json\n(.*?)```", text, re.S)
+    assert example, "docs/SCENARIOS.md lost its example"
+    scenario = parse_scenario(json.loads(example.group(1)))
+    assert scenario.gpus and scenario.gpus[0].processes and scenario.gpus[0].mig
+    rows = _rows("SCENARIOS.md")
+    keys = {
+        f"{r.sim.group}.{r.sim.key}" if r.sim.group else r.sim.key for r in (*BOARD, *INTERCONNECT) if r.sim
+    }
+    missing = keys - set(rows)
+    assert not missing, f"scenario keys without a row in docs/SCENARIOS.md: {sorted(missing)}"
