@@ -16,10 +16,9 @@ BLOCK = re.compile(r"```toml\n(.*?)```", re.S)
 
 def examples() -> list[tuple[str, str]]:
     out = []
-    for doc in ("README.md", "docs/SINKS.md", "docs/ATTRIBUTION.md"):
-        path = ROOT / doc
-        if path.exists():
-            out += [(f"{doc}#{i}", b) for i, b in enumerate(BLOCK.findall(path.read_text()))]
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        doc = path.relative_to(ROOT).as_posix()
+        out += [(f"{doc}#{i}", b) for i, b in enumerate(BLOCK.findall(path.read_text()))]
     out.append(("conf/falcon-gpu.toml", (ROOT / "conf/falcon-gpu.toml").read_text()))
     return out
 
@@ -33,8 +32,10 @@ def test_example_is_valid_configuration(where: str, text: str, tmp_path: Path) -
     assert settings.sinks, where
 
 
-def test_readme_has_an_example_for_every_sink_type() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_docs_have_an_example_for_every_sink_type() -> None:
+    """One copy-paste example per destination, where the README sends users for them."""
+    assert "docs/SINKS.md#copy-paste-examples" in (ROOT / "README.md").read_text()
+    sinks = (ROOT / "docs" / "SINKS.md").read_text()
     for sink_type in ("stdout", "falcon_agent", "falcon_transfer", "pushgateway", "remote_write"):
-        assert f'type = "{sink_type}"' in readme or sink_type == "stdout", sink_type
-    assert "X-Scope-OrgID" in readme and "/openfalcon/push" in readme
+        assert f'type = "{sink_type}"' in sinks or sink_type == "stdout", sink_type
+    assert "X-Scope-OrgID" in sinks and "/openfalcon/push" in sinks
