@@ -106,7 +106,7 @@ class NvmlSource:
         library: NvmlLibrary,
         telemetry: Telemetry,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
         xid: XidWatcher | None = None,
     ) -> None:
         self._nvml = NvmlCaller(library)
