@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.delivery.conftest import ManagedServer, free_port, prom_query, start_prometheus, wait_until
+from tests.delivery.conftest import ManagedServer, free_port, prom_query, wait_until
+from tests.delivery.conftest import prometheus as prometheus  # the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,13 +51,6 @@ class HangingReceiver:
         self.sock.close()
         for conn in self._held:
             conn.close()
-
-
-@pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[ManagedServer]:
-    server = start_prometheus(tmp_path)
-    yield server
-    server.stop()
 
 
 @pytest.fixture
