@@ -112,7 +112,8 @@ def test_stepping_the_wall_clock_back_and_forward_keeps_cycles_health_and_durati
         proc.wait(60)
     text = log.read_text()
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-    assert all(0.3 < g < 2.5 for g in gaps), (gaps, text)
+    # the first cycle waits for the first attribution, the second is on the grid: only from there on
+    assert all(0.3 < g < 2.5 for g in gaps[1:]), (gaps, text)
     assert stamps[3] - stamps[2] < -3000 and stamps[6] - stamps[5] > 3000, stamps  # samples follow the wall
     assert statuses and set(statuses) == {200}, statuses
     assert text.count("the wall clock stepped back by") == 1, text
