@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from falcon_gpu.agent.signals import wait_for
 from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ def run_every(
     loop = _Loop(interval, cycle, telemetry, stop, reload, on_reload)
     thread = threading.Thread(target=loop.run, name="falcon-gpu-cycle", daemon=True)
     thread.start()
-    stop.wait()  # set by a signal handler or another thread; polling it would cost idle CPU
+    wait_for(stop)  # set by a signal handler or another thread
     thread.join(stuck_after)
     if thread.is_alive():
         log.error("a cycle is still running %gs after the stop (NVML not answering?); "

@@ -76,6 +76,8 @@ class Running:
         old.listener, old.sinks = None, [s for s in old.sinks if s not in kept]
         old.close(self._shutdown_timeout(self.loaded))
         new.listener, new.sinks = listener, [*kept, *new.sinks]
+        for view in kept:
+            view.use_interval(settings.interval)
         try:
             new.jobs = job_tracker(new.settings, new.telemetry)
         except ConfigError as exc:

@@ -9,14 +9,20 @@
   (:mod:`falcon_gpu.agent.reload`). Without a reload handler (``top``) SIGHUP keeps its default.
 
 The handlers only set events (and write one line): Python runs them in the main thread between
-two bytecodes, where taking a lock the interrupted code holds would deadlock.
+two bytecodes, where taking a lock the interrupted code holds would deadlock. The kernel may hand a
+signal to any thread, though, and a main thread blocked in ``Event.wait()`` is then not woken: the
+handler would wait until something else woke it (a SIGHUP seen only at the next SIGTERM).
+:func:`wait_for` therefore waits on a socket that the interpreter writes to on every signal
+(:func:`signal.set_wakeup_fd`), whichever thread the kernel chose.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
+import socket
 import threading
 from typing import Any
 
@@ -52,3 +58,28 @@ def install_signals(stop: threading.Event, reload: threading.Event | None = None
     signal.signal(signal.SIGINT, on_stop)
     if reload is not None:
         signal.signal(signal.SIGHUP, on_reload)
+
+
+POLL_S = 0.5
+"""How late the main thread notices ``event`` set by another thread (a signal wakes it at once)."""
+
+
+def wait_for(event: threading.Event) -> None:
+    """Block until ``event`` is set, running signal handlers as soon as a signal arrives (see the
+    module docstring). Outside the main thread (no signal handlers run there) a plain wait."""
+    if threading.current_thread() is not threading.main_thread():
+        event.wait()
+        return
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    try:
+        while not event.is_set():
+            select.select([reader], [], [], POLL_S)  # the handlers run right after it returns
+            with contextlib.suppress(BlockingIOError):
+                reader.recv(4096)
+    finally:
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()

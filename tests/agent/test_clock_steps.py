@@ -29,7 +29,8 @@ import pytest
 from tests.delivery.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+LIBFAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"), Path("/nonexistent"))
+"""Debian's libfaketime, under the machine's multiarch directory."""
 
 
 def scenario(tmp_path: Path) -> Path:

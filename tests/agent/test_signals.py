@@ -113,7 +113,7 @@ def test_sighup_reloads_keeps_a_bad_file_out_and_the_socket_and_spool_stay(
 
         write(config, listen=listen, url=prometheus.url + "/api/v1/write", labels='conf = "two"')
         proc.send_signal(signal.SIGHUP)
-        wait_until(lambda: 'conf="two"' in metrics(port), 30, "the new labels on the same port")
+        wait_until(lambda: 'conf="two"' in metrics(port), 30, f"the new labels on the same port: {log}")
 
         def confs() -> set[str]:
             found = prom_query(prometheus, "falcon_gpu_agent_cycles_total[10m]")
