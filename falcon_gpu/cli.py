@@ -239,7 +239,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             from falcon_gpu.agent.commands import run
 
-            return run(settings, simulate=args.simulate, once=args.once)
+            config = args.config
+            return run(
+                settings,
+                simulate=args.simulate,
+                once=args.once,
+                reload_settings=lambda: load_settings(config, **overrides),
+            )
         if args.command == "stats":
             from falcon_gpu.jobs.stats import stats
 

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from falcon_gpu.agent.cycle import CycleRunner
@@ -101,7 +102,23 @@ def _served_sinks(settings: Settings) -> Settings:
     return settings
 
 
-def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
+def shutdown_timeout(settings: Settings) -> float:
+    """Seconds the sinks get to deliver at shutdown (and at a reload): the longest sink ``timeout``,
+    one request's worth, so a receiver that accepts and never answers holds a shutdown up for
+    ``timeout`` + about a second, not :data:`FLUSH_TIMEOUT`; what is not sent stays spooled.
+    Without network sinks (only alert receivers), :data:`FLUSH_TIMEOUT`."""
+    timeouts = [float(t) for c in settings.sinks if isinstance(t := getattr(c, "timeout", None), int | float)]
+    return min(FLUSH_TIMEOUT, max(timeouts)) if timeouts else FLUSH_TIMEOUT
+
+
+def run(
+    settings: Settings,
+    *,
+    simulate: str | None,
+    once: bool,
+    reload_settings: Callable[[], Settings] | None = None,
+) -> int:
+    """``reload_settings``: how SIGHUP loads the configuration again (None: SIGHUP keeps its default)."""
     rt = build(
         _one_shot_sinks(settings) if once else _served_sinks(settings),
         simulate=simulate,
@@ -110,6 +127,7 @@ def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
         one_shot=once,
     )
     stuck = closed = False
+    running = None
     try:
         if once:
             _prepare_one_shot(rt)
@@ -120,13 +138,17 @@ def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
             for line in lines:
                 print(line, file=sys.stderr)
             return 1 if lines else 0
-        from falcon_gpu.agent.loop import install_stop_signals, run_every, settle_heap
+        from falcon_gpu.agent.loop import run_every, settle_heap
+        from falcon_gpu.agent.reload import Running
+        from falcon_gpu.agent.signals import install_signals
 
-        stop = threading.Event()
-        install_stop_signals(stop)
+        stop, reload = threading.Event(), threading.Event()
+        install_signals(stop, reload if reload_settings is not None else None)
         rt.attributor.start()
         rt.xid.start()
-        runner = _runner(rt, step=max(1, round(settings.interval)))
+        running = Running(
+            settings, rt, lambda r: _runner(r, step=max(1, round(r.settings.interval))), shutdown_timeout
+        )
         settle_heap()
         log.info(
             "falcon-gpu running on node %s every %gs with sinks %s",
@@ -134,11 +156,22 @@ def run(settings: Settings, *, simulate: str | None, once: bool) -> int:
             settings.interval,
             ", ".join(s.name for s in rt.sinks) or "none",
         )
-        stuck = not run_every(settings.interval, runner.run, rt.telemetry, stop)
+        on_reload = None
+        if reload_settings is not None:
+            load, current = reload_settings, running
+
+            def on_reload() -> float:
+                return current.reload(load, simulate=simulate)
+
+        stuck = not run_every(
+            settings.interval, running.cycle, rt.telemetry, stop, reload=reload, on_reload=on_reload
+        )
         return 0
     finally:
+        if running is not None:
+            rt, settings = running.rt, running.loaded
         if not closed:
-            rt.close(FLUSH_TIMEOUT, nvml=not stuck)
+            rt.close(shutdown_timeout(settings) if running is not None else FLUSH_TIMEOUT, nvml=not stuck)
         if stuck:
             _exit_leaving_the_stuck_cycle()
 

@@ -47,7 +47,12 @@ class Attributing(Protocol):
 
 class PolicyEvaluating(Protocol):
     def evaluate(
-        self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution
+        self,
+        snapshot: Snapshot,
+        health: dict[str, HealthReport],
+        attribution: Attribution,
+        *,
+        monotonic: float | None = None,
     ) -> tuple[PolicyStatus, ...]: ...
 
 
@@ -72,8 +77,12 @@ class CycleRunner:
         policies: PolicyEvaluating | None = None,
         clock: Callable[[], float] = time.time,
         jobs: JobTracker | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``labels``: the ``labels`` setting (validated), added to every series."""
+        """``labels``: the ``labels`` setting (validated), added to every series. ``clock`` gives the
+        samples' timestamps; ``monotonic`` what every duration is measured on (job records, throttled
+        seconds, a policy's ``for`` and ``hold_down``, the XID hold), so a step of the wall clock
+        moves timestamps only. A test that drives ``clock`` drives ``monotonic`` with it."""
         self.node, self.step = node, step
         self.labels: Labels = tuple(labels)
         self.node_labels: Labels = (("node", node), *self.labels)
@@ -85,12 +94,14 @@ class CycleRunner:
         self.health = HealthEvaluator()
         self.policies = policies
         self._clock = clock
+        self._monotonic = monotonic
         self.jobs = jobs
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
         self._await_first_attribution()  # not part of the cycle's own time
         started = time.perf_counter()
+        steady = self._monotonic()
         snapshot = self.source.collect(self._clock())
         attribution = Attribution()
         if self.attributor is not None and snapshot.nvml_ok:
@@ -101,15 +112,15 @@ class CycleRunner:
                 log.debug("attribution failure", exc_info=True)
             else:
                 self.telemetry.recovered("attribution", "attribution works again")
-        health = self.health.evaluate(snapshot)
-        jobs = self.jobs.observe(snapshot, attribution, health) if self.jobs is not None else None
+        health = self.health.evaluate(snapshot, monotonic=steady)
+        jobs = self.jobs.observe(snapshot, attribution, health, monotonic=steady) if self.jobs else None
         cycle = CycleData(
             node=self.node,
             step=self.step,
             snapshot=snapshot,
             attribution=attribution,
             health=health,
-            policies=self._evaluate_policies(snapshot, health, attribution),
+            policies=self._evaluate_policies(snapshot, health, attribution, steady),
             telemetry=self.telemetry.view(),
             process_metrics=self.process_metrics,
             node_labels=self.node_labels,
@@ -142,12 +153,12 @@ class CycleRunner:
             log.info("the first attribution took longer than %gs; the first cycle goes out without it", wait)
 
     def _evaluate_policies(
-        self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution
+        self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution, steady: float
     ) -> tuple[PolicyStatus, ...]:
         if self.policies is None:
             return ()
         try:
-            statuses = self.policies.evaluate(snapshot, health, attribution)
+            statuses = self.policies.evaluate(snapshot, health, attribution, monotonic=steady)
         except Exception as exc:  # a bug in a policy must not cost the cycle
             self.telemetry.failing("policies", "policy", f"policy evaluation failed: {exc!r}")
             log.debug("policy failure", exc_info=True)

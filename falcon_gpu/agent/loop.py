@@ -1,47 +1,42 @@
-"""The scheduled loop: an APScheduler 3 interval job that never overlaps itself.
+"""The scheduled loop: one cycle every ``interval`` seconds on the monotonic clock, never overlapping.
 
-A cycle still running when the next is due makes APScheduler skip the new run
-(``max_instances=1``, ``coalesce=True``): the skip is counted as a
-``cycle_overrun`` error instead of queueing cycles behind a slow GPU.
-SIGTERM/SIGINT set a stop event; the loop then lets the running cycle finish,
-but waits for it at most ``stuck_after`` seconds: a cycle stuck in a driver call
-(NVML can block for minutes on a GPU in a bad state) must not keep the sinks from
-flushing before the kubelet's SIGKILL. :func:`run_every` then returns False, and
-no further cycle starts.
+Why not APScheduler (the brief's stack named it): APScheduler 3 computes every next run time from
+the wall clock (``datetime.now()`` plus the interval). Stepping the wall clock back by an hour (NTP
+after a bad RTC, a VM resumed, an operator's ``date -s``) made it wait an hour for the next run, so
+every series and ``/healthz`` went stale for that hour, and nothing restarts an agent that still
+runs. Its triggers and job stores are wall-clock datetimes throughout, so it cannot be pointed at
+``time.monotonic``. The loop it ran is small enough to own: a thread that waits on the monotonic
+clock for the next grid point, runs the cycle, and counts the grid points that passed while a cycle
+was still running (``cycle_overrun``, one skip each) instead of queueing cycles behind a slow GPU.
+
+The wall clock is only read for the samples' timestamps (by the cycle). A step of it (the difference
+between wall and monotonic time moving by more than :data:`STEP_TOLERANCE_S` between two cycles) is
+logged once per step; the cycles go on at their interval.
+
+The stop (``stop`` set by a signal handler or another thread) lets the running cycle finish, but
+waits for it at most ``stuck_after`` seconds: a cycle stuck in a driver call (NVML can block for
+minutes on a GPU in a bad state) must not keep the sinks from flushing before the kubelet's SIGKILL.
+:func:`run_every` then returns False, and no further cycle starts. A ``reload`` event is looked at
+before each cycle: ``on_reload`` runs there, between two cycles, and returns the interval to go on
+with (the reloaded configuration's).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import signal
 import threading
+import time
 from collections.abc import Callable
-from datetime import datetime, timezone
-from typing import Any
 
-from apscheduler.events import (
-    EVENT_JOB_ERROR,
-    EVENT_JOB_EXECUTED,
-    EVENT_JOB_MAX_INSTANCES,
-    EVENT_JOB_MISSED,
-    JobEvent,
-)
-from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.interval import IntervalTrigger
-
+from falcon_gpu.agent.signals import wait_for
 from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-
-def install_stop_signals(stop: threading.Event) -> None:
-    def handler(signum: int, _frame: Any) -> None:
-        log.info("received %s, stopping after the current cycle", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+STUCK_AFTER_S = 10.0
+STEP_TOLERANCE_S = 1.0
+"""A change of wall minus monotonic time below this is not a step (NTP slews both clocks alike)."""
 
 
 def settle_heap() -> None:
@@ -58,7 +53,79 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-STUCK_AFTER_S = 10.0
+class _Loop:
+    """The cycle thread's state: the next due time and the wall clock's offset last seen."""
+
+    def __init__(
+        self,
+        interval: float,
+        cycle: Callable[[], object],
+        telemetry: Telemetry,
+        stop: threading.Event,
+        reload: threading.Event | None,
+        on_reload: Callable[[], float] | None,
+    ) -> None:
+        self.interval, self.cycle, self.telemetry, self.stop = interval, cycle, telemetry, stop
+        self.reload, self.on_reload = reload, on_reload
+        self.offset = time.time() - time.monotonic()
+
+    def run(self) -> None:
+        due = time.monotonic()
+        while not self.stop.is_set():
+            left = due - time.monotonic()
+            if left > 0:
+                self.stop.wait(left)
+                continue
+            self._reload_if_asked()
+            self._watch_wall_clock()
+            self._one()
+            due = self._next_due(due + self.interval)
+
+    def _one(self) -> None:
+        try:
+            self.cycle()
+        except Exception as exc:  # a cycle's bug must not end the loop
+            self.telemetry.failing("cycle", "cycle", f"cycle failed: {exc!r}")
+            log.debug("cycle failure", exc_info=True)
+        else:
+            self.telemetry.recovered("cycle", "cycles work again")
+
+    def _next_due(self, due: float) -> float:
+        """The next grid point after now; each one that passed during the cycle is a skip."""
+        now = time.monotonic()
+        if now < due:
+            self.telemetry.recovered("cycle_overrun", "cycles keep up with the interval again")
+            return due
+        missed = int((now - due) // self.interval) + 1
+        for _ in range(missed):
+            self.telemetry.cycle_skipped()
+            self.telemetry.failing(
+                "cycle_overrun",
+                "cycle_overrun",
+                f"a cycle took longer than the interval ({self.interval}s); skipping runs until it ends",
+            )
+        return due + missed * self.interval
+
+    def _watch_wall_clock(self) -> None:
+        offset = time.time() - time.monotonic()
+        step, self.offset = offset - self.offset, offset
+        if abs(step) >= STEP_TOLERANCE_S:
+            log.warning(
+                "the wall clock stepped %s by %.1f s; cycles keep their %gs interval (they are "
+                "scheduled on the monotonic clock), sample timestamps follow the new wall clock",
+                "forward" if step > 0 else "back",
+                abs(step),
+                self.interval,
+            )
+
+    def _reload_if_asked(self) -> None:
+        if self.reload is None or self.on_reload is None or not self.reload.is_set():
+            return
+        self.reload.clear()
+        try:
+            self.interval = self.on_reload()
+        except Exception as exc:  # a reload's bug keeps the running configuration
+            log.error("reloading the configuration failed: %r; keeping the running configuration", exc)
 
 
 def run_every(
@@ -68,57 +135,20 @@ def run_every(
     stop: threading.Event,
     *,
     stuck_after: float = STUCK_AFTER_S,
+    reload: threading.Event | None = None,
+    on_reload: Callable[[], float] | None = None,
 ) -> bool:
-    """Run ``cycle`` now and then every ``interval`` seconds until ``stop`` is set.
+    """Run ``cycle`` now and then every ``interval`` seconds (monotonic) until ``stop`` is set.
 
-    True when the last cycle finished; False when one was still running
-    ``stuck_after`` seconds after the stop (its thread is left behind)."""
-    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we report skips ourselves, once
-    scheduler = BackgroundScheduler(timezone=timezone.utc)
-    gate = threading.Lock()
-    stopped = False
-
-    def guarded() -> None:
-        with gate:
-            if not stopped:  # a run queued before the stop does not start after it
-                cycle()
-
-    def on_event(event: JobEvent) -> None:
-        if event.code in (EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED):
-            telemetry.cycle_skipped()
-            telemetry.failing(
-                "cycle_overrun",
-                "cycle_overrun",
-                f"a cycle took longer than the interval ({interval}s); skipping runs until it ends",
-                level=logging.WARNING,
-            )
-        elif event.code == EVENT_JOB_EXECUTED:
-            telemetry.recovered("cycle_overrun", "cycles keep up with the interval again")
-        elif event.code == EVENT_JOB_ERROR:
-            telemetry.failing("cycle", "cycle", f"cycle failed: {getattr(event, 'exception', None)!r}")
-
-    scheduler.add_listener(
-        on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED | EVENT_JOB_ERROR | EVENT_JOB_EXECUTED
-    )
-    scheduler.add_job(
-        guarded,
-        IntervalTrigger(seconds=interval),
-        id="cycle",
-        max_instances=1,
-        coalesce=True,
-        misfire_grace_time=max(1, int(interval / 2)),
-        next_run_time=datetime.now(timezone.utc),
-    )
-    scheduler.start()
-    try:
-        stop.wait()  # set by a signal handler or another thread; polling it would cost idle CPU
-    finally:
-        scheduler.shutdown(wait=False)
-        finished = gate.acquire(timeout=stuck_after)
-        stopped = True
-        if finished:
-            gate.release()
-        else:
-            log.error("a cycle is still running %gs after the stop (NVML not answering?); "
-                      "shutting down without it", stuck_after)  # fmt: skip
-    return finished
+    True when the last cycle finished; False when one was still running ``stuck_after`` seconds
+    after the stop (its thread, a daemon, is left behind)."""
+    loop = _Loop(interval, cycle, telemetry, stop, reload, on_reload)
+    thread = threading.Thread(target=loop.run, name="falcon-gpu-cycle", daemon=True)
+    thread.start()
+    wait_for(stop)  # set by a signal handler or another thread
+    thread.join(stuck_after)
+    if thread.is_alive():
+        log.error("a cycle is still running %gs after the stop (NVML not answering?); "
+                  "shutting down without it", stuck_after)  # fmt: skip
+        return False
+    return True

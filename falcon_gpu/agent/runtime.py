@@ -189,7 +189,7 @@ def build(
     sinks: list[Sink] = []
     listener = None
     try:
-        jobs = _job_tracker(settings, telemetry) if with_jobs else None
+        jobs = job_tracker(settings, telemetry) if with_jobs else None
         full = None if isinstance(settings, ResolvedSettings) else settings  # the plugin's have no outputs
         if listen and full is not None and full.listen:
             from falcon_gpu.listen import LatestCycle, open_listener
@@ -287,7 +287,7 @@ def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | N
     )
 
 
-def _job_tracker(settings: Settings | ResolvedSettings, telemetry: Telemetry) -> JobTracker | None:
+def job_tracker(settings: Settings | ResolvedSettings, telemetry: Telemetry) -> JobTracker | None:
     """Raises ConfigError naming ``jobs_dir`` when one the user set cannot be created or written;
     the default one (``/var/lib/…``, not writable for a user trying the agent out) only costs the
     job records, with a warning."""

@@ -63,6 +63,7 @@ from falcon_gpu.delivery.pusher import BatchPusher
 from falcon_gpu.delivery.settings import QueueSettings
 from falcon_gpu.delivery.settle import Settled, Settler, Wording
 from falcon_gpu.delivery.spool import Entry, Spool, SpoolBusy
+from falcon_gpu.delivery.spool_reader import Unreadable
 from falcon_gpu.delivery.state import DeliveryState
 from falcon_gpu.telemetry import Telemetry
 
@@ -113,7 +114,13 @@ class QueuedDelivery(Generic[R, T]):
         telemetry.register_sink(self.name)
         directory = Path(spool_dir) / self.name
         try:
-            self._spool = Spool(directory, spool_max_bytes, on_evict=self._evicted, on_corrupt=self._corrupt)
+            self._spool = Spool(
+                directory,
+                spool_max_bytes,
+                on_evict=self._evicted,
+                on_corrupt=self._corrupt,
+                on_unreadable=self._unreadable,
+            )
         except OSError as exc:
             raise OSError(
                 exc.errno,
@@ -397,3 +404,22 @@ class QueuedDelivery(Generic[R, T]):
     def _corrupt(self, message: str) -> None:
         self._telemetry.error("spool_corrupt")
         log.warning("sink %s: corrupt spool: %s", self.name, message)
+
+    def _unreadable(self, item: Unreadable) -> None:
+        """One segment that cannot be read: counted and logged once (each segment is set
+        aside, so it is not met again), and delivery goes on with the next."""
+        self._telemetry.error("spool_read")
+        where = (
+            f"set it aside as {item.moved_to}"
+            if item.moved_to is not None
+            else "left it in place (it cannot be renamed either) and skip it until the agent restarts"
+        )
+        log.warning(
+            "sink %s: cannot read spool segment %s (%s); %s and go on with the batches after it. "
+            "Its batches are not sent: fix the cause (file owner and mode must let the agent's user "
+            "read it, or the disk reports I/O errors), and delete the file once it is not needed",
+            self.name,
+            item.path,
+            item.reason,
+            where,
+        )

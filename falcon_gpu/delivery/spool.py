@@ -26,6 +26,12 @@ Who does what (the Vector disk-buffer model):
 - Past ``max_bytes`` the oldest segments are deleted and their unsent samples
   reported through ``on_evict`` (counted ``dropped``). A damaged segment is
   reported through ``on_corrupt`` and skipped from the damage on.
+- A segment that cannot be opened or read at all (permission denied, an I/O
+  error, a directory of a segment's name) is set aside by the reader (renamed
+  ``<seq>.seg.unreadable``, or skipped where even that fails) and reported
+  through ``on_unreadable``; everything after it is still delivered. The spool
+  never deletes such a segment, not even for the cap; the one being written is
+  closed, so new batches go to a new segment.
 
 Each record is ``u32 sample count`` + the sink's encoded, ready-to-send body,
 so replay needs no re-encoding. Thread-safe (one lock; the batcher appends
@@ -35,6 +41,7 @@ counts them.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -45,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from falcon_gpu.delivery.segment import Corrupt, Record, read_records, segment_name
-from falcon_gpu.delivery.spool_reader import Position, SpoolReader, list_segments
+from falcon_gpu.delivery.spool_reader import Position, SpoolReader, Unreadable, list_segments, set_aside
 from falcon_gpu.delivery.spool_writer import SpoolWriter
 
 _COUNT = struct.Struct("<I")
@@ -102,12 +109,14 @@ class Spool:
         *,
         on_evict: Callable[[int, str], None],
         on_corrupt: Callable[[str], None],
+        on_unreadable: Callable[[Unreadable], None],
     ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self._dir = directory
         self._max = max_bytes
         self._on_evict = on_evict
         self._on_corrupt = on_corrupt
+        self._on_unreadable = on_unreadable
         self._lock = threading.Lock()
         self._lock_fd: int | None = None  # held from the first append or read until close
         start = self._read_ledger()
@@ -194,18 +203,46 @@ class Spool:
                 return
             if seq == self._writer.active_seq:
                 return  # never the segment being written (at most max_bytes/8, or one batch)
+            if seq in self._reader.set_aside:
+                continue
             path = self._dir / segment_name(seq)
             start = self._reader.offset if seq == self._reader.seq else 0
-            unsent = 0
-            if seq >= self._reader.seq:
-                unsent = sum(
-                    _samples_of(r) for r in read_records(path) if isinstance(r, Record) and r.offset >= start
-                )
             size = path.stat().st_size
+            try:
+                unsent = 0
+                if seq >= self._reader.seq:
+                    unsent = sum(
+                        _samples_of(r)
+                        for r in read_records(path)
+                        if isinstance(r, Record) and r.offset >= start
+                    )
+            except OSError as exc:  # unreadable: set aside, never deleted
+                self._set_aside(seq, exc)
+                continue
             path.unlink()
             self._bytes -= size
             self._reader.skip_to(seq + 1)
             self._on_evict(unsent, f"spool over {self._max} bytes: dropped segment {path.name}")
+
+    def _set_aside(self, seq: int, exc: OSError) -> None:
+        """Segment ``seq`` (not yet reached by the reader) cannot be read: set it aside."""
+        path = self._dir / segment_name(seq)
+        moved = set_aside(path)
+        if moved is None:
+            self._reader.set_aside.add(seq)
+        if seq == self._reader.seq:
+            self._reader.skip_to(seq + 1)
+        self._unreadable(Unreadable(path, exc.strerror or str(exc), moved))
+
+    def _unreadable(self, item: Unreadable) -> None:
+        """Stop counting a set-aside segment in the spool's size; never write to it again."""
+        with contextlib.suppress(OSError):
+            self._bytes = max(0, self._bytes - (item.moved_to or item.path).stat().st_size)
+        active = self._writer.active_seq
+        if active is not None and item.path.name == segment_name(active):
+            with contextlib.suppress(OSError):
+                self._writer.close()  # the next batch starts a new segment
+        self._on_unreadable(item)
 
     # -- reader side --------------------------------------------------------
     def next(self) -> Entry | None:
@@ -221,6 +258,9 @@ class Spool:
                     self._delete_before(self._reader.seq)
                 if isinstance(item, Corrupt):
                     self._on_corrupt(f"{item.reason} at offset {item.offset}: skipping the rest of it")
+                    continue
+                if isinstance(item, Unreadable):
+                    self._unreadable(item)
                     continue
                 if item is None:
                     return None
@@ -244,6 +284,8 @@ class Spool:
         for old in list_segments(self._dir):
             if old >= seq or old == self._writer.active_seq:
                 break
+            if old in self._reader.set_aside:
+                continue
             path = self._dir / segment_name(old)
             try:
                 size = path.stat().st_size

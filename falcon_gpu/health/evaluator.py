@@ -87,8 +87,11 @@ class HealthEvaluator:
         self._state: dict[str, _DeviceState] = {}
         self._hold = xid_hold_seconds
 
-    def evaluate(self, snapshot: Snapshot) -> dict[str, HealthReport]:
-        return {d.uuid: self._device(d, snapshot.timestamp) for d in snapshot.devices}
+    def evaluate(self, snapshot: Snapshot, *, monotonic: float | None = None) -> dict[str, HealthReport]:
+        """``monotonic``: the monotonic clock at the snapshot, what the XID hold is measured on (a step
+        of the wall clock must not end or stretch it); None: the snapshot's timestamp (a replay)."""
+        now = snapshot.timestamp if monotonic is None else monotonic
+        return {d.uuid: self._device(d, now) for d in snapshot.devices}
 
     def _device(self, dev: DeviceReading, now: float) -> HealthReport:
         st = self._state.get(dev.uuid)

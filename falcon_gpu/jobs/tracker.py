@@ -43,6 +43,8 @@ TOTALS_RETENTION = 900.0
 """Longer than the energy ledger keeps an idle counter (600 s), so a container that comes
 back to a GPU continues from the counter's last value instead of counting it twice."""
 MAX_GROUPS = 256
+STEP_TOLERANCE_S = 1.0
+"""A change of wall minus monotonic time below this is no step (NTP slews both clocks alike)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +123,26 @@ class JobTracker:
         self._gpus: dict[str, _GpuState] = {}
         self._since_save = 0
         self._dirty = False
+        self._offset: float | None = None
+        """Wall minus monotonic time at the last cycle (None before the first)."""
 
     @property
     def open_jobs(self) -> int:
         return len(self._open)
 
     def observe(
-        self, snapshot: Snapshot, attribution: Attribution, health: dict[str, HealthReport]
+        self,
+        snapshot: Snapshot,
+        attribution: Attribution,
+        health: dict[str, HealthReport],
+        *,
+        monotonic: float | None = None,
     ) -> JobsUpdate:
-        """One cycle; never raises (a bug here must not cost the cycle its metrics)."""
+        """One cycle; never raises (a bug here must not cost the cycle its metrics). ``monotonic``:
+        the monotonic clock at the snapshot (None: the snapshot's timestamp, a replay)."""
         try:
+            if monotonic is not None:
+                self._follow_wall_clock(snapshot.timestamp - monotonic)
             update = self._observe(snapshot, attribution, health)
         except Exception as exc:
             self._telemetry.failing("jobs", "jobs", f"job records: unexpected error: {exc!r}")
@@ -138,6 +150,20 @@ class JobTracker:
             return NO_JOBS
         self._telemetry.recovered("jobs", "job records work again")
         return update
+
+    def _follow_wall_clock(self, offset: float) -> None:
+        """Durations on the monotonic clock: when the wall clock stepped (its offset from the
+        monotonic clock moved), every open job's times move with it, so that ``end - start`` and the
+        throttled seconds count the time that passed, and ``start``/``end`` read on today's clock."""
+        before, self._offset = self._offset, offset
+        if before is None or abs(offset - before) < STEP_TOLERANCE_S:
+            return
+        step = offset - before
+        for job in self._open.values():
+            job.start += step
+            job.last_seen += step
+        self._totals = {k: (energy, at + step) for k, (energy, at) in self._totals.items()}
+        self._dirty = True  # the agent's loop logs the step
 
     def _observe(
         self, snapshot: Snapshot, attribution: Attribution, health: dict[str, HealthReport]

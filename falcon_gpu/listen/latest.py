@@ -50,6 +50,10 @@ class LatestCycle(Sink):
             self._last = now
 
     # -- state for /readyz and /healthz -------------------------------------
+    def use_interval(self, interval: float) -> None:
+        """A reloaded configuration's ``interval`` (SIGHUP): ``/healthz`` judges cycles by it."""
+        self._interval = interval
+
     def ready(self) -> bool:
         with self._lock:
             return self._last is not None

@@ -82,21 +82,30 @@ class PolicyEngine:
         self._watching: dict[tuple[str, str], bool] = {}
 
     def evaluate(
-        self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution
+        self,
+        snapshot: Snapshot,
+        health: dict[str, HealthReport],
+        attribution: Attribution,
+        *,
+        monotonic: float | None = None,
     ) -> tuple[PolicyStatus, ...]:
+        """``monotonic``: the monotonic clock at the snapshot. ``for``, ``hold_down`` and replay rates
+        are measured on it (a step of the wall clock must neither fire nor resolve an alert); the
+        alerts' ``startsAt``/``endsAt`` are wall-clock times. None: the snapshot's timestamp (a replay)."""
         if not self._policies:
             return ()
         now = snapshot.timestamp
+        steady = now if monotonic is None else monotonic
         out: list[PolicyStatus] = []
         for dev in snapshot.devices:
             gpu = self._gpus.setdefault(dev.uuid, _Gpu())
-            gpu.replays.update(dev.pcie_replays if dev.up else None, now)
+            gpu.replays.update(dev.pcie_replays if dev.up else None, steady)
             for policy in self._policies:
                 if not self._watches(policy, dev):
                     continue
                 verdict = check(policy, dev, health.get(dev.uuid), gpu.replays)
                 track = self._tracks.setdefault((policy.name, dev.uuid), _Track())
-                self._step(policy, track, verdict, dev, attribution, now)
+                self._step(policy, track, verdict, dev, attribution, (now, steady))
                 out.append(PolicyStatus(policy.name, dev.uuid, track.alert is not None, track.violations))
         return tuple(out)
 
@@ -115,23 +124,26 @@ class PolicyEngine:
         verdict: Verdict,
         dev: DeviceReading,
         attribution: Attribution,
-        now: float,
+        at: tuple[float, float],
     ) -> None:
+        """``at``: (wall clock, monotonic clock) of this cycle; the track's times are monotonic."""
+        now, steady = at
         if verdict.holds:
             track.clear_since = None
             if track.alert is None:
                 if track.pending_since is None:
-                    track.pending_since = now
-                if now - track.pending_since >= policy.for_:
+                    track.pending_since = steady
+                if steady - track.pending_since >= policy.for_:
                     track.violations += 1
-                    track.alert = self._fire(policy, verdict, dev, attribution, track.pending_since, now)
+                    since = now - (steady - track.pending_since)  # when it began, on the wall clock
+                    track.alert = self._fire(policy, verdict, dev, attribution, since, now)
             return
         track.pending_since = None
         if track.alert is None:
             return
         if track.clear_since is None:
-            track.clear_since = now
-        if now - track.clear_since >= policy.hold_down:
+            track.clear_since = steady
+        if steady - track.clear_since >= policy.hold_down:
             resolved = Alert(track.alert.policy, track.alert.labels, track.alert.summary,
                              track.alert.starts_at, ends_at=now)  # fmt: skip
             track.alert = None

@@ -14,8 +14,9 @@ import threading
 from typing import TextIO
 
 from falcon_gpu.agent.commands import _prepare_one_shot, _runner, nvml_report
-from falcon_gpu.agent.loop import install_stop_signals, run_every
+from falcon_gpu.agent.loop import run_every
 from falcon_gpu.agent.runtime import build
+from falcon_gpu.agent.signals import install_signals
 from falcon_gpu.settings import Settings
 from falcon_gpu.top.frame import render
 
@@ -44,7 +45,7 @@ def top(settings: Settings, *, simulate: str | None, once: bool, out: TextIO | N
             stream.flush()
 
         stop = threading.Event()
-        install_stop_signals(stop)
+        install_signals(stop)
         rt.attributor.start()
         rt.xid.start()
         run_every(settings.interval, draw, rt.telemetry, stop)

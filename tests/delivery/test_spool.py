@@ -21,7 +21,13 @@ from falcon_gpu.delivery.spool import Spool, SpoolBusy
 def open_spool(path: Path, max_bytes: int = 1 << 20) -> tuple[Spool, list[tuple[int, str]], list[str]]:
     evicted: list[tuple[int, str]] = []
     corrupt: list[str] = []
-    spool = Spool(path, max_bytes, on_evict=lambda n, m: evicted.append((n, m)), on_corrupt=corrupt.append)
+    spool = Spool(
+        path,
+        max_bytes,
+        on_evict=lambda n, m: evicted.append((n, m)),
+        on_corrupt=corrupt.append,
+        on_unreadable=lambda item: corrupt.append(str(item)),
+    )
     return spool, evicted, corrupt
 
 
@@ -97,7 +103,8 @@ def test_records_survive_sigkill_of_the_writer(tmp_path: Path) -> None:
         import os, signal, sys
         from pathlib import Path
         from falcon_gpu.delivery.spool import Spool, SpoolBusy
-        spool = Spool(Path({str(tmp_path)!r}), 1 << 20, on_evict=lambda n, m: None, on_corrupt=print)
+        spool = Spool(Path({str(tmp_path)!r}), 1 << 20, on_evict=lambda n, m: None, on_corrupt=print,
+                      on_unreadable=print)
         for i in range(50):
             spool.append(3, b"rec-%d" % i)
         print("written", flush=True)
@@ -220,3 +227,28 @@ def test_a_filesystem_without_locks_still_spools(tmp_path: Path, monkeypatch: py
     spool.append(1, b"kept")
     assert drain(spool) == [b"kept"]
     spool.close()
+
+
+def test_an_unreadable_segment_is_set_aside_not_deleted_even_by_the_cap(tmp_path: Path) -> None:
+    """A directory of a segment's name (what no open() can read, even as root): the spool goes on
+    with the segments after it, and neither the reader nor the cap deletes it."""
+    spool, _, _ = open_spool(tmp_path, max_bytes=64 * 1024)  # 8 KiB segments
+    for i in range(24):
+        spool.append(1, f"{i:04d}".encode() + b"z" * 900)
+    spool.close()
+    segments = sorted(p for p in tmp_path.iterdir() if p.suffix == ".seg")
+    lost = {int(r.payload[4:8]) for r in read_records(segments[0]) if isinstance(r, Record)}
+    segments[0].unlink()
+    segments[0].mkdir()
+    (segments[0] / "keep").write_text("still here")
+
+    again, _, problems = open_spool(tmp_path, max_bytes=64 * 1024)
+    got = [int(b[:4]) for b in drain(again)]
+    assert got == [i for i in range(24) if i not in lost]
+    (problem,) = problems
+    assert "Is a directory" in problem and segments[0].name in problem
+    assert (tmp_path / (segments[0].name + ".unreadable") / "keep").read_text() == "still here"
+    for _ in range(100):  # past the cap: only real segments are evicted
+        again.append(1, b"w" * 900)
+    assert (tmp_path / (segments[0].name + ".unreadable") / "keep").exists()
+    again.close()

@@ -53,6 +53,7 @@ def test_the_unit_keeps_what_the_agent_needs() -> None:
     d = directives()
     assert d["ExecStart"] == [f"{INSTALLED} run --config /etc/falcon-gpu/falcon-gpu.toml"]
     assert d["Restart"] == ["on-failure"] and d["RestartPreventExitStatus"] == ["2"]
+    assert d["ExecReload"] == ["/bin/kill -HUP $MAINPID"]  # SIGHUP reloads the configuration
     # the spool default lives in the state directory systemd creates for the service
     assert Settings(node="n").spool_dir.parent == Path("/var/lib") / d["StateDirectory"][0]
     assert float(d["TimeoutStopSec"][0]) >= FLUSH_TIMEOUT + STUCK_AFTER_S

@@ -39,9 +39,11 @@ class Run:
     runner: CycleRunner
     recorder: Recorder
     clock: list[float]
+    """[monotonic, wall] seconds of the next cycle."""
 
-    def cycle(self, at: float) -> RenderedCycle:
-        self.clock[0] = at
+    def cycle(self, at: float, *, wall_step: float = 0.0) -> RenderedCycle:
+        """A cycle at monotonic ``at``; the wall clock reads ``at + wall_step`` (a stepped clock)."""
+        self.clock[:] = [at, at + wall_step]
         return self.runner.run()
 
 
@@ -56,7 +58,7 @@ def policy_run(tmp_path: Path, *policies: dict[str, Any]) -> Iterator[Run]:
         engine = PolicyEngine(
             [PolicyConfig.model_validate(p) for p in policies], node="policy-node", notifiers=[recorder]
         )
-        clock = [0.0]
+        clock = [0.0, 0.0]
         runner = CycleRunner(
             node="policy-node",
             step=1,
@@ -66,7 +68,8 @@ def policy_run(tmp_path: Path, *policies: dict[str, Any]) -> Iterator[Run]:
             telemetry=rt.telemetry,
             policies=engine,
             first_attribution_wait=0,
-            clock=lambda: clock[0],
+            clock=lambda: clock[1],
+            monotonic=lambda: clock[0],
         )
         yield Run(runner, recorder, clock)
     finally:

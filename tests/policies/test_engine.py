@@ -95,3 +95,17 @@ def test_the_alert_names_the_gpu_and_its_pod(tmp_path: Path) -> None:
     assert alert.starts_at == 2.0 and "91" in alert.summary and "ml/trainer-0" in alert.summary
     (hot_end,) = [a for a in resolved if dict(a.labels)["uuid"] == HOT]
     assert hot_end.ends_at == 8.0 and hot_end.labels == alert.labels
+
+
+def test_for_and_hold_down_run_on_the_monotonic_clock_across_a_wall_clock_step(tmp_path: Path) -> None:
+    """Issue 19: the wall clock steps forward an hour after cycle 2, back two hours after cycle 8. The
+    alert still fires after ``for`` (not at once) and resolves after ``hold_down``; its times are
+    wall-clock times, its start on the clock of the moment it fired."""
+    policy = {"name": "hot", "temperature_above": 90, "for": 2, "hold_down": 2}
+    steps = [0.0] * 3 + [3600.0] * 6 + [-3600.0] * 3
+    with policy_run(tmp_path, policy) as run:
+        tl = [violation(run.cycle(float(c), wall_step=steps[c]), "hot", HOT) for c in range(12)]
+        fired, resolved = run.recorder.alerts
+    assert firing(tl) == [4, 5, 6, 7, 8, 9]  # as without a step
+    assert fired.starts_at == 3600 + 2 and fired.ends_at is None
+    assert resolved.ends_at == 10 - 3600 and resolved.starts_at == fired.starts_at

@@ -43,7 +43,7 @@ class NvmlSession:
         self,
         caller: NvmlCaller,
         telemetry: Telemetry,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
         *,
         initial_delay: float = INITIAL_DELAY_S,
         max_delay: float = MAX_DELAY_S,

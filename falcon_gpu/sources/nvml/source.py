@@ -113,7 +113,7 @@ class NvmlSource:
         library: NvmlLibrary,
         telemetry: Telemetry,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
         xid: XidWatcher | None = None,
         one_shot: bool = False,
     ) -> None:

@@ -1,0 +1,85 @@
+"""What the agent does on each signal, as Prometheus and node_exporter do.
+
+- SIGTERM, SIGINT: stop after the running cycle (waited for at most ``stuck_after``), then close:
+  sinks get their ``timeout`` to deliver what is pending (what is left stays spooled), so a
+  hanging receiver holds the shutdown up for ``timeout`` + about a second, not more.
+- A second SIGINT (Ctrl-C again): exit at once (status 130), leaving the spool as it is.
+- SIGHUP (``run`` only): reload the configuration between two cycles; a file that does not load
+  keeps the running configuration (logged), the ``listen`` socket and the spools stay
+  (:mod:`falcon_gpu.agent.reload`). Without a reload handler (``top``) SIGHUP keeps its default.
+
+The handlers only set events (and write one line): Python runs them in the main thread between
+two bytecodes, where taking a lock the interrupted code holds would deadlock. The kernel may hand a
+signal to any thread, though, and a main thread blocked in ``Event.wait()`` is then not woken: the
+handler would wait until something else woke it (a SIGHUP seen only at the next SIGTERM).
+:func:`wait_for` therefore waits on a socket that the interpreter writes to on every signal
+(:func:`signal.set_wakeup_fd`), whichever thread the kernel chose.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import threading
+from typing import Any
+
+INTERRUPTED = 130
+"""The exit status of a second SIGINT (128 + SIGINT), as a shell reports it."""
+
+
+def _say(text: str) -> None:
+    """One line on stderr without the logging module's locks (a signal handler may interrupt them)."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"falcon-gpu: {text}\n".encode())
+
+
+def install_signals(stop: threading.Event, reload: threading.Event | None = None) -> None:
+    """Install the handlers (main thread only)."""
+
+    def on_stop(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if stop.is_set():
+            if signum == signal.SIGINT:
+                _say("second SIGINT, exiting at once (the spool keeps what was not sent)")
+                os._exit(INTERRUPTED)
+            return
+        _say(f"received {name}, stopping after the current cycle")
+        stop.set()
+
+    def on_reload(_signum: int, _frame: Any) -> None:
+        assert reload is not None
+        _say("received SIGHUP, reloading the configuration before the next cycle")
+        reload.set()
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    if reload is not None:
+        signal.signal(signal.SIGHUP, on_reload)
+
+
+POLL_S = 0.5
+"""How late the main thread notices ``event`` set by another thread (a signal wakes it at once)."""
+
+
+def wait_for(event: threading.Event) -> None:
+    """Block until ``event`` is set, running signal handlers as soon as a signal arrives (see the
+    module docstring). Outside the main thread (no signal handlers run there) a plain wait."""
+    if threading.current_thread() is not threading.main_thread():
+        event.wait()
+        return
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    try:
+        while not event.is_set():
+            select.select([reader], [], [], POLL_S)  # the handlers run right after it returns
+            with contextlib.suppress(BlockingIOError):
+                reader.recv(4096)
+    finally:
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
