@@ -30,6 +30,7 @@ from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:  # the plugin's path never imports pydantic (the settings and policy models)
     from falcon_gpu.attribution import Attributor
+    from falcon_gpu.delivery.redactor import LogRedactor
     from falcon_gpu.jobs.tracker import JobTracker
     from falcon_gpu.listen.server import ListenServer
     from falcon_gpu.policies.engine import PolicyEngine
@@ -47,8 +48,8 @@ class Runtime:
     """The agent's parts, built by :func:`build` (a plain class: nothing generated at import)."""
 
     __slots__ = (
-        "attributor", "host", "jobs", "library", "listener", "policies", "settings", "sinks", "source",
-        "telemetry", "xid",
+        "attributor", "host", "jobs", "library", "listener", "policies", "redactor", "settings", "sinks",
+        "source", "telemetry", "xid",
     )  # fmt: skip
 
     def __init__(
@@ -64,6 +65,7 @@ class Runtime:
         policies: PolicyEngine | None = None,
         jobs: JobTracker | None = None,
         listener: ListenServer | None = None,
+        redactor: LogRedactor | None = None,
     ) -> None:
         self.settings = settings
         """``ResolvedSettings`` for the plugin: no sinks, policies or listen endpoint."""
@@ -78,6 +80,12 @@ class Runtime:
         self.policies = policies
         self.jobs = jobs
         self.listener = listener
+        self.redactor = redactor
+        """On the log handlers while this runtime lives (see :mod:`falcon_gpu.delivery.redactor`)."""
+
+    def scrub(self, text: str) -> str:
+        """``text`` without the configured secrets: for what a command prints rather than logs."""
+        return self.redactor.scrub(text) if self.redactor is not None else text
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
@@ -97,6 +105,8 @@ class Runtime:
             _quietly("nvml", self.source.close if self.source else None)
         if self.host is not None:
             _quietly("simulated host", self.host.stop)
+        if self.redactor is not None:  # last: closing parts log too
+            self.redactor.uninstall()
 
 
 def _close_all(parts: list[tuple[str, Callable[[float], None]]], timeout: float) -> None:
@@ -174,9 +184,10 @@ def build(
             )
     sinks: list[Sink] = []
     listener = None
+    full = None if isinstance(settings, ResolvedSettings) else settings  # the plugin's have no outputs
+    redactor = _redactor(full) if full is not None else None
     try:
         jobs = _job_tracker(settings, telemetry) if with_jobs else None
-        full = None if isinstance(settings, ResolvedSettings) else settings  # the plugin's have no outputs
         if listen and full is not None and full.listen:
             from falcon_gpu.listen import LatestCycle, open_listener
 
@@ -212,12 +223,29 @@ def build(
         _close_all([(f"sink {s.name}", s.close) for s in sinks], 1.0)
         if host is not None:
             host.stop()
+        if redactor is not None:
+            redactor.uninstall()
         raise
     if listener is not None:
         listener.start()
     return Runtime(
-        settings, telemetry, library, source, xid, attributor, sinks, host, policies, jobs, listener
+        settings, telemetry, library, source, xid, attributor, sinks, host, policies, jobs, listener, redactor
     )
+
+
+def _redactor(settings: Settings) -> LogRedactor:
+    """Built from the settings' secrets and on the log handlers before any part that may log one."""
+    from falcon_gpu.delivery.redactor import LogRedactor
+    from falcon_gpu.delivery.secrets import url_secrets
+    from falcon_gpu.sinks.config import sink_secrets
+
+    values, files = sink_secrets(settings.sinks)
+    for policy in settings.policies:
+        for url in (*policy.alertmanager, *([policy.webhook] if policy.webhook else [])):
+            values += url_secrets(url)
+    redactor = LogRedactor(values, files)
+    redactor.install()
+    return redactor
 
 
 def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | None:
