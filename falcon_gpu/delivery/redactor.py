@@ -8,8 +8,8 @@ loggers' included, at every level), built from the settings' secret values: head
 query values and user info, basic-auth passwords and the contents of the secret files (read
 again when a file is rotated). ``doctor`` passes its output through the same object.
 
-A value shorter than :data:`MIN_LENGTH` is not hidden: it would blank out unrelated text in
-every line (a header ``X-Tenant: a``) and hides nothing worth a name.
+A header or query value shorter than :data:`~.secrets.MIN_LENGTH` is not hidden (it would blank
+out unrelated text in every line); a token, a password or a secret file's content always is.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from pathlib import Path
 
 from falcon_gpu.delivery.secrets import SecretError, SecretFile, scrub
 
-MIN_LENGTH = 4
-
 
 class LogRedactor(logging.Filter):
     """A filter for log handlers that replaces each secret by ``<redacted>`` in the message,
@@ -29,7 +27,7 @@ class LogRedactor(logging.Filter):
 
     def __init__(self, values: Iterable[str] = (), files: Iterable[Path] = ()) -> None:
         super().__init__()
-        self._values = sorted({v for v in values if len(v) >= MIN_LENGTH})
+        self._values = sorted({v for v in values if v})
         self._files = [SecretFile(f) for f in sorted(set(files))]
         self._handlers: list[logging.Handler] = []
 
@@ -43,8 +41,7 @@ class LogRedactor(logging.Filter):
                 value = secret.value()
             except SecretError:  # the transport reports it; nothing of it can be in a line
                 continue
-            if len(value) >= MIN_LENGTH:
-                found.append(value)
+            found.append(value)
         return found
 
     def scrub(self, text: str) -> str:

@@ -25,6 +25,10 @@ from pathlib import Path
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
+MIN_LENGTH = 4
+"""A header or query value shorter than this is not hidden: it would blank out unrelated text in
+every answer and log line (``X-Tenant: a``, ``?job=gpu``) and hides nothing worth a name. Tokens,
+passwords and user info are hidden whatever their length."""
 
 
 def redact_url(url: str) -> str:
@@ -63,7 +67,7 @@ def url_secrets(url: str) -> list[str]:
     found = []
     for pair in parts.query.split("&"):
         value = pair.partition("=")[2]
-        found += [value, unquote_plus(value)]
+        found += [v for v in (value, unquote_plus(value)) if len(v) >= MIN_LENGTH]
     if password:
         pair = f"{unquote(parts.username or '')}:{unquote(password)}"
         found += [password, unquote(password), pair, base64.b64encode(pair.encode()).decode()]
@@ -73,7 +77,7 @@ def url_secrets(url: str) -> list[str]:
 def header_secrets(headers: Mapping[str, str]) -> list[str]:
     """Every value of a header the user configured (an ``X-Api-Key``, a tenant token), and what
     :func:`secrets_of` finds in ``Authorization``; protocol headers' values are left alone."""
-    found = [v for k, v in headers.items() if k.lower() not in PROTOCOL_HEADERS and v]
+    found = [v for k, v in headers.items() if k.lower() not in PROTOCOL_HEADERS and len(v) >= MIN_LENGTH]
     return found + secrets_of(headers)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.delivery.secrets import REDACTED
+from falcon_gpu.delivery.secrets import REDACTED, header_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER_SECRET = "hdr-Secret-7f3a9c"
@@ -143,7 +143,7 @@ def test_the_redactor_covers_arguments_tracebacks_and_a_rotated_secret_file(tmp_
     handler = logging.StreamHandler(stream)
     root = logging.getLogger()
     root.addHandler(handler)
-    redactor = LogRedactor([HEADER_SECRET, "ab"], [token])
+    redactor = LogRedactor([HEADER_SECRET, *header_secrets({"X-Tenant": "ab"})], [token])
     try:
         redactor.install()
         other = logging.getLogger("some.library")
