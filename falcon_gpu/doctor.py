@@ -4,7 +4,8 @@ Prints one row per check (NVML and driver, each GPU with its health, host PID
 visibility, the kubelet socket, log dirs, the spool dir, each sink's write path)
 as ``OK``, ``WARN``, ``FAIL`` or ``SKIP`` (:mod:`falcon_gpu.checks`) and exits 0
 unless something FAILs. Never prints a secret: sinks report through their own
-``check``, which sends a request that changes nothing on the sink's write path.
+``check``, which sends a request that changes nothing on the sink's write path, and every
+row goes through the runtime's log redactor (a server may echo a header or query value).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def collect_rows(settings: Settings, simulate: str | None) -> list[Row]:
             except Exception as exc:
                 ok, detail = False, f"check failed: {type(exc).__name__}"
             rows.append((f"sink {sink.name}", verdict(ok), detail))
-        return rows
+        return [(check, status, rt.scrub(detail)) for check, status, detail in rows]
     finally:
         rt.close(2.0)
 

@@ -20,11 +20,19 @@ bad setting gives the same message on every run, never only on the first (an
 invalid configuration is never cached). The file lives in
 ``$XDG_CACHE_HOME/falcon-gpu`` (else ``~/.cache/falcon-gpu``), mode 0600, one per
 config path; when it cannot be written the plugin just validates every time.
+
+The plugin runs as root under falcon-agent, in a directory another user may own (an
+``XDG_CACHE_HOME`` or a ``HOME`` that sudo kept): the cache directory must be a real
+directory of the running user that no one else can write (else the plugin runs without the
+cache, with a warning), every open and rename goes through its descriptor without following
+a symlink, and the temporary file has a random name created with ``O_EXCL``, so nothing a
+local user plants is ever written through.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -106,50 +114,115 @@ def named_files(settings: Settings) -> list[str]:
     return sorted(set(_paths(settings.model_dump())))
 
 
-def _cache_file(directory: Path, config: Path | None) -> Path:
-    return directory / f"plugin-settings-{_digest([str(config)])[:16]}.json"
+def _cache_name(config: Path | None) -> str:
+    return f"plugin-settings-{_digest([str(config)])[:16]}.json"
 
 
-def read_cached(path: Path, key: str) -> ResolvedSettings | None:
-    """The cached settings when ``key`` and every named file still match and the file is this user's,
-    writable by no one else (a shared ``XDG_CACHE_HOME``); None otherwise."""
+def _untrusted(st: os.stat_result, kind: str) -> str | None:
+    """Why a cache directory or file must not be used (as ssh refuses a ``~/.ssh`` others could
+    write): another user's, or writable by group or others. None when it is this user's alone."""
+    if not (stat.S_ISDIR if kind == "directory" else stat.S_ISREG)(st.st_mode):
+        return f"is not a {kind}"
+    if st.st_uid != os.geteuid():
+        return f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def open_cache_dir(directory: Path) -> int | None:
+    """A descriptor of ``directory`` (made 0700 when missing) that every later open and rename goes
+    through, so a path swapped after the check (a parent another user owns: an ``XDG_CACHE_HOME``
+    or a ``HOME`` that sudo kept) is never followed; None when the cache cannot be used: silently
+    when it cannot be made (the plugin validates every time), with a warning when it is not this
+    user's alone (a symlink, another user's, writable by others)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        with path.open("rb") as fh:
-            st = os.fstat(fh.fileno())
-            if st.st_uid != os.geteuid() or st.st_mode & 0o022:  # another user could have written it
-                return None
-            data = json.load(fh)
-        if data["key"] != key:
-            return None
-        for name, seen in data["files"]:
-            if fingerprint(name) != seen:
-                return None
-        return ResolvedSettings.from_json(data["settings"])
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
+        fd = os.open(directory, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and directory.is_symlink():  # O_DIRECTORY says ENOTDIR
+            _refuse(directory, "is a symbolic link")
+        else:
+            log.debug("settings cache %s not usable: %r", directory, exc)
+        return None
+    problem = _untrusted(os.fstat(fd), "directory")
+    if problem is not None:
+        os.close(fd)
+        _refuse(directory, problem)
+        return None
+    return fd
+
+
+def _refuse(path: Path, problem: str) -> None:
+    log.warning(
+        "settings cache %s %s: validating the settings in full on every run instead; "
+        "remove it or make it this user's alone (chown, chmod 700)", path, problem
+    )  # fmt: skip
+
+
+MAX_BYTES = 1 << 20
+"""A cache file is a few KiB; a larger one is not ours."""
+
+
+def read_cached(directory: int, name: str, key: str) -> ResolvedSettings | None:
+    """The cached settings when ``key`` and every named file still match and the file is this user's,
+    writable by no one else; None otherwise: anything unreadable, malformed or foreign (a JSON
+    nested 100,000 deep included) falls back to full validation, never fails the plugin."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # corrupt or foreign: validate afresh
-        log.debug("settings cache %s unusable: %r", path, exc)
+    except OSError as exc:
+        log.debug("settings cache %s unusable: %r", name, exc)
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            problem = _untrusted(os.fstat(fh.fileno()), "file")
+            if problem is not None:  # replaced by the fresh one this run writes
+                log.warning("settings cache file %s %s: not used, written again", name, problem)
+                return None
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            return None
+        data = json.loads(raw)
+        if data["key"] != key:
+            return None
+        for path, seen in data["files"]:
+            if fingerprint(path) != seen:
+                return None
+        return ResolvedSettings.from_json(data["settings"])
+    except Exception as exc:  # corrupt, too deep, foreign: the cache must never cost more than itself
+        log.debug("settings cache %s unusable: %r", name, exc)
         return None
 
 
-def write_cached(path: Path, key: str, files: list[str], resolved: ResolvedSettings) -> None:
-    """Atomically, readable by this user only; a failure costs only the cache (logged at debug)."""
+def write_cached(directory: int, name: str, key: str, files: list[str], resolved: ResolvedSettings) -> None:
+    """Atomically (a new file, then a rename, both inside ``directory``), readable by this user
+    only; the temporary name is random and created with ``O_EXCL | O_NOFOLLOW``, so nothing
+    planted under it is ever written through. A failure costs only the cache (logged at debug)."""
     body = {
         "key": key,
-        "files": [[name, fingerprint(name)] for name in files],
+        "files": [[path, fingerprint(path)] for path in files],
         "settings": resolved.to_json(),
     }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp = f".{name}.{os.urandom(8).hex()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, flags, 0o600, dir_fd=directory)
+    except OSError as exc:
+        log.debug("settings cache %s not written: %r", name, exc)
+        return
+    try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(body, fh)
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
     except OSError as exc:
-        log.debug("settings cache %s not written: %r", path, exc)
+        log.debug("settings cache %s not written: %r", name, exc)
         with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+            os.unlink(tmp, dir_fd=directory)
 
 
 def plugin_settings(config_file: Path | None, overrides: Mapping[str, Any]) -> ResolvedSettings:
@@ -157,14 +230,31 @@ def plugin_settings(config_file: Path | None, overrides: Mapping[str, Any]) -> R
     (raising ConfigError naming the setting, as :func:`~falcon_gpu.settings.load_settings` does)."""
     config = config_file_in_use(config_file)
     environ = dict(os.environ)
-    directory = cache_dir(environ)
+    path = cache_dir(environ)
     try:
         raw = config.read_bytes() if config is not None else b""
     except OSError:  # full validation says why, naming --config
-        directory = None
+        path = None
+    directory = open_cache_dir(path) if path is not None else None
+    try:
+        return _through(directory, config, raw, config_file, overrides, environ)
+    finally:
+        if directory is not None:
+            os.close(directory)
+
+
+def _through(
+    directory: int | None,
+    config: Path | None,
+    raw: bytes,
+    config_file: Path | None,
+    overrides: Mapping[str, Any],
+    environ: Mapping[str, str],
+) -> ResolvedSettings:
+    name = _cache_name(config)
     key = cache_key(config, raw, overrides, environ) if directory is not None else ""
     if directory is not None:
-        cached = read_cached(_cache_file(directory, config), key)
+        cached = read_cached(directory, name, key)
         if cached is not None:
             return cached
     from falcon_gpu.settings import load_settings
@@ -172,7 +262,7 @@ def plugin_settings(config_file: Path | None, overrides: Mapping[str, Any]) -> R
     settings = load_settings(config_file, **overrides)
     resolved = ResolvedSettings.of(settings)
     if directory is not None and _unchanged(config, raw):
-        write_cached(_cache_file(directory, config), key, named_files(settings), resolved)
+        write_cached(directory, name, key, named_files(settings), resolved)
     return resolved
 
 

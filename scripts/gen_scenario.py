@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Write a synthetic scenario (CONTRACT section 5) of N GPUs and P processes, for benchmarks.
 
-Usage: scripts/gen_scenario.py --gpus 8 --processes 64 [--pods] [--profiling] > node.json
-With ``--pods`` every process gets a pod cgroup, log files and a kubelet allocation; with
+Usage: scripts/gen_scenario.py --gpus 8 --processes 64 [--pods [--pod-count N]] [--profiling] > node.json
+With ``--pods`` every process gets a pod cgroup, log files and a kubelet allocation (its own pod, or
+one of ``--pod-count`` pods that share the processes round robin); with
 ``--profiling`` every GPU answers GPM and has PCIe counters and 18 NVLinks (an H100 SXM).
 """
 
@@ -39,8 +40,10 @@ def profiling(g: int, links: int = 18) -> dict[str, Any]:
 
 
 def scenario(
-    gpus: int, processes: int, pods: bool, with_profiling: bool = False, links: int = 18
+    gpus: int, processes: int, pods: bool, with_profiling: bool = False, links: int = 18, pod_count: int = 0
 ) -> dict[str, Any]:
+    """``pod_count``: process ``p`` runs in pod ``p % pod_count`` (one container each); 0: a pod
+    per process."""
     rnd = uuidlib.UUID(int=0x5EED)
     devices: list[dict[str, Any]] = []
     host: dict[str, Any] = {"proc": {}, "pod_resources": [], "log_containers": [], "log_pods": []}
@@ -94,13 +97,18 @@ def scenario(
             }
         )
         if pods:
-            puid = str(uuidlib.UUID(int=rnd.int + 1000 + p))
-            cid = f"{p:064x}"
-            pod, ns = f"job-{p}", "bench"
+            k = p % pod_count if pod_count else p
+            puid = str(uuidlib.UUID(int=rnd.int + 1000 + k))
+            cid = f"{k:064x}"
+            pod, ns = f"job-{k}", "bench"
             host["proc"][str(pid)] = {
                 "cgroup": "0::/kubepods.slice/kubepods-burstable.slice/"
                 f"kubepods-burstable-pod{puid.replace('-', '_')}.slice/cri-containerd-{cid}.scope\n"
             }
+            device_id = f"{devices[g]['uuid']}::{p}"
+            if k < len(host["log_pods"]):  # the pod has a process already: one more allocated slice
+                host["pod_resources"][k]["containers"][0]["devices"][0]["device_ids"].append(device_id)
+                continue
             host["log_containers"].append(f"{pod}_{ns}_main-{cid}.log")
             host["log_pods"].append(f"{ns}_{pod}_{puid}")
             host["pod_resources"].append(
@@ -111,10 +119,7 @@ def scenario(
                         {
                             "name": "main",
                             "devices": [
-                                {
-                                    "resource_name": "nvidia.com/gpu.shared",
-                                    "device_ids": [f"{devices[g]['uuid']}::{p}"],
-                                }
+                                {"resource_name": "nvidia.com/gpu.shared", "device_ids": [device_id]}
                             ],
                         }
                     ],
@@ -132,8 +137,9 @@ def main() -> int:
     ap.add_argument("--processes", type=int, default=64)
     ap.add_argument("--pods", action="store_true")
     ap.add_argument("--profiling", action="store_true")
+    ap.add_argument("--pod-count", type=int, default=0, help="with --pods: this many pods share them")
     a = ap.parse_args()
-    json.dump(scenario(a.gpus, a.processes, a.pods, a.profiling), sys.stdout, indent=1)
+    json.dump(scenario(a.gpus, a.processes, a.pods, a.profiling, pod_count=a.pod_count), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 

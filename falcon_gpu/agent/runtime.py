@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the plugin's path never imports pydantic (the settings and 
     import tempfile
 
     from falcon_gpu.attribution import Attributor
+    from falcon_gpu.delivery.redactor import LogRedactor
     from falcon_gpu.jobs.tracker import JobTracker
     from falcon_gpu.listen.server import ListenServer
     from falcon_gpu.policies.engine import PolicyEngine
@@ -50,7 +51,8 @@ class Runtime:
     """The agent's parts, built by :func:`build` (a plain class: nothing generated at import)."""
 
     __slots__ = (
-        "attributor", "host", "jobs", "library", "listener", "policies", "scratch", "settings", "sinks",
+        "attributor", "host", "jobs", "library", "listener", "policies", "redactor", "scratch", "settings",
+        "sinks",
         "source", "telemetry", "xid",
     )  # fmt: skip
 
@@ -68,6 +70,7 @@ class Runtime:
         jobs: JobTracker | None = None,
         listener: ListenServer | None = None,
         scratch: tempfile.TemporaryDirectory[str] | None = None,
+        redactor: LogRedactor | None = None,
     ) -> None:
         self.settings = settings
         """``ResolvedSettings`` for the plugin: no sinks, policies or listen endpoint."""
@@ -84,6 +87,12 @@ class Runtime:
         self.listener = listener
         self.scratch = scratch
         """A simulated node's spool and job records (removed at close): never a real node's paths."""
+        self.redactor = redactor
+        """On the log handlers while this runtime lives (see :mod:`falcon_gpu.delivery.redactor`)."""
+
+    def scrub(self, text: str) -> str:
+        """``text`` without the configured secrets: for what a command prints rather than logs."""
+        return self.redactor.scrub(text) if self.redactor is not None else text
 
     def close(self, timeout: float = 10.0, *, nvml: bool = True) -> None:
         """``nvml=False``: leave NVML alone (a cycle is stuck inside it; nvmlShutdown would
@@ -105,6 +114,8 @@ class Runtime:
             _quietly("simulated host", self.host.stop)
         if self.scratch is not None:
             _quietly("simulated node's spool", self.scratch.cleanup)
+        if self.redactor is not None:  # last: closing parts log too
+            self.redactor.uninstall()
 
 
 def _close_all(parts: list[tuple[str, Callable[[float], None]]], timeout: float) -> None:
@@ -188,9 +199,10 @@ def build(
             )
     sinks: list[Sink] = []
     listener = None
+    full = None if isinstance(settings, ResolvedSettings) else settings  # the plugin's have no outputs
+    redactor = _redactor(full) if full is not None else None
     try:
         jobs = job_tracker(settings, telemetry) if with_jobs else None
-        full = None if isinstance(settings, ResolvedSettings) else settings  # the plugin's have no outputs
         if listen and full is not None and full.listen:
             from falcon_gpu.listen import LatestCycle, open_listener
 
@@ -234,11 +246,25 @@ def build(
             host.stop()
         if scratch is not None:
             scratch.cleanup()
+        if redactor is not None:
+            redactor.uninstall()
         raise
     if listener is not None:
         listener.start()
     return Runtime(
-        settings, telemetry, library, source, xid, attributor, sinks, host, policies, jobs, listener, scratch
+        settings,
+        telemetry,
+        library,
+        source,
+        xid,
+        attributor,
+        sinks,
+        host,
+        policies,
+        jobs,
+        listener,
+        scratch=scratch,
+        redactor=redactor,
     )
 
 
@@ -271,6 +297,21 @@ def _sink_configs(settings: Settings) -> list[Any]:
         return list(settings.sinks)
     log.info("no sinks configured: each cycle is written to stdout ([[sinks]] or listen replace it)")
     return list(settings.sinks)
+
+
+def _redactor(settings: Settings) -> LogRedactor:
+    """Built from the settings' secrets and on the log handlers before any part that may log one."""
+    from falcon_gpu.delivery.redactor import LogRedactor
+    from falcon_gpu.delivery.secrets import url_secrets
+    from falcon_gpu.sinks.config import sink_secrets
+
+    values, files = sink_secrets(settings.sinks)
+    for policy in settings.policies:
+        for url in (*policy.alertmanager, *([policy.webhook] if policy.webhook else [])):
+            values += url_secrets(url)
+    redactor = LogRedactor(values, files)
+    redactor.install()
+    return redactor
 
 
 def _policy_engine(settings: Settings, telemetry: Telemetry) -> PolicyEngine | None:

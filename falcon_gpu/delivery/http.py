@@ -30,14 +30,20 @@ import email.utils
 import logging
 import time
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 import requests
 
 from falcon_gpu.delivery import deadline
 from falcon_gpu.delivery import headers as header_rules
 from falcon_gpu.delivery.outcome import DeliveryError, PermanentError, RetryableError, truncate
-from falcon_gpu.delivery.secrets import SecretError, SecretFile, redact_url, scrub, secrets_of
+from falcon_gpu.delivery.secrets import (
+    SecretError,
+    SecretFile,
+    header_secrets,
+    redact_url,
+    scrub,
+    url_secrets,
+)
 from falcon_gpu.delivery.settings import HttpSettings
 
 log = logging.getLogger("falcon_gpu.delivery")
@@ -58,9 +64,11 @@ def parse_retry_after(value: str | None) -> float | None:
 
 
 def answer_text(response: requests.Response) -> str:
-    """The server's answer, safe to log: the secrets the request carried (a server may
-    echo its ``Authorization`` header) replaced by ``<redacted>``."""
-    return scrub(response.text, secrets_of(response.request.headers))
+    """The server's answer, safe to log: the secrets the request carried (a server may echo
+    its headers or URL: ``Authorization``, an ``X-Api-Key``, a ``?api_key=``) replaced by
+    ``<redacted>``."""
+    request = response.request
+    return scrub(response.text, header_secrets(request.headers) + url_secrets(request.url or ""))
 
 
 def classify(response: requests.Response, what: str) -> None:
@@ -123,10 +131,7 @@ class HttpTransport:
             all_headers = {**self._headers, **(headers or {}), **self._auth_headers()}
         except SecretError as exc:
             raise RetryableError(str(exc)) from None
-        hidden = secrets_of(all_headers)
-        password = urlsplit(url).password  # requests sends URL user info as basic auth
-        if password:
-            hidden.append(password)
+        hidden = header_secrets(all_headers) + url_secrets(url)
         with deadline.deadline(self._timeout) as limit:
             try:
                 # no redirects: requests would turn a redirected POST into a GET and report success
@@ -164,7 +169,7 @@ class HttpTransport:
         elif status in (404, 405):
             fix = "wrong path: check url (see docs/SINKS.md for each sink's path)"
         else:
-            fix = truncate(response.text)
+            fix = truncate(answer_text(response))
         return False, f"{shown} answered HTTP {status} to {method}: {fix}"
 
     def close(self) -> None:

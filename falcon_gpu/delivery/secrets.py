@@ -6,7 +6,8 @@ identity (inode, mtime, size) changes; :class:`SecretFile` checks it with one
 ``str`` or error messages. :func:`redact_url` hides the password a URL may carry
 (``https://user:pass@host/...``, which requests sends as basic auth) before the
 URL goes into a message, and :func:`scrub` removes the secrets a request carried
-from a server's answer or an exception text (a server may echo them back).
+(:func:`url_secrets`, :func:`header_secrets`) from a server's answer or an exception
+text (a server may echo them back). :mod:`.redactor` does the same for every log line.
 
 A secret file is read as UTF-8 with a byte-order mark (editors on Windows add
 one) and surrounding whitespace (the newline ``echo`` adds) stripped: neither is
@@ -21,9 +22,13 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
+MIN_LENGTH = 4
+"""A header or query value shorter than this is not hidden: it would blank out unrelated text in
+every answer and log line (``X-Tenant: a``, ``?job=gpu``) and hides nothing worth a name. Tokens,
+passwords and user info are hidden whatever their length."""
 
 
 def redact_url(url: str) -> str:
@@ -42,10 +47,44 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts)
 
 
+PROTOCOL_HEADERS = frozenset(
+    ("accept", "accept-encoding", "connection", "content-encoding", "content-length", "content-type",
+     "user-agent", "x-prometheus-remote-write-version")
+)  # fmt: skip
+"""Headers the agent or requests set for the protocol: their values are never secrets (and
+hiding ``gzip`` or ``application/x-protobuf`` would blank out a server's useful answer)."""
+
+
+def url_secrets(url: str) -> list[str]:
+    """What a URL carries that only the user knows: every query value (raw and decoded: a
+    server may echo either), the user info's password, ``user:password`` and its base64 (requests
+    sends it as basic auth)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return [url]
+    found = []
+    for pair in parts.query.split("&"):
+        value = pair.partition("=")[2]
+        found += [v for v in (value, unquote_plus(value)) if len(v) >= MIN_LENGTH]
+    if password:
+        pair = f"{unquote(parts.username or '')}:{unquote(password)}"
+        found += [password, unquote(password), pair, base64.b64encode(pair.encode()).decode()]
+    return [f for f in found if f]
+
+
+def header_secrets(headers: Mapping[str, str]) -> list[str]:
+    """Every value of a header the user configured (an ``X-Api-Key``, a tenant token), and what
+    :func:`secrets_of` finds in ``Authorization``; protocol headers' values are left alone."""
+    found = [v for k, v in headers.items() if k.lower() not in PROTOCOL_HEADERS and len(v) >= MIN_LENGTH]
+    return found + secrets_of(headers)
+
+
 def secrets_of(headers: Mapping[str, str]) -> list[str]:
     """The secret strings a request's ``Authorization`` header reveals: the whole value,
     its credentials, and for basic auth the decoded ``user:password`` and the password."""
-    value = headers.get("Authorization", "")
+    value = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
     if not value:
         return []
     found = [value]

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from falcon_gpu.delivery import headers as header_rules
-from falcon_gpu.delivery.secrets import redact_url
+from falcon_gpu.delivery.secrets import header_secrets, redact_url, url_secrets
 from falcon_gpu.delivery.tls import check_ca_file, check_client_cert
 
 MAX_DURATION = 86400.0  # CONTRACT section 2: every duration is > 0 and at most a day
@@ -91,6 +91,12 @@ class _HttpKeys(_TimeoutKey):
     cert_file: Path | None = None
     key_file: Path | None = None
     insecure_skip_verify: bool = False
+
+    def secrets(self) -> tuple[list[str], list[Path]]:
+        """What only the user knows, for the log redactor: header values, the URL's query values
+        and password, and the secret files (their contents are read by the redactor)."""
+        files = [f for f in (self.bearer_token_file, self.basic_auth_password_file) if f is not None]
+        return header_secrets(self.headers) + url_secrets(self.url), files
 
     @field_validator("headers")
     @classmethod
@@ -203,3 +209,15 @@ def types_taking(key: str) -> list[str]:
         for model in typing.get_args(union)
         if key in model.model_fields
     ]
+
+
+def sink_secrets(sinks: typing.Iterable[object]) -> tuple[list[str], list[Path]]:
+    """Every secret value and secret file of the HTTP sinks among ``sinks``."""
+    values: list[str] = []
+    files: list[Path] = []
+    for cfg in sinks:
+        if isinstance(cfg, _HttpKeys):
+            more, more_files = cfg.secrets()
+            values += more
+            files += more_files
+    return values, files

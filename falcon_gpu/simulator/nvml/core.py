@@ -89,8 +89,9 @@ class SimDevice:
         """The cycle ``answers`` are of: the current one, or ``settles`` once past it."""
         self.lost = gpu.lost_at_cycle is not None and gpu.lost_at_cycle <= 0
         """GPU_IS_LOST in the current cycle."""
-        self.samples: dict[int, list[NvmlStruct]] = {}
-        """Per cycle (the last :data:`STAMPS_KEPT`): its process-utilisation samples, built on first ask."""
+        self.samples: dict[int, tuple[int, list[dict[str, int]]]] = {}
+        """Per cycle (the last :data:`STAMPS_KEPT`): its stamp and what its process-utilisation samples
+        say, worked out on first ask (a settled cycle's rows are shared with the others)."""
 
     def enter(self, cycle: int) -> None:
         """The node moved on to ``cycle``: forget this cycle's answers unless they still hold."""

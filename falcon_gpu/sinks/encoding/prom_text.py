@@ -72,9 +72,11 @@ class SeriesText:
         self.limit = limit
         self._lines: dict[str, dict[Labels, tuple[float, str]]] = {}
         self._headers: dict[tuple[str, str, str], str] = {}
-        self._families: dict[str, tuple[Family, str, list[str], list[str]]] = {}
-        """Metric name -> (its last family, that family's text, its lines, each line's text before
-        the value: a changed value is that prefix and the value formatted)."""
+        self._families: dict[str, tuple[Family, str, list[str], list[int]]] = {}
+        """Metric name -> (its last family, that family's text, its lines, where each line's value
+        begins: a changed value is the line up to there and the value formatted). Lengths, not the
+        prefixes themselves: a copy of nearly every line (2.9 MiB of 2,000 pods' text) for one slice
+        per changed value."""
         self._size = 0
 
     def __len__(self) -> int:
@@ -111,17 +113,17 @@ class SeriesText:
             return last[1]
         lines = None
         if last is not None:
-            prefixes = last[3]  # the same label sets (if _follow gives lines): the same prefixes
-            lines = _follow(last[0].series, last[2], prefixes, family.series)
+            cuts = last[3]  # the same label sets (if _follow gives lines): the same prefixes
+            lines = _follow(last[0].series, last[2], cuts, family.series)
         if lines is None:
             lines = []
             self._series_lines(family, lines)
-            prefixes = [line[: line.rindex(" ") + 1] for line in lines]
+            cuts = [line.rindex(" ") + 1 for line in lines]
         text = self.header(family) + "\n" + "\n".join(lines)
         families = self._families
         if len(families) >= self.limit and name not in families:
             families = self._families = {}  # a new dict, as for the lines below
-        families[name] = (family, text, lines, prefixes)
+        families[name] = (family, text, lines, cuts)
         return text
 
     def texts(self, families: tuple[Family, ...]) -> list[str]:
@@ -178,7 +180,7 @@ class SeriesText:
 
 
 def _follow(
-    before: tuple[Series, ...], lines: list[str], prefixes: list[str], series: tuple[Series, ...]
+    before: tuple[Series, ...], lines: list[str], cuts: list[int], series: tuple[Series, ...]
 ) -> list[str] | None:
     """The lines of ``series`` from ``before``'s ``lines``, if both have the same label sets in the same
     order (None otherwise): an equal value keeps its line, a changed one is its prefix (the line up to
@@ -188,12 +190,12 @@ def _follow(
         return None
     out: list[str] = []
     append = out.append
-    for now, then, line, prefix in zip(series, before, lines, prefixes):  # noqa: B905 (hot; lengths checked)
+    for now, then, line, cut in zip(series, before, lines, cuts):  # noqa: B905 (hot; lengths checked)
         labels = now.labels
         if labels is not then.labels and labels != then.labels:
             return None
         value = now.value
-        append(line if value == then.value else prefix + format_value(value))
+        append(line if value == then.value else line[:cut] + format_value(value))
     return out
 
 
