@@ -210,29 +210,31 @@ class Podman:
 
 
 def make_base(podman: Podman, version: str) -> None:
-    """python:VERSION and python:VERSION-slim from one Debian minbase root (no compilers in it)."""
+    """python:VERSION and python:VERSION-slim as Docker Hub has them: both Debian with that Python,
+    the full one with a compiler (build-essential), the slim one without."""
     suite = SUITES.get(version)
     if suite is None:
         pytest.skip(f"no Debian release known whose python3 is {version} (add it to SUITES)")
     mirror = debian_mirror()
-    recipe = ["--variant=minbase", f"--include={BASE_PACKAGES}", suite, mirror]
-    key = hashlib.sha256(repr(recipe).encode() + HOST_CA.read_bytes()).hexdigest()[:16]
-    tar = CACHE / f"base-{suite}-{key}.tar"
-    if not tar.exists():
-        for old in CACHE.glob(f"base-{suite}-*.tar"):
-            old.unlink()
-        made = subprocess.run(
-            [tool_or_skip("mmdebstrap"), "--format=tar", *recipe[:2],
-             f"--customize-hook=upload {HOST_CA} {HOST_CA}", suite, str(tar) + ".part", mirror],
-            capture_output=True, timeout=600,
-        )  # fmt: skip
-        if made.returncode != 0:
-            pytest.skip(f"mmdebstrap could not make the base from {mirror}: {made.stderr.decode()[-300:]}")
-        os.replace(str(tar) + ".part", tar)
-    tag = f"localhost/python:{version}"
-    if not podman.has(tag) or podman.inspect(tag).get("Comment") != key:
-        podman("import", "--message", key, str(tar), tag, timeout=300)
-    podman("tag", tag, f"{tag}-slim")
+    for flavour, packages in (("", f"{BASE_PACKAGES},build-essential"), ("-slim", BASE_PACKAGES)):
+        recipe = ["--variant=minbase", f"--include={packages}", suite, mirror]
+        key = hashlib.sha256(repr(recipe).encode() + HOST_CA.read_bytes()).hexdigest()[:16]
+        name = f"base-{suite}{flavour or '-full'}"
+        tar = CACHE / f"{name}-{key}.tar"
+        if not tar.exists():
+            for old in CACHE.glob(f"{name}-*.tar"):
+                old.unlink()
+            made = subprocess.run(
+                [tool_or_skip("mmdebstrap"), "--format=tar", *recipe[:2],
+                 f"--customize-hook=upload {HOST_CA} {HOST_CA}", suite, f"{tar}.part", mirror],
+                capture_output=True, timeout=600,
+            )  # fmt: skip
+            if made.returncode != 0:
+                pytest.skip(f"mmdebstrap could not make a base from {mirror}: {made.stderr.decode()[-300:]}")
+            os.replace(f"{tar}.part", tar)
+        tag = f"localhost/python:{version}{flavour}"
+        if not podman.has(tag) or podman.inspect(tag).get("Comment") != key:
+            podman("import", "--message", key, str(tar), tag, timeout=300)
 
 
 def build_image() -> Built:
