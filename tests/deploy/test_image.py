@@ -5,10 +5,11 @@ offline install of only those wheels, no ``-e``) from the files .dockerignore le
 installed ``falcon-gpu``, so a missing package-data file or dependency fails here too, without Docker.
 
 The podman tests build the Dockerfile itself, unchanged, and run the image's entrypoint from its
-exported filesystem (see the section below). Cold, they take about a minute (mmdebstrap ~40 s, the
-build ~20 s); the base tar and the image are cached under ~/.cache/falcon-gpu-test-image (or
-$FALCON_GPU_IMAGE_CACHE) per Dockerfile + build-context hash, so a rerun takes about 2 s. To empty
-the cache: `umount ~/.cache/falcon-gpu-test-image/storage/overlay; rm -rf ~/.cache/falcon-gpu-test-image`.
+exported filesystem (see the section below). Cold, they take about 3 minutes on 2 cores (two
+mmdebstrap bases ~2 min, the build ~20 s); the base tars and the image are cached under
+~/.cache/falcon-gpu-test-image (or $FALCON_GPU_IMAGE_CACHE) per Dockerfile + build-context hash, so
+a rerun takes about 2 s, and one after a source change about 30 s. To empty the cache, remove it
+(first `umount` its storage/overlay if podman left that mounted).
 """
 
 from __future__ import annotations
@@ -148,21 +149,37 @@ class Built:
     base_size: int
 
 
-def debian_mirror(apt: Path = Path("/etc/apt")) -> str:
-    """The Debian mirror this machine's apt uses (deb822 .sources or one-line .list), so mmdebstrap
-    fetches from where apt already can."""
+def debian_mirror(suite: str, apt: Path = Path("/etc/apt")) -> str:
+    """The mirror this machine's apt fetches SUITE from (deb822 .sources or one-line lists), so
+    mmdebstrap fetches from where apt already can."""
     files = [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*.sources"))]
     files += sorted((apt / "sources.list.d").glob("*.list"))
     for path in (f for f in files if f.is_file()):
         for block in re.split(r"\n\s*\n", path.read_text()):
             uris = re.search(r"^URIs:\s*(\S+)", block, re.M)
             suites = re.search(r"^Suites:(.*)$", block, re.M)
-            if uris and suites and any(s.isalpha() for s in suites[1].split()):
+            if uris and suites and suite in suites[1].split():
                 return uris[1]
-            line = re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+[a-z]+\s", block, re.M)
+            line = re.search(rf"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+{suite}\s", block, re.M)
             if line:
                 return line[1]
     return DEFAULT_MIRROR
+
+
+def test_the_mirror_is_the_one_apt_uses_for_the_suite(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    assert debian_mirror("bookworm", tmp_path) == DEFAULT_MIRROR
+    (tmp_path / "sources.list.d" / "a-node.sources").write_text(
+        "Types: deb\nURIs: https://node.example/x\nSuites: nodistro\nComponents: main\n"
+    )
+    (tmp_path / "sources.list.d" / "b-debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+    )
+    assert debian_mirror("bookworm", tmp_path) == "http://mirror.example/debian"
+    (tmp_path / "sources.list").write_text("# x\ndeb [arch=amd64] http://old.example/debian bookworm main\n")
+    assert debian_mirror("bookworm", tmp_path) == "http://old.example/debian"
+    assert debian_mirror("trixie", tmp_path) == DEFAULT_MIRROR
 
 
 def context_hash() -> str:
@@ -215,7 +232,7 @@ def make_base(podman: Podman, version: str) -> None:
     suite = SUITES.get(version)
     if suite is None:
         pytest.skip(f"no Debian release known whose python3 is {version} (add it to SUITES)")
-    mirror = debian_mirror()
+    mirror = debian_mirror(suite)
     for flavour, packages in (("", f"{BASE_PACKAGES},build-essential"), ("-slim", BASE_PACKAGES)):
         recipe = ["--variant=minbase", f"--include={packages}", suite, mirror]
         key = hashlib.sha256(repr(recipe).encode() + HOST_CA.read_bytes()).hexdigest()[:16]
