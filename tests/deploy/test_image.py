@@ -133,6 +133,7 @@ SUITES = {"3.11": "bookworm", "3.13": "trixie"}  # the Debian release whose pyth
 BASE_PACKAGES = "python3,python3-venv,python3-pip,python-is-python3,ca-certificates,passwd"
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")  # a proxy that re-signs TLS must be trusted inside
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+KEEP = 3  # built images kept in the cache (about 330 MB each, exported)
 ADDED_MB_LIMIT = 120  # what the Dockerfile adds to its base: the venv and the package (69 MB today)
 
 
@@ -254,6 +255,11 @@ def make_base(podman: Podman, version: str) -> None:
             podman("import", "--message", key, str(tar), tag, timeout=300)
 
 
+def last_used(rootfs: Path) -> float:
+    done = rootfs / ".complete"
+    return done.stat().st_mtime if done.exists() else 0.0  # an interrupted export goes first
+
+
 def build_image() -> Built:
     """Build (or find in the cache) the image of the current sources and its exported root."""
     if os.geteuid() != 0:
@@ -280,12 +286,15 @@ def build_image() -> Built:
             assert exported.wait(timeout=300) == 0, "podman export failed"
         finally:
             podman("rm", "-f", container)
-        (rootfs / ".complete").touch()
-    for old in CACHE.glob("rootfs-*"):  # the cache stays one image big
-        if old != rootfs:
-            shutil.rmtree(old, ignore_errors=True)
+    (rootfs / ".complete").touch()  # done, and most recently used
+    # Bounded: the KEEP most recently used images (two checkouts tested in turn don't rebuild, and
+    # one run never removes the image another is running), the oldest dropped.
+    by_use = sorted(CACHE.glob("rootfs-*"), key=last_used, reverse=True)
+    keep = {p.name.removeprefix("rootfs-") for p in by_use[:KEEP]}
+    for old in by_use[KEEP:]:
+        shutil.rmtree(old, ignore_errors=True)
     for line in podman("images", "--format", "{{.Repository}}:{{.Tag}}").split():
-        if line.startswith("localhost/falcon-gpu:test-") and line != tag:
+        if line.startswith("localhost/falcon-gpu:test-") and line.split("test-")[1] not in keep:
             podman("rmi", "-f", line)
     podman("image", "prune", "-f")
     config = podman.inspect(tag)["Config"]
