@@ -2,7 +2,8 @@
 # Set up everything the tests need on a fresh machine, then run all of them:
 # the real servers from Debian (Prometheus, Pushgateway, VictoriaMetrics,
 # Alertmanager, Go for the Open-Falcon transfer peer, tmux for `top`, systemd-analyze
-# for the unit file, faketime for wall-clock steps), a virtualenv with the
+# for the unit file, faketime for wall-clock steps, podman and mmdebstrap to build the Dockerfile
+# from a local Debian base: as root nothing more, no uidmap, fuse-overlayfs or slirp4netns), a virtualenv with the
 # package and its test tools, ruff, mypy, and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 for pair in prometheus:prometheus prometheus-pushgateway:prometheus-pushgateway \
             victoria-metrics:victoria-metrics prometheus-alertmanager:prometheus-alertmanager go:golang-go \
-            tmux:tmux systemd-analyze:systemd faketime:faketime; do
+            tmux:tmux systemd-analyze:systemd faketime:faketime podman:podman mmdebstrap:mmdebstrap; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 if ((${#need_apt[@]})); then
