@@ -110,7 +110,7 @@ def _cells(cells: Sequence[str], widths: Sequence[int], right: Sequence[bool]) -
 
 GPU_HEAD = ("GPU", "MODEL", "UTIL", "MEMORY", "TEMP", "POWER")
 GPU_RIGHT = (False, False, True, True, True, True)
-GPU_ROOM = 2 + len("HEALTH") + len("  +99 pods")  # what a GPU row keeps after its columns
+HEALTH_ROOM = len("FAIL: thermal,power")  # a longer health (a lost GPU's error) is cut first
 
 
 def _gpu_rows(devices: Sequence[DeviceReading], health: dict[str, HealthReport], width: int) -> list[str]:
@@ -125,10 +125,13 @@ def _gpu_rows(devices: Sequence[DeviceReading], health: dict[str, HealthReport],
         )
         for dev in devices
     ]
+    tails = [_health(dev, health.get(dev.uuid)) for dev in devices]
+    # the model gives way to the health after it: that is what an SRE reads the row for
+    room = 2 + min(HEALTH_ROOM, max(map(len, tails), default=0))
     widths = _widths(cells)
     others = sum(widths) - widths[1] + len(widths) - 1
-    widths[1] = min(widths[1], max(MIN_NAME, width - others - GPU_ROOM))
-    tails = ["HEALTH"] + [_health(dev, health.get(dev.uuid)) for dev in devices]
+    widths[1] = min(widths[1], max(MIN_NAME, width - others - room))
+    tails.insert(0, "HEALTH")
     return [f"{_cells(c, widths, GPU_RIGHT)}  {tail}" for c, tail in zip(cells, tails, strict=True)]
 
 

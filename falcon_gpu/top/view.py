@@ -55,7 +55,8 @@ def fit(frame: Frame, height: int | None, offset: int = 0, *, keys: str = KEYS) 
     else:
         page = height - len(head) - rows - 1  # one line says where the window is
         footer = page > 0
-        page = max(0, page if footer else page + 1)
+        if not footer:  # no pod line fits: their header goes too, and the GPU rows come first
+            head, page = head[:2], 0
         start = max(0, min(offset, len(details) - page))
     shown = details[start : start + page]
     lines = list(head)

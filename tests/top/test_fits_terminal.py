@@ -118,13 +118,12 @@ def test_sixteen_gpus_stay_on_screen_and_their_pods_scroll(
 ) -> None:
     width, height = size
     pane = Pane(tmux, sixteen_gpus(tmp_path / "sixteen.json"), size, tmp_path)
-    lines = pane.wait(lambda s: fits(s, width, 16), "16 GPU rows under the header")
-    assert len(lines) <= height
+    # under title, two headers, 16 GPU rows and the line that says so: the pane's own height
+    footer = f"lines 1-{height - 20} of 37 under the GPUs  "
+    lines = pane.wait(lambda s: fits(s, width, 16) and s[-1].startswith(footer), "16 GPU rows, a window")
+    assert len(lines) == height
     # the last GPU's pods are below the window: its row says how many
     assert gpu_rows(lines)[15].endswith("  +2 pods") and "batch/train-15" not in pods(lines)
-    footer = lines[-1]
-    # what is left under title, two headers, 16 GPU rows and this line: the pane's own height
-    assert footer.startswith(f"lines 1-{height - 20} of 37 under the GPUs  "), footer
     seen = pods(lines)
     pane.keys("Down")
     lines = pane.wait(lambda s: s[-1].startswith("lines 2-"), "the window one line down")
