@@ -4,7 +4,8 @@ It builds the runtime as ``run`` does (same NVML source, attribution and health;
 no ``listen``), with per-process attribution on so that processes show under their pods.
 ``--once`` refreshes the lookups synchronously, runs one cycle and prints one frame as wide
 as the terminal (``COLUMNS``, else 80 columns where stdout is no terminal) and, on a terminal,
-no taller than it; piped, it prints every line. Otherwise the loop of ``run``
+no taller than it (pods that do not fit summarised); piped, it prints every line. The live view
+needs a terminal: without one it exits 2 and says to use ``--once``. Otherwise the loop of ``run``
 (:func:`~falcon_gpu.agent.loop.run_every`) runs a cycle every interval and
 :mod:`~falcon_gpu.top.screen` draws it until ``q`` or Ctrl-C.
 """
@@ -44,7 +45,8 @@ def top(settings: Settings, *, simulate: str | None, once: bool, out: TextIO | N
         if once:
             rendered = runner.run()
             size = shutil.get_terminal_size()
-            height = size.lines if stream.isatty() else None
+            # on a terminal one line less: the newline after the last would scroll the title away
+            height = size.lines - 1 if stream.isatty() else None
             view = fit(build(rendered.cycle, size.columns), height, keys=ONCE_KEYS)
             stream.write(_printable(text(view), stream))
             stream.flush()

@@ -44,14 +44,22 @@ def sixteen_gpus(path: Path) -> Path:
 
 
 class Pane:
-    """``falcon-gpu top`` live in a tmux pane of a given size; the shell records its exit status."""
+    """``falcon-gpu top`` in a tmux pane of a given size; the shell records its exit status."""
 
-    def __init__(self, tmux: list[str], scenario: str | Path, size: tuple[int, int], tmp: Path) -> None:
+    def __init__(
+        self,
+        tmux: list[str],
+        scenario: str | Path,
+        size: tuple[int, int],
+        tmp: Path,
+        *,
+        args: str = "--interval 1",
+    ) -> None:
         self.tmux, self.width, self.height, self.rc = tmux, size[0], size[1], tmp / "rc"
         env = " ".join(f"{k}={v}" for k, v in ENV.items())
         command = (
             f"cd {ROOT} && env {env} {sys.executable} -m falcon_gpu top --simulate {scenario} "
-            f"--interval 1; echo $? > {self.rc}; sleep 60"
+            f"{args}; echo $? > {self.rc}; sleep 60"
         )
         subprocess.run(
             [*tmux, "new-session", "-d", "-s", "top", "-x", str(size[0]), "-y", str(size[1]), command],
@@ -176,3 +184,20 @@ def test_a_resized_pane_is_redrawn_to_its_new_size(tmux: list[str], tmp_path: Pa
     lines = pane.wait(lambda s: fits(s, 80, 16) and s[-1].startswith("lines 1-4 "), "the frame at 80x24")
     assert len(lines) == 24 and gpu_rows(lines)[15].endswith("  +2 pods")
     assert pane.quit_status() == "0"
+
+
+def test_once_on_a_terminal_fits_its_height_too(tmux: list[str], tmp_path: Path) -> None:
+    pane = Pane(tmux, sixteen_gpus(tmp_path / "sixteen.json"), (80, 24), tmp_path, args="--once")
+    lines = pane.wait(lambda s: len(s) > 20, "the frame")
+    assert fits(lines, 80, 16) and len(lines) == 23  # the title is still on the screen
+    assert gpu_rows(lines)[15].endswith("  +2 pods") and lines[-1].endswith("(the live view scrolls)")
+    wait_until(lambda: pane.rc.exists() and pane.rc.read_text() != "", 30, "top --once to exit")
+    assert pane.rc.read_text().strip() == "0"
+
+
+def test_the_live_view_without_a_terminal_says_to_use_once() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "falcon_gpu", "top", "--simulate", "shared-gpu"],
+        capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "top --once" in done.stderr and done.stdout == ""
