@@ -70,6 +70,9 @@ def top(settings: Settings, *, simulate: str | None, once: bool, out: TextIO | N
         cycles.start()
         try:
             curses.wrapper(show, latest, stop, settings.interval)
+        except curses.error as exc:  # no terminfo entry for TERM, or a terminal curses cannot drive
+            print(f"falcon-gpu: top cannot draw here ({exc}); `top --once` prints one frame", file=sys.stderr)
+            return 2
         finally:
             stop.set()
             cycles.join(STUCK_AFTER_S + 1)

@@ -54,11 +54,12 @@ class Pane:
         tmp: Path,
         *,
         args: str = "--interval 1",
+        env: dict[str, str] | None = None,
     ) -> None:
         self.tmux, self.width, self.height, self.rc = tmux, size[0], size[1], tmp / "rc"
-        env = " ".join(f"{k}={v}" for k, v in ENV.items())
+        variables = " ".join(f"{k}={v}" for k, v in (ENV | (env or {})).items())
         command = (
-            f"cd {ROOT} && env {env} {sys.executable} -m falcon_gpu top --simulate {scenario} "
+            f"cd {ROOT} && env {variables} {sys.executable} -m falcon_gpu top --simulate {scenario} "
             f"{args}; echo $? > {self.rc}; sleep 60"
         )
         subprocess.run(
@@ -201,3 +202,11 @@ def test_the_live_view_without_a_terminal_says_to_use_once() -> None:
         capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2 and "top --once" in done.stderr and done.stdout == ""
+
+
+def test_a_terminal_curses_does_not_know_exits_2_pointing_at_once(tmux: list[str], tmp_path: Path) -> None:
+    pane = Pane(tmux, "shared-gpu", (80, 24), tmp_path, env={"TERM": "no-such-terminal"})
+    lines = pane.wait(lambda s: "prints one frame" in "\n".join(s), "the message")
+    assert "falcon-gpu: top cannot draw here (setupterm: could not find terminal)" in lines[0]
+    wait_until(lambda: pane.rc.exists() and pane.rc.read_text() != "", 30, "top to exit")
+    assert pane.rc.read_text().strip() == "2"
