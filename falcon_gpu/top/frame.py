@@ -176,7 +176,7 @@ def _other_line(u: UnattributedUsage) -> _Line:
     return _Line("other", cells)
 
 
-def _pod_widths(lines: Iterable[_Line], width: int) -> list[int]:
+def _pod_widths(lines: Sequence[_Line], width: int) -> list[int]:
     """Column widths for the pod table: the content's, the names cut where the width is short."""
     table = [POD_HEAD] + [ln.cells for ln in lines if ln.kind != "process"]
     table += [("", "", *ln.cells[1:], "") for ln in lines if ln.kind == "process"]
