@@ -129,3 +129,28 @@ def test_include_and_exclude_reach_prometheus(prometheus: ManagedServer, tmp_pat
     assert all(
         n.startswith(("falcon_gpu_utilization", "falcon_gpu_temperature", "falcon_gpu_agent_")) for n in names
     )
+
+
+def test_listen_serves_its_own_schema_beside_a_sink_in_another(
+    victoria: ManagedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``listen_schema = "dcgm"`` while the agent's (and the remote_write sink's) schema is
+    falcon_gpu: /metrics has dcgm-exporter's names only, the store the agent's own."""
+    spy = RenderSpy(monkeypatch)
+    body = 'schema = "falcon_gpu"\nlisten = "127.0.0.1:0"\nlisten_schema = "dcgm"'
+    settings = load_settings(write_config(tmp_path, body, [remote_write(victoria.url)]))
+    rt = build(settings, simulate="default", listen=True)
+    try:
+        assert rt.listener is not None
+        runner = _runner(rt, step=1)
+        for _ in range(CYCLES):
+            runner.run()
+        host, port = rt.listener.address
+        page = http_get(f"http://{host}:{port}/metrics").decode()
+    finally:
+        rt.close(15.0)
+    assert spy.calls == {"dcgm": 1, "falcon_gpu": CYCLES}  # listen renders on a scrape: one, of the last
+    served = {line.split()[2] for line in page.splitlines() if line.startswith("# TYPE ")}
+    assert served == {f.name for f in spy.last["dcgm"].families}
+    want_own = {f.name for f in spy.last["falcon_gpu"].families}
+    assert names_in(victoria, want_own) == want_own
