@@ -51,14 +51,18 @@ def family_names_in_use(settings: Settings | ResolvedSettings) -> list[str]:
 
     if isinstance(settings, ResolvedSettings):
         return list(openfalcon.NAMES)
-    schemas = {settings.schema_, *sink_schemas(settings).values()}
+    own = sink_schemas(settings)
+    schemas: set[str] = set()
+    falcon = False
+    for cfg in settings.sinks:
+        if cfg.type in FALCON_SINKS or (cfg.type == "stdout" and getattr(cfg, "format", "") == "falcon"):
+            falcon = True
+        else:
+            schemas.add(own.get(cfg.name, settings.schema_))
+    if settings.listen:
+        schemas.add(own.get("listen", settings.schema_))
     names = [spec.name for schema in sorted(schemas) for spec in registry.specs(schema)]
-    if any(
-        cfg.type in FALCON_SINKS or (cfg.type == "stdout" and getattr(cfg, "format", "") == "falcon")
-        for cfg in settings.sinks
-    ):
-        names += openfalcon.NAMES
-    return names
+    return names + list(openfalcon.NAMES) if falcon else names
 
 
 def selection_warnings(settings: Settings | ResolvedSettings) -> list[str]:

@@ -97,3 +97,19 @@ def test_an_excluded_family_is_not_rendered_at_all() -> None:
     }
     rest = {f.name: f for f in full.families}
     assert all(f.series == rest[f.name].series for f in lean.families)
+
+
+def test_patterns_are_checked_against_the_schemas_the_outputs_read(tmp_path: Path) -> None:
+    """All sinks in dcgm: a falcon_gpu device pattern selects nothing there, so it is warned about;
+    the Open-Falcon names count only where an output sends items."""
+    from falcon_gpu.agent.outputs import selection_warnings
+    from falcon_gpu.settings import load_settings
+
+    text = (
+        '[metrics]\nexclude = ["falcon_gpu_health", "DCGM_FI_DEV_GPU_TEMP", "GPUHealth"]\n'
+        '[[sinks]]\ntype = "remote_write"\nschema = "dcgm"'
+    )
+    warned = selection_warnings(load_settings(_config(tmp_path, text)))
+    assert [w.split(":")[1].split("'")[1] for w in warned] == ["falcon_gpu_health", "GPUHealth"]
+    with_falcon = text + '\n[[sinks]]\ntype = "falcon_agent"'
+    assert len(selection_warnings(load_settings(_config(tmp_path, with_falcon)))) == 1
