@@ -113,3 +113,12 @@ def test_patterns_are_checked_against_the_schemas_the_outputs_read(tmp_path: Pat
     assert [w.split(":")[1].split("'")[1] for w in warned] == ["falcon_gpu_health", "GPUHealth"]
     with_falcon = text + '\n[[sinks]]\ntype = "falcon_agent"'
     assert len(selection_warnings(load_settings(_config(tmp_path, with_falcon)))) == 1
+
+
+def test_excluding_a_whole_group_skips_it_and_keeps_the_rest() -> None:
+    full = {f.name: f for f in falcon_gpu.render(cycle(process_metrics=True)).families}
+    assert "falcon_gpu_pod_info" in full and "falcon_gpu_process_memory_used_bytes" in full
+    lean = falcon_gpu.render(cycle(process_metrics=True), MetricSelection(exclude=["*_pod_*", "*_process_*"]))
+    names = {f.name for f in lean.families}
+    assert names == {n for n in full if "_pod_" not in n and "_process_" not in n}
+    assert all(f.series == full[f.name].series for f in lean.families)
