@@ -148,7 +148,9 @@ class Settings(BaseSettings):
 
     @field_validator("listen_schema")
     @classmethod
-    def _listen_schema(cls, value: str) -> str:
+    def _listen_schema(cls, value: str, info: ValidationInfo) -> str:
+        if value and not info.data.get("listen"):
+            raise ValueError("applies to the 'listen' endpoint, which is not set")
         return registry.check_name(value) if value else value
 
     @field_validator(*NAMED_VALUES, mode="before")

@@ -59,6 +59,7 @@ def test_a_pattern_matching_nothing_warns_with_the_nearest_family(
         ('[metrics]\nincluded = ["x"]', "'metrics.included'"),
         ('schema = "nvidia"', "'schema'"),
         ('listen = "127.0.0.1:0"\nlisten_schema = "dcgn"', "'listen_schema'"),
+        ('listen_schema = "dcgm"', "'listen_schema': applies to the 'listen' endpoint"),
         ('[[sinks]]\ntype = "remote_write"\nschema = "dcgn"', "'sinks.0.remote_write.schema'"),
         ('[[sinks]]\ntype = "falcon_agent"\nschema = "dcgm"', "'sinks.0.falcon_agent.schema'"),
     ],
