@@ -214,5 +214,5 @@ def types_taking(key: str) -> list[str]:
     return [
         typing.get_args(model.model_fields["type"].annotation)[0]
         for model in typing.get_args(union)
-        if key in model.model_fields
+        if key in {field.alias or name for name, field in model.model_fields.items()}
     ]

@@ -61,7 +61,10 @@ def test_a_pattern_matching_nothing_warns_with_the_nearest_family(
         ('listen = "127.0.0.1:0"\nlisten_schema = "dcgn"', "'listen_schema'"),
         ('listen_schema = "dcgm"', "'listen_schema': applies to the 'listen' endpoint"),
         ('[[sinks]]\ntype = "remote_write"\nschema = "dcgn"', "'sinks.0.remote_write.schema'"),
-        ('[[sinks]]\ntype = "falcon_agent"\nschema = "dcgm"', "'sinks.0.falcon_agent.schema'"),
+        (
+            '[[sinks]]\ntype = "falcon_agent"\nschema = "dcgm"',
+            "'sinks.0.falcon_agent.schema': a falcon_agent sink does not take it (stdout, pushgateway",
+        ),
     ],
 )
 def test_a_bad_value_exits_2_naming_the_setting(
