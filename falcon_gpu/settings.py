@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -24,6 +24,7 @@ from pydantic_settings import (
 
 from falcon_gpu.model.text import encodable
 from falcon_gpu.policies.config import PolicyConfig, check_policies
+from falcon_gpu.schemas import registry
 from falcon_gpu.schemas.extra_labels import check_extra_labels
 from falcon_gpu.settings_sources import (
     DEFAULT_CONFIG_FILE,
@@ -37,7 +38,7 @@ from falcon_gpu.sinks.config import SinkConfig, StdoutSinkConfig, keys_of, types
 
 __all__ = ["DEFAULT_CONFIG_FILE", "ConfigError", "Settings", "load_settings", "split_listen"]
 
-NAMED_VALUES = ("schema_", "log_level", "kubernetes")
+NAMED_VALUES = ("schema_", "listen_schema", "log_level", "kubernetes")
 """Settings whose values are names: matched case-insensitively (``--log-level INFO``)."""
 
 
@@ -54,6 +55,23 @@ def split_listen(value: str) -> tuple[str, int]:
 
 def _default_node() -> str:
     return os.environ.get("NODE_NAME") or socket.gethostname()
+
+
+class MetricsTable(BaseModel):
+    """``[metrics]``: fnmatch globs over family names, in every schema (Open-Falcon's too); no
+    ``include`` is every family, ``exclude`` applies after it (:mod:`falcon_gpu.schemas.selection`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    include: list[str] = Field(default_factory=list, description="families kept; empty: all")
+    exclude: list[str] = Field(default_factory=list, description="families dropped from those kept")
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        if any(not p for p in patterns):
+            raise ValueError("an empty pattern matches nothing; remove it")
+        return patterns
 
 
 def _default_sinks() -> list[SinkConfig]:
@@ -84,7 +102,8 @@ class Settings(BaseSettings):
     pod_requests: bool = Field(False, description="read pods' GPU requests from the API server")
     pod_uid: bool = Field(False, description="add pod_uid to pod series")
     process_metrics: bool = False
-    schema_: Literal["falcon_gpu", "dcgm"] = Field("falcon_gpu", alias="schema")
+    schema_: str = Field(registry.DEFAULT, alias="schema", description="the Prometheus schema of every sink")
+    metrics: MetricsTable = Field(default_factory=MetricsTable)
     spool_dir: Path = Path("/var/lib/falcon-gpu/spool")
     spool_max_bytes: int = Field(268435456, ge=1 << 16)
     jobs_dir: Path = Field(Path("/var/lib/falcon-gpu/jobs"), description="per-pod job records (JSON lines)")
@@ -103,6 +122,7 @@ class Settings(BaseSettings):
         description="connections `listen` holds at once; past it the oldest unfinished "
         "request is dropped, or the newcomer refused",
     )
+    listen_schema: str = Field("", description="the Prometheus schema `listen` serves; empty: `schema`")
     web_config_file: Path | None = Field(
         None, description="exporter-toolkit web configuration (TLS, basic auth, headers) for `listen`"
     )
@@ -120,6 +140,18 @@ class Settings(BaseSettings):
         if value is not None and not info.data.get("listen"):
             raise ValueError("applies to the 'listen' endpoint, which is not set")
         return value
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, value: str) -> str:
+        return registry.check_name(value)
+
+    @field_validator("listen_schema")
+    @classmethod
+    def _listen_schema(cls, value: str, info: ValidationInfo) -> str:
+        if value and not info.data.get("listen"):
+            raise ValueError("applies to the 'listen' endpoint, which is not set")
+        return registry.check_name(value) if value else value
 
     @field_validator(*NAMED_VALUES, mode="before")
     @classmethod

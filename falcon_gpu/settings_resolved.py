@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from falcon_gpu.model.record import Record
+from falcon_gpu.schemas import registry
+from falcon_gpu.schemas.selection import MetricSelection
 
 if TYPE_CHECKING:
     from falcon_gpu.settings import Settings
@@ -34,7 +36,7 @@ PATHS = (
 FLAGS = ("pod_requests", "pod_uid", "process_metrics")
 STRING_LISTS = ("gpu_resources", "pod_labels")
 CHOICES: dict[str, tuple[str, ...]] = {
-    "schema_": ("falcon_gpu", "dcgm"),
+    "schema_": registry.NAMES,
     "log_level": ("debug", "info", "warning", "error"),
     "kubernetes": ("auto", "on", "off"),
 }
@@ -58,7 +60,9 @@ class ResolvedSettings(Record):
     pod_requests: bool
     pod_uid: bool
     process_metrics: bool
-    schema_: Literal["falcon_gpu", "dcgm"]
+    schema_: str
+    metrics: MetricSelection
+    """The ``[metrics]`` table (:mod:`falcon_gpu.schemas.selection`): it applies to the plugin's items too."""
     jobs_dir: Path
     log_level: Literal["debug", "info", "warning", "error"]
     kubernetes: Literal["auto", "on", "off"]
@@ -68,7 +72,9 @@ class ResolvedSettings(Record):
     @classmethod
     def of(cls, settings: Settings) -> ResolvedSettings:
         """The plugin's part of validated settings (the one place that maps one to the other)."""
-        return cls(**{name: getattr(settings, name) for name in cls._fields})
+        values = {name: getattr(settings, name) for name in cls._fields}
+        values["metrics"] = MetricSelection(settings.metrics.include, settings.metrics.exclude)
+        return cls(**values)
 
     def model_copy(self, *, update: Mapping[str, Any]) -> ResolvedSettings:
         """As ``Settings.model_copy(update=…)``: the runtime points host paths at a simulated host."""
@@ -79,6 +85,7 @@ class ResolvedSettings(Record):
         for name in PATHS:
             out[name] = str(out[name])
         out["explicit"] = sorted(self.explicit)
+        out["metrics"] = {"include": list(self.metrics.include), "exclude": list(self.metrics.exclude)}
         return out
 
     @classmethod
@@ -92,6 +99,7 @@ class ResolvedSettings(Record):
         values: dict[str, Any] = {name: Path(data[name]) if name in PATHS else data[name] for name in names}
         values["interval"] = float(values["interval"])
         values["explicit"] = frozenset(values["explicit"])
+        values["metrics"] = MetricSelection(data["metrics"]["include"], data["metrics"]["exclude"])
         return cls(**values)
 
 
@@ -108,6 +116,9 @@ def _check(name: str, value: Any) -> None:
         ok = _is_strings(value)
     elif name in CHOICES:
         ok = value in CHOICES[name]
+    elif name == "metrics":
+        tables = cast(dict[str, Any], value) if isinstance(value, dict) else {}
+        ok = sorted(tables) == ["exclude", "include"] and all(map(_is_strings, tables.values()))
     elif name == "interval":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     else:  # labels

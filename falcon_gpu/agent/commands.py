@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from falcon_gpu.agent import outputs
 from falcon_gpu.agent.cycle import CycleRunner
 from falcon_gpu.agent.runtime import Runtime, build
 from falcon_gpu.schemas.extra_labels import as_labels
@@ -33,6 +34,8 @@ the 45 s terminationGracePeriodSeconds of conf/kubernetes/base/daemonset.yaml (w
 
 def _runner(rt: Runtime, *, step: int) -> CycleRunner:
     s = rt.settings
+    for problem in outputs.selection_warnings(s):
+        log.warning("%s", problem)
     return CycleRunner(
         node=s.node,
         step=step,
@@ -41,6 +44,8 @@ def _runner(rt: Runtime, *, step: int) -> CycleRunner:
         sinks=rt.sinks,
         telemetry=rt.telemetry,
         schema=s.schema_,
+        sink_schemas=outputs.sink_schemas(s),
+        selection=outputs.selection_of(s),
         process_metrics=s.process_metrics,
         labels=as_labels(s.labels),
         policies=rt.policies,

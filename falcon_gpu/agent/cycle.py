@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
@@ -26,6 +26,7 @@ from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.schemas.render import RenderedCycle
+from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
 
@@ -70,7 +71,9 @@ class CycleRunner:
         attributor: Attributing | None,
         sinks: Sequence[Sink],
         telemetry: Telemetry,
-        schema: Literal["falcon_gpu", "dcgm"] = "falcon_gpu",
+        schema: str = "falcon_gpu",
+        sink_schemas: Mapping[str, str] | None = None,
+        selection: MetricSelection = EVERYTHING,
         process_metrics: bool = False,
         labels: Labels = (),
         first_attribution_wait: float = FIRST_ATTRIBUTION_WAIT,
@@ -82,7 +85,9 @@ class CycleRunner:
         """``labels``: the ``labels`` setting (validated), added to every series. ``clock`` gives the
         samples' timestamps; ``monotonic`` what every duration is measured on (job records, throttled
         seconds, a policy's ``for`` and ``hold_down``, the XID hold), so a step of the wall clock
-        moves timestamps only. A test that drives ``clock`` drives ``monotonic`` with it."""
+        moves timestamps only. A test that drives ``clock`` drives ``monotonic`` with it.
+        ``sink_schemas``: sink name -> the Prometheus schema it asked for, where not ``schema`` (each
+        schema is rendered at most once a cycle, only if a sink reads it). ``selection``: ``[metrics]``."""
         self.node, self.step = node, step
         self.labels: Labels = tuple(labels)
         self.node_labels: Labels = (("node", node), *self.labels)
@@ -91,6 +96,8 @@ class CycleRunner:
         self._sink_keys: dict[str, tuple[str, str]] = {}
         """Sink name -> its log-once key and recovery message, formatted once, not every cycle."""
         self.telemetry, self.schema, self.process_metrics = telemetry, schema, process_metrics
+        self.sink_schemas: Mapping[str, str] = dict(sink_schemas or {})
+        self.selection = selection
         self.health = HealthEvaluator()
         self.policies = policies
         self._clock = clock
@@ -128,11 +135,12 @@ class CycleRunner:
             jobs_finished=jobs.finished if jobs else (),
             job_groups=jobs.groups if jobs else (),
         )
-        rendered = RenderedCycle(cycle, self.schema)
+        rendered = RenderedCycle(cycle, self.schema, self.selection)
+        schemas = self.sink_schemas
         for sink in self.sinks:
             key, again = self._sink_keys.get(sink.name) or self._sink_key(sink.name)
             try:
-                sink.submit(rendered)
+                sink.submit(rendered.view(schemas.get(sink.name)))
             except Exception as exc:  # one sink's bug must not cost the others their cycle
                 self.telemetry.failing(key, "sink", f"{key}: unexpected error: {exc!r}")
                 log.debug("%s failure", key, exc_info=True)

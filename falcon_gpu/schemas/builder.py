@@ -91,10 +91,16 @@ class FamilyBuilder:
     ``memo``: the schema's previous families (:class:`FamilyMemo`); a metric whose series are equal
     to its previous ones (the same labels, in the same order, and equal values) is that previous
     :class:`Family` object. None: every family is built anew (a schema rendered per group).
+
+    ``chosen``: the families the ``[metrics]`` table keeps (:mod:`falcon_gpu.schemas.selection`;
+    None: all). Any other family's series are dropped before a ``Series`` or a conversion is made
+    for them (one test per family and cycle, not per series); :meth:`wants` lets a schema skip
+    gathering a whole group of them.
     """
 
     __slots__ = (
         "_by_name",
+        "_chosen",
         "_columns",
         "_labels",
         "_last_in",
@@ -105,8 +111,14 @@ class FamilyBuilder:
         "_values",
     )
 
-    def __init__(self, specs: tuple[MetricSpec, ...], memo: FamilyMemo | None = None) -> None:
+    def __init__(
+        self,
+        specs: tuple[MetricSpec, ...],
+        memo: FamilyMemo | None = None,
+        chosen: frozenset[str] | None = None,
+    ) -> None:
         self._memo = memo
+        self._chosen = chosen
         self._names, self._by_name = _table_of(specs)
         # lists only for the metrics that get series this cycle: a schema has some eighty metrics,
         # most of them with no ``put``/``add`` series in a given cycle (block metrics, MIG, pods)
@@ -117,6 +129,10 @@ class FamilyBuilder:
         self._last_out: Labels = ()
         self._columns: dict[int, tuple[tuple[list[Labels], ...], tuple[list[float], ...]]] = {}
         self._rows: dict[int, tuple[RowBlock, list[Row]]] = {}
+
+    def wants(self, name: str) -> bool:
+        """Whether the family ``name`` is emitted at all (the ``[metrics]`` table)."""
+        return self._chosen is None or name in self._chosen
 
     def rows(self, block: RowBlock) -> list[Row]:
         """The block's rows of this cycle, to append ``(labels, raw values)`` to: labels with no empty
@@ -168,9 +184,11 @@ class FamilyBuilder:
         metrics have no series in a given cycle (no MIG, no pods, no policies)."""
         memo: dict[str, MemoEntry] = self._memo if self._memo is not None else {}
         found = self._row_families(memo)
-        by_name = self._by_name
+        by_name, chosen = self._by_name, self._chosen
         for name, labels in self._labels.items():
             if not labels:  # asked for its lists (``column``), given no series
+                continue
+            if chosen is not None and name not in chosen:
                 continue
             if name in found:
                 raise ValueError(f"{name}: a block's metric must not be put or added as well")
@@ -192,6 +210,7 @@ class FamilyBuilder:
         """Each block metric's family (None: no row had its reading), column by column: a column
         whose rows' labels and raw values equal the previous cycle's is the previous family."""
         found: dict[str, Family | None] = {}
+        chosen = self._chosen
         for block, rows in self._rows.values():
             if not rows:
                 continue
@@ -199,6 +218,8 @@ class FamilyBuilder:
             columns = zip(*map(_VALUES_OF, rows), strict=True)
             for spec, convert, column in zip(block.specs, block.converts, columns, strict=True):
                 name = spec.name
+                if chosen is not None and name not in chosen:
+                    continue
                 last = memo.get(name)
                 unique = False  # the rows' label sets are known to be distinct
                 if last is not None and last[0] == row_labels:

@@ -46,6 +46,7 @@ from falcon_gpu.schemas import agent, fabric, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec, without_empty
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
+from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 from falcon_gpu.schemas.xid_catalog import xid_message
 
 F = "DCGM_FI_DEV_"
@@ -262,8 +263,11 @@ def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:
             b.put(PROF + name, lb, getattr(gpm, attr))
 
 
-def render(cycle: CycleData) -> PromBatch:
-    b = FamilyBuilder(SPECS, _MEMO)
+NAMES = tuple(spec.name for spec in SPECS)
+
+
+def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBatch:
+    b = FamilyBuilder(SPECS, _MEMO, selection.chosen(NAMES))
     owners = Owners(cycle)
     node, driver, extra = cycle.node, cycle.snapshot.driver_version or "", cycle.extra_labels
     for dev in cycle.snapshot.devices:

@@ -6,14 +6,18 @@ from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.schemas import agent, falcon_gpu_device, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo
+from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 
 SPECS = falcon_gpu_device.SPECS + falcon_gpu_policy.SPECS + falcon_gpu_pod.SPECS + agent.SPECS
 _MEMO = FamilyMemo()
 """The previous cycle's families: those that did not change are handed out again (builder.py)."""
 
 
-def render(cycle: CycleData) -> PromBatch:
-    b = FamilyBuilder(SPECS, _MEMO)
+NAMES = tuple(spec.name for spec in SPECS)
+
+
+def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBatch:
+    b = FamilyBuilder(SPECS, _MEMO, selection.chosen(NAMES))
     falcon_gpu_device.add_devices(b, cycle)
     falcon_gpu_policy.add_policies(b, cycle)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))

@@ -173,6 +173,7 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
     info_labels, info_values = b.column(P + "info")
     up_labels, up_values = b.column(P + "up")
     health_labels, health_values = b.column(P + "health")
+    want_health, want_reasons = b.wants(P + "health"), b.wants(P + "clock_event_active")
     for dev in snap.devices:
         ls = _DEVICES.get((base, dev.index, dev.uuid, dev.name))
         lb = ls.device
@@ -180,7 +181,7 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
         info_values.append(1.0)
         up_labels.append(lb)
         up_values.append(1.0 if dev.up else 0.0)
-        health = cycle.health.get(dev.uuid)
+        health = cycle.health.get(dev.uuid) if want_health else None
         if health is not None:
             labels, values = ls.health_series(health.checks)
             health_labels.extend(labels)
@@ -190,7 +191,7 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
             for xid, n in sorted(dev.xid_counts.items()):
                 b.put(P + "xid_errors_total", xids(xid), n)
         if dev.up:
-            _readings(b, ls, dev)
+            _readings(b, ls, dev, want_reasons)
 
 
 _STRUCTURED = (
@@ -200,7 +201,8 @@ _STRUCTURED = (
 """The structured device series that :func:`_readings` appends to directly, in its order."""
 
 
-def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading) -> None:
+def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading, want_reasons: bool) -> None:
+    """``want_reasons``: ``clock_event_active`` is emitted (the ``[metrics]`` table)."""
     lb = ls.device
     SCALARS.add_to(b, lb, dev)
     (ecc_l, pages_l, pending_l, rows_l, rpending_l, failed_l, reason_l), (
@@ -231,7 +233,7 @@ def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading) -> None:
         rpending_v.append(float(rr.pending))
         failed_l.append(lb)
         failed_v.append(float(rr.failed))
-    if dev.clock_event_reasons is not None:
+    if dev.clock_event_reasons is not None and want_reasons:
         reason_l.extend(ls.reason_labels)
         reason_v.extend(ls.reason_values.get(dev.clock_event_reasons))
     if dev.gpm is not None:

@@ -164,12 +164,17 @@ _PROCESSES: LabelCache[ProcessKey, Labels] = LabelCache(_process_labels)
 """A process's labels, built once per process (its pid, command and container hold for its life)."""
 
 
+_POD_FAMILIES = tuple(spec.name for spec in SPECS if spec.name.startswith(P + "pod_"))
+_PROCESS_FAMILIES = (P + "process_memory_used_bytes", P + "process_utilization_ratio")
+"""Groups of families gathered in one loop: a loop none of whose families is emitted is skipped."""
+
+
 def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
     att = cycle.attribution
     node = cycle.base_labels
     for resource, count in att.allocatable or ():
         b.add(P + "allocatable_devices", (*node, ("resource", resource)), count)
-    for use in att.pods:
+    for use in att.pods if any(map(b.wants, _POD_FAMILIES)) else ():
         dl = index.labels(node, use.gpu_uuid, use.mig_uuid)
         if dl is None:
             continue
@@ -227,7 +232,7 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         b.add(P + "slurm_job_utilization_ratio", lb, _capped(job.utilization_ratio))
         b.add(P + "slurm_job_processes", lb, job.processes)
         b.add(P + "slurm_job_energy_joules_total", lb, job.energy_joules_total)
-    if not cycle.process_metrics:
+    if not cycle.process_metrics or not any(map(b.wants, _PROCESS_FAMILIES)):
         return
     for proc in att.processes:
         dl = index.labels(node, proc.gpu_uuid, proc.mig_uuid)

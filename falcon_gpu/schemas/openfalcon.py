@@ -28,6 +28,7 @@ from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT
 from falcon_gpu.readings.units import BYTES, MIB, PERCENT, RATIO, converter
 from falcon_gpu.schemas import fabric, openfalcon_jobs
 from falcon_gpu.schemas.scalars import ScalarSeries
+from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 
 BOARD_SERIES = ScalarSeries(BOARD, "openfalcon")
 """gpu-mon's per-GPU items of the scalar readings, in its units (from the reading table)."""
@@ -40,6 +41,18 @@ _TO_MIB = converter(BYTES, MIB)
 _GPM = (("SmActive", "sm_active"), ("SmOccupancy", "sm_occupancy"), ("TensorActive", "tensor_active"),
         ("DramActive", "dram_active"))  # fmt: skip
 """(gpu-mon's metric, GpmReading field): percentages."""
+NAMES: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        (
+            "GPUAlive", "GPUHealth", "XidErrors", *BOARD_SERIES.names.values(), "SingleBitError",
+            "DoubleBitError", "RPSingleError", "RPDoubleError", *(metric for metric, _ in _GPM),
+            *INTERCONNECT_SERIES.names.values(), "FabricState", "FabricFaults", "GPUCount",
+            "AllocatableGPUs", "PodGPUUtils", "PodFBUsed", "PodProcesses", "ContainerGPUUtils",
+            "ContainerFBUsed", "SlurmJobGPUUtils", "SlurmJobFBUsed", *openfalcon_jobs.METRICS,
+        )
+    )
+)  # fmt: skip
+"""Every metric this schema can send, in the order it sends them: what ``[metrics]`` patterns match."""
 MAX_COUNTER = 254
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -89,13 +102,15 @@ def _joined(clean: list[tuple[str, str]]) -> str:
 
 
 class _Items:
-    def __init__(self, cycle: CycleData) -> None:
+    def __init__(self, cycle: CycleData, chosen: frozenset[str] | None) -> None:
         self.endpoint = sanitize(cycle.node)
         self.ts = int(cycle.snapshot.timestamp)
         self.step = cycle.step
         self.extra = list(cycle.extra_labels)
         """The ``labels`` setting: extra tags on every item."""
         self.items: list[FalconItem] = []
+        self.chosen = chosen
+        """The metrics the ``[metrics]`` table keeps (None: all): another one is never built."""
         self._last_tags: list[tuple[str, str]] | None = None
         self._last_joined = ""
         """The tags of the last call, formatted: one device's items share one list, formatted once
@@ -104,6 +119,8 @@ class _Items:
     def add(self, metric: str, value: float | int | bool | None, tags: list[tuple[str, str]]) -> None:
         if value is None or not math.isfinite(value):
             return  # JSON has no NaN/Inf: falcon-agent would drop the whole plugin output
+        if self.chosen is not None and metric not in self.chosen:
+            return
         self.items.append(
             FalconItem(
                 self.endpoint,
@@ -154,8 +171,8 @@ def _rollup(out: _Items, metric: str, values: list[float]) -> None:
         out.add(metric, sum(values) / len(values), [("type", "ave")])
 
 
-def render(cycle: CycleData) -> tuple[FalconItem, ...]:
-    out = _Items(cycle)
+def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> tuple[FalconItem, ...]:
+    out = _Items(cycle, selection.chosen(NAMES))
     devices = cycle.snapshot.devices
     for d in devices:
         tags = [("GpuId", str(d.index)), ("uuid", d.uuid)]

@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # types only: the plugin's start-up does not build the record
 
 _TO_MIB, _TO_PERCENT = converter(BYTES, MIB), converter(RATIO, PERCENT)
 Item = tuple[str, float | None, list[tuple[str, str]]]
+METRICS = ("JobEnergy", "JobDuration", "JobMaxFBUsed", "JobAvgGPUUtils")
+"""The metrics :func:`items` sends, in its order."""
 
 
 def items(records: tuple[JobRecord, ...]) -> Iterator[Item]:

@@ -1,35 +1,92 @@
-"""Render one cycle lazily: each schema runs at most once, and only if a sink wants it."""
+"""Render one cycle lazily: each schema runs at most once, and only if a sink wants it.
+
+The agent hands every sink the same :class:`RenderedCycle`, or for a sink with a ``schema`` of its
+own (``listen_schema``, a sink table's ``schema``) its :meth:`~RenderedCycle.view` in that schema:
+the views share the cycle's cache, so two sinks in ``dcgm`` cost one ``dcgm`` render, and a schema
+no sink reads is never rendered. The cache is filled under a lock: sinks may read from threads of
+their own, and "at most once" must hold for them too.
+"""
 
 from __future__ import annotations
 
+import threading
 from functools import cached_property
-from typing import Literal
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import FalconItem, PromBatch, PromGroup
-from falcon_gpu.schemas import openfalcon
+from falcon_gpu.schemas import openfalcon, registry
+from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 
 
 class RenderedCycle:
-    """Implements :class:`falcon_gpu.sinks.base.Rendered`."""
+    """Implements :class:`falcon_gpu.sinks.base.Rendered` in the agent's ``schema``."""
 
-    def __init__(self, cycle: CycleData, schema: Literal["falcon_gpu", "dcgm"] = "falcon_gpu") -> None:
+    def __init__(
+        self, cycle: CycleData, schema: str = registry.DEFAULT, selection: MetricSelection = EVERYTHING
+    ) -> None:
         self.cycle = cycle
-        self._schema = schema
+        self.schema = schema
+        self.selection = selection
+        self._batches: dict[str, PromBatch] = {}
+        self._views: dict[str, SchemaView] = {}
+        self._lock = threading.Lock()
 
-    @cached_property
+    @property
     def prometheus(self) -> PromBatch:
-        from falcon_gpu.schemas import dcgm, falcon_gpu  # here: the plugin renders Open-Falcon only
+        return self.prometheus_in(self.schema)
 
-        return dcgm.render(self.cycle) if self._schema == "dcgm" else falcon_gpu.render(self.cycle)
+    def prometheus_in(self, schema: str) -> PromBatch:
+        """The cycle in the Prometheus schema ``schema`` (a name of :data:`registry.SCHEMAS`)."""
+        found = self._batches.get(schema)
+        if found is None:
+            with self._lock:
+                found = self._batches.get(schema)
+                if found is None:
+                    found = self._batches[schema] = registry.renderer(schema)(self.cycle, self.selection)
+        return found
+
+    def view(self, schema: str | None) -> RenderedCycle | SchemaView:
+        """What a sink in ``schema`` gets (None or the agent's own schema: this cycle itself)."""
+        if schema is None or schema == self.schema:
+            return self
+        found = self._views.get(schema)
+        if found is None:
+            found = self._views[schema] = SchemaView(self, schema)
+        return found
 
     @cached_property
     def falcon(self) -> tuple[FalconItem, ...]:
-        return openfalcon.render(self.cycle)
+        return openfalcon.render(self.cycle, self.selection)
 
     @cached_property
     def job_groups(self) -> tuple[PromGroup, ...]:
-        """Pushgateway groups of the pods that finished a job this cycle (same names in both schemas)."""
+        """Pushgateway groups of the pods that finished a job this cycle (same names in every schema)."""
         from falcon_gpu.schemas import falcon_gpu_jobs
 
         return falcon_gpu_jobs.render(self.cycle.job_groups, self.cycle.snapshot.timestamp)
+
+
+class SchemaView:
+    """One cycle as a sink in another Prometheus schema sees it (:class:`falcon_gpu.sinks.base.Rendered`)."""
+
+    __slots__ = ("_of", "schema")
+
+    def __init__(self, of: RenderedCycle, schema: str) -> None:
+        self._of = of
+        self.schema = schema
+
+    @property
+    def cycle(self) -> CycleData:
+        return self._of.cycle
+
+    @property
+    def prometheus(self) -> PromBatch:
+        return self._of.prometheus_in(self.schema)
+
+    @property
+    def falcon(self) -> tuple[FalconItem, ...]:
+        return self._of.falcon
+
+    @property
+    def job_groups(self) -> tuple[PromGroup, ...]:
+        return self._of.job_groups

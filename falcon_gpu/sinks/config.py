@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from falcon_gpu.delivery import headers as header_rules
 from falcon_gpu.delivery.secrets import header_secrets, redact_url, url_secrets
 from falcon_gpu.delivery.tls import check_ca_file, check_client_cert
+from falcon_gpu.schemas import registry
 
 MAX_DURATION = 86400.0  # CONTRACT section 2: every duration is > 0 and at most a day
 
@@ -52,7 +53,19 @@ class _SinkBase(BaseModel):
         return self
 
 
-class StdoutSinkConfig(_SinkBase):
+class SchemaKey(_SinkBase):
+    """A sink that sends Prometheus families may take a schema of its own (None: the agent's
+    ``schema``). The Open-Falcon sinks have one schema only, so their tables do not take the key."""
+
+    schema_: str | None = Field(default=None, alias="schema", description="this sink's Prometheus schema")
+
+    @field_validator("schema_", mode="before")
+    @classmethod
+    def _schema(cls, value: object) -> object:
+        return registry.check_name(value) if isinstance(value, str) else value
+
+
+class StdoutSinkConfig(SchemaKey):
     type: Literal["stdout"]
     format: Literal["falcon", "prometheus", "json"] = "prometheus"
 
@@ -160,7 +173,7 @@ class FalconTransferSinkConfig(_QueueKeys, _TimeoutKey):
         return self
 
 
-class PushgatewaySinkConfig(_RetryKeys, _HttpKeys):
+class PushgatewaySinkConfig(SchemaKey, _RetryKeys, _HttpKeys):
     """Latest state only: no batching or spool keys."""
 
     type: Literal["pushgateway"]
@@ -170,7 +183,7 @@ class PushgatewaySinkConfig(_RetryKeys, _HttpKeys):
     delete_on_shutdown: bool = False
 
 
-class RemoteWriteSinkConfig(_QueueKeys, _HttpKeys):
+class RemoteWriteSinkConfig(SchemaKey, _QueueKeys, _HttpKeys):
     type: Literal["remote_write"]
     url: str = "http://127.0.0.1:9090/api/v1/write"
     version: Literal[1, 2] = 1
@@ -207,7 +220,7 @@ def types_taking(key: str) -> list[str]:
     return [
         typing.get_args(model.model_fields["type"].annotation)[0]
         for model in typing.get_args(union)
-        if key in model.model_fields
+        if key in {field.alias or name for name, field in model.model_fields.items()}
     ]
 
 
