@@ -46,7 +46,7 @@ def scenario(tmp_path: Path) -> Path:
 
 def healthz(url: str) -> int:
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
+        with urllib.request.urlopen(url, timeout=5) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
