@@ -84,7 +84,7 @@ class Settings(BaseSettings):
     pod_requests: bool = Field(False, description="read pods' GPU requests from the API server")
     pod_uid: bool = Field(False, description="add pod_uid to pod series")
     process_metrics: bool = False
-    schema_: Literal["falcon_gpu", "dcgm"] = Field("falcon_gpu", alias="schema")
+    schema_: Literal["falcon_gpu", "dcgm", "nvidia_smi"] = Field("falcon_gpu", alias="schema")
     spool_dir: Path = Path("/var/lib/falcon-gpu/spool")
     spool_max_bytes: int = Field(268435456, ge=1 << 16)
     jobs_dir: Path = Field(Path("/var/lib/falcon-gpu/jobs"), description="per-pod job records (JSON lines)")

@@ -34,7 +34,7 @@ PATHS = (
 FLAGS = ("pod_requests", "pod_uid", "process_metrics")
 STRING_LISTS = ("gpu_resources", "pod_labels")
 CHOICES: dict[str, tuple[str, ...]] = {
-    "schema_": ("falcon_gpu", "dcgm"),
+    "schema_": ("falcon_gpu", "dcgm", "nvidia_smi"),
     "log_level": ("debug", "info", "warning", "error"),
     "kubernetes": ("auto", "on", "off"),
 }
@@ -58,7 +58,7 @@ class ResolvedSettings(Record):
     pod_requests: bool
     pod_uid: bool
     process_metrics: bool
-    schema_: Literal["falcon_gpu", "dcgm"]
+    schema_: Literal["falcon_gpu", "dcgm", "nvidia_smi"]
     jobs_dir: Path
     log_level: Literal["debug", "info", "warning", "error"]
     kubernetes: Literal["auto", "on", "off"]

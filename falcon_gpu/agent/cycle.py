@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
@@ -25,7 +25,7 @@ from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
-from falcon_gpu.schemas.render import RenderedCycle
+from falcon_gpu.schemas.render import PromSchema, RenderedCycle
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
 
@@ -65,7 +65,7 @@ class CycleRunner:
         attributor: Attributing | None,
         sinks: Sequence[Sink],
         telemetry: Telemetry,
-        schema: Literal["falcon_gpu", "dcgm"] = "falcon_gpu",
+        schema: PromSchema = "falcon_gpu",
         process_metrics: bool = False,
         labels: Labels = (),
         first_attribution_wait: float = FIRST_ATTRIBUTION_WAIT,

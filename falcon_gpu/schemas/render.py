@@ -9,19 +9,31 @@ from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import FalconItem, PromBatch, PromGroup
 from falcon_gpu.schemas import openfalcon
 
+PromSchema = Literal["falcon_gpu", "dcgm", "nvidia_smi"]
+"""The Prometheus schemas, by the name the ``schema`` setting takes."""
+
+
+def render_prometheus(schema: PromSchema, cycle: CycleData) -> PromBatch:
+    """One cycle in one Prometheus schema: the one place a schema name picks its renderer."""
+    from falcon_gpu.schemas import dcgm, falcon_gpu, nvidia_smi  # here: the plugin renders Open-Falcon only
+
+    if schema == "dcgm":
+        return dcgm.render(cycle)
+    if schema == "nvidia_smi":
+        return nvidia_smi.render(cycle)
+    return falcon_gpu.render(cycle)
+
 
 class RenderedCycle:
     """Implements :class:`falcon_gpu.sinks.base.Rendered`."""
 
-    def __init__(self, cycle: CycleData, schema: Literal["falcon_gpu", "dcgm"] = "falcon_gpu") -> None:
+    def __init__(self, cycle: CycleData, schema: PromSchema = "falcon_gpu") -> None:
         self.cycle = cycle
         self._schema = schema
 
     @cached_property
     def prometheus(self) -> PromBatch:
-        from falcon_gpu.schemas import dcgm, falcon_gpu  # here: the plugin renders Open-Falcon only
-
-        return dcgm.render(self.cycle) if self._schema == "dcgm" else falcon_gpu.render(self.cycle)
+        return render_prometheus(self._schema, self.cycle)
 
     @cached_property
     def falcon(self) -> tuple[FalconItem, ...]:
