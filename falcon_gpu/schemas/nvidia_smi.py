@@ -15,9 +15,15 @@ Labels as upstream: every per-GPU series has ``uuid`` alone, nvidia-smi's UUID l
 its ``GPU-`` prefix, and ``nvidia_smi_gpu_info`` carries the identity (``name``, ``index``,
 ``driver_version``, ``cuda_version``, ``pci_bus_id``) for dashboards to join on ``uuid``; ``job``
 and ``instance`` come from the sink (remote_write) or the scrape (``listen``). The ``labels``
-setting rides on every device series. Like the ``dcgm`` schema, a GPU (or MIG GPU instance) allocated
-to exactly one container carries its ``pod``, ``namespace`` and ``container`` (and ``hpc_job`` for one
-Slurm job); a MIG-enabled GPU's board series carry none, its instances' series carry their own.
+setting rides on every device series.
+
+Pods ride on the identity series: as in the ``dcgm`` schema, a GPU allocated to exactly one container
+has its ``pod``, ``namespace`` and ``container`` (and ``hpc_job`` for one Slurm job) on
+``nvidia_smi_gpu_info``, a MIG device its own on ``nvidia_smi_mig_info``; a shared GPU, or a
+MIG-enabled board, has none. A query takes them with ``* on(uuid) group_left(pod, namespace)
+nvidia_smi_gpu_info``. Not on the readings themselves: the dashboards' n/a idiom, ``(reading) or
+(sum by(uuid, instance, job) (nvidia_smi_gpu_info) * 0 - 1)``, keeps a GPU's reading only where the
+reading's labels are exactly ``uuid``, ``instance`` and ``job``, and would show an allocated GPU twice.
 The agent's own series, the pod series and the policy series are kept, under their falcon_gpu names.
 """
 
@@ -103,6 +109,10 @@ _SPECS_AFTER: tuple[MetricSpec, ...] = (
     _gauge("compute_app_info", _ONE + "a process with a compute context on a GPU."),
     _gauge("compute_app_used_memory_bytes", "GPU memory used by the process."),
     _gauge("compute_apps", "Number of processes with a compute context on the GPU."),
+    _gauge(
+        "compute_apps_last_collect_success",
+        "Whether the most recent per-process collection succeeded (1) or not (0).",
+    ),
     _gauge("last_collect_success", "Whether the most recent collection succeeded (1) or not (0)."),
 )
 SPECS: tuple[MetricSpec, ...] = (
@@ -191,7 +201,7 @@ def _processes(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
 
 
 def _mig(b: FamilyBuilder, gpu: Labels, d: DeviceReading, owners: Owners) -> None:
-    """Per MIG device its identity; per GPU instance its memory and GPM ratios, with its pod."""
+    """Per MIG device its identity (with its pod); per GPU instance its memory and GPM ratios."""
     for m in d.mig:
         identity = (
             ("mig_uuid", m.uuid),
@@ -201,9 +211,7 @@ def _mig(b: FamilyBuilder, gpu: Labels, d: DeviceReading, owners: Owners) -> Non
         )
         b.put(N + "mig_info", _EXTENDED.get((gpu, (*identity, *owners.labels((m.uuid,))))), 1)
     for gi in gpu_instances(d):
-        _instance(
-            b, _EXTENDED.get((gpu, (("gpu_instance_id", str(gi.id)), *owners.labels(gi.mig_uuids)))), gi
-        )
+        _instance(b, _EXTENDED.get((gpu, (("gpu_instance_id", str(gi.id)),))), gi)
 
 
 def _instance(b: FamilyBuilder, lb: Labels, gi: GpuInstance) -> None:
@@ -223,10 +231,13 @@ def render(cycle: CycleData) -> PromBatch:
     snap = cycle.snapshot
     driver, cuda, extra = snap.driver_version or "", snap.cuda_version or "", cycle.extra_labels
     b.add(N + "last_collect_success", cycle.base_labels, snap.nvml_ok)
+    processes = cycle.telemetry.readers.get("processes") if cycle.process_metrics else None
+    if processes is not None:
+        b.add(N + "compute_apps_last_collect_success", cycle.base_labels, processes[0])
     for dev in snap.devices:
-        gpu = _DEVICE.get((dev.uuid, extra))
-        lb = gpu if dev.mig_enabled else _EXTENDED.get((gpu, owners.labels((dev.uuid,))))
-        b.put(N + "gpu_info", _INFO.get((lb, dev.name, dev.index, dev.pci_bus_id, driver, cuda)), 1)
+        lb = _DEVICE.get((dev.uuid, extra))
+        owner = lb if dev.mig_enabled else _EXTENDED.get((lb, owners.labels((dev.uuid,))))
+        b.put(N + "gpu_info", _INFO.get((owner, dev.name, dev.index, dev.pci_bus_id, driver, cuda)), 1)
         b.put(N + "index", lb, dev.index)
         _xids(b, lb, dev)
         if not dev.up:
@@ -235,7 +246,7 @@ def render(cycle: CycleData) -> PromBatch:
         SCALARS.add_to(b, lb, dev)
         _structured(b, lb, dev)
         if dev.mig_enabled:
-            _mig(b, gpu, dev, owners)
+            _mig(b, lb, dev, owners)
         if cycle.process_metrics:
             _processes(b, lb, dev)
     falcon_gpu_policy.add_policies(b, cycle)
