@@ -41,7 +41,7 @@ class RenderedCycle:
 
     @cached_property
     def job_groups(self) -> tuple[PromGroup, ...]:
-        """Pushgateway groups of the pods that finished a job this cycle (same names in both schemas)."""
+        """Pushgateway groups of the pods that finished a job this cycle (the same in every schema)."""
         from falcon_gpu.schemas import falcon_gpu_jobs
 
         return falcon_gpu_jobs.render(self.cycle.job_groups, self.cycle.snapshot.timestamp)
