@@ -135,8 +135,14 @@ def selections(server: ManagedServer, dashboard: dict[str, Any]) -> list[dict[st
     return out
 
 
-@pytest.mark.parametrize("dashboard_id", ["14574", "25547"])
-def test_every_panel_query_answers_from_remote_write_only(fed: ManagedServer, dashboard_id: str) -> None:
+def test_every_panel_query_of_both_dashboards_answers_from_remote_write_only(fed: ManagedServer) -> None:
+    """One set of agents for both dashboards (each agent start costs seconds on a loaded machine)."""
+    for dashboard_id in ("14574", "25547"):
+        every_panel_answers(fed, dashboard_id)
+    overview_table_shows_each_gpu_once_with_its_own_values(fed)
+
+
+def every_panel_answers(fed: ManagedServer, dashboard_id: str) -> None:
     dashboard = json.loads(FIXTURE.read_text())[dashboard_id]
     choices = selections(fed, dashboard)
     answered: dict[tuple[str, str, str], int] = {}
@@ -147,7 +153,7 @@ def test_every_panel_query_answers_from_remote_write_only(fed: ManagedServer, da
     assert empty == sorted(k for k in UNANSWERED if k[0] == dashboard_id), f"panels with no data: {empty}"
 
 
-def test_overview_table_shows_each_gpu_once_with_its_own_values(fed: ManagedServer) -> None:
+def overview_table_shows_each_gpu_once_with_its_own_values(fed: ManagedServer) -> None:
     """25547's GPU table: every column (one query per column, joined on ``uuid``) has each of the
     node's GPUs exactly once, an allocated one too (its pod must not make the n/a arm a second row);
     on the MIG node the board's utilization is the n/a sentinel (NVML has none in MIG mode, as
