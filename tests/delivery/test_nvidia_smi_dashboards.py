@@ -1,9 +1,9 @@
-"""nvidia_gpu_exporter's two dashboards (grafana.com 14574 and 25547) on a Prometheus fed only by
-remote_write from agents in the ``nvidia_smi`` schema.
+"""nvidia_gpu_exporter's two dashboards (grafana.com 14574 and 25547) on a Prometheus and a
+VictoriaMetrics fed only by remote_write from agents in the ``nvidia_smi`` schema.
 
 Four agents (``schema = "nvidia_smi"``, ``process_metrics = true``) on simulated nodes that between
 them have every kind of reading the dashboards draw (a MIG board, XID errors and ECC, an NVLink
-fabric, a fan) write into the real Prometheus. Then the dashboards' template variables are resolved
+fabric, a fan) write into both stores. Then the dashboards' template variables are resolved
 as Grafana does (``$job`` and ``$node`` by ``label_values(nvidia_smi_index…)``, ``$gpu`` from the
 ``query_result`` of ``nvidia_smi_gpu_info``), and every panel query runs with the variables
 substituted, for each node and GPU (14574 picks one GPU; 25547 all of a node's). Every query answers
@@ -59,16 +59,21 @@ def scenario_gpus(scenario: str) -> int:
 
 
 @pytest.fixture
-def fed(prometheus: ManagedServer, tmp_path: Path) -> Iterator[ManagedServer]:
-    """Prometheus with the four agents writing into it, while they run."""
+def fed(prometheus: ManagedServer, victoria: ManagedServer, tmp_path: Path) -> Iterator[ManagedServer]:
+    """Prometheus and VictoriaMetrics with the four agents writing into both, while they run (the
+    Prometheus is yielded; the test reads VictoriaMetrics as ``victoria``)."""
     agents = []
     for node, scenario in NODES.items():
         config = tmp_path / f"{node}.toml"
         config.write_text(
             f'node = "{node}"\nschema = "nvidia_smi"\nprocess_metrics = true\ninterval = 1\n'
             f'spool_dir = "{tmp_path / node}"\n'
-            "[[sinks]]\n"
-            f'type = "remote_write"\nurl = "{prometheus.url}/api/v1/write"\nretry_max_delay = 0.5\n'
+            + "".join(
+                "[[sinks]]\n"
+                f'type = "remote_write"\nname = "{name}"\nurl = "{store.url}/api/v1/write"\n'
+                "retry_max_delay = 0.5\n"
+                for name, store in (("prometheus", prometheus), ("victoria", victoria))
+            )
         )
         agents.append(start_agent(config, tmp_path / f"{node}.log", scenario))
     want = sum(scenario_gpus(s) for s in NODES.values())
@@ -135,11 +140,22 @@ def selections(server: ManagedServer, dashboard: dict[str, Any]) -> list[dict[st
     return out
 
 
-def test_every_panel_query_of_both_dashboards_answers_from_remote_write_only(fed: ManagedServer) -> None:
-    """One set of agents for both dashboards (each agent start costs seconds on a loaded machine)."""
-    for dashboard_id in ("14574", "25547"):
-        every_panel_answers(fed, dashboard_id)
-    overview_table_shows_each_gpu_once_with_its_own_values(fed)
+def test_every_panel_query_of_both_dashboards_answers_from_remote_write_only(
+    fed: ManagedServer, victoria: ManagedServer
+) -> None:
+    """One set of agents for both dashboards and both stores (each agent start costs seconds on a
+    loaded machine)."""
+    wait_until(
+        lambda: (
+            len(prom_query(victoria, "nvidia_smi_gpu_info")) == len(prom_query(fed, "nvidia_smi_gpu_info"))
+        ),
+        30,
+        "VictoriaMetrics has every GPU",
+    )
+    for store in (fed, victoria):
+        for dashboard_id in ("14574", "25547"):
+            every_panel_answers(store, dashboard_id)
+        overview_table_shows_each_gpu_once_with_its_own_values(store)
 
 
 def every_panel_answers(fed: ManagedServer, dashboard_id: str) -> None:
