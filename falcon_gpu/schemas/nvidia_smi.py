@@ -68,7 +68,8 @@ _MIG_GPM: Final[tuple[tuple[str, str], ...]] = (
 """(GpmReading field, upstream's ``nvidia_smi_mig_<name>_ratio``): a GPU instance's GPM ratios."""
 
 _INFO_HELP = (
-    "A metric with a constant '1' value labeled by gpu uuid, name, driver_version, pci_bus_id, index."
+    "A metric with a constant '1' value labeled by gpu uuid, name, index, pci_bus_id, driver_version, "
+    "cuda_version."
 )
 _SPECS_BEFORE: tuple[MetricSpec, ...] = (
     MetricSpec(N + "gpu_info", "gauge", _INFO_HELP),
