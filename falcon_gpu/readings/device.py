@@ -35,6 +35,7 @@ from falcon_gpu.readings.units import (
 P = "falcon_gpu_"
 D = "DCGM_FI_DEV_"
 PROF = "DCGM_FI_PROF_"
+N = "nvidia_smi_"
 _MEMORY = "nvmlDeviceGetMemoryInfo"
 _UTIL = "nvmlDeviceGetUtilizationRates"
 _CLOCK = "nvmlDeviceGetClockInfo"
@@ -56,6 +57,9 @@ BOARD: Final[tuple[Reading, ...]] = (
         ),
         dcgm=Publish(D + "GPU_UTIL", PERCENT, "GPU utilization (in %).", digits=3),
         openfalcon=Publish("GPUUtils", PERCENT),
+        nvidia_smi=Publish(
+            N + "utilization_gpu_ratio", RATIO, "utilization.gpu: fraction of the sample period a kernel ran."
+        ),
     ),
     Reading(
         "memory_utilization_ratio",
@@ -70,6 +74,11 @@ BOARD: Final[tuple[Reading, ...]] = (
         ),
         dcgm=Publish(D + "MEM_COPY_UTIL", PERCENT, "Memory utilization (in %).", digits=3),
         openfalcon=Publish("MemUtils", PERCENT),
+        nvidia_smi=Publish(
+            N + "utilization_memory_ratio",
+            RATIO,
+            "utilization.memory: fraction of time memory was read or written.",
+        ),
     ),
     Reading(
         "memory_used_bytes",
@@ -82,6 +91,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "memory_used_bytes", BYTES, "Framebuffer memory used."),
         dcgm=Publish(D + "FB_USED", MIB, "Framebuffer memory used (in MiB).", own=True),
         openfalcon=Publish("FBUsed", MIB),
+        nvidia_smi=Publish(N + "memory_used_bytes", BYTES, "memory.used: framebuffer memory used."),
     ),
     Reading(
         "memory_free_bytes",
@@ -93,6 +103,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "memory_free_bytes", BYTES, "Framebuffer memory free."),
         dcgm=Publish(D + "FB_FREE", MIB, "Framebuffer memory free (in MiB).", own=True),
         openfalcon=Publish("FBfree", MIB),
+        nvidia_smi=Publish(N + "memory_free_bytes", BYTES, "memory.free: framebuffer memory free."),
     ),
     Reading(
         "memory_total_bytes",
@@ -104,6 +115,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         sim=Simulated("memory_total_bytes", BYTES),
         falcon_gpu=Publish(P + "memory_total_bytes", BYTES, "Framebuffer memory installed."),
         openfalcon=Publish("FBtotal", MIB),
+        nvidia_smi=Publish(N + "memory_total_bytes", BYTES, "memory.total: framebuffer memory installed."),
     ),
     Reading(
         "memory_reserved_bytes",
@@ -115,6 +127,9 @@ BOARD: Final[tuple[Reading, ...]] = (
         sim=Simulated("memory_reserved_bytes", BYTES),
         falcon_gpu=Publish(P + "memory_reserved_bytes", BYTES, "Framebuffer memory reserved by the driver."),
         dcgm=Publish(D + "FB_RESERVED", MIB, "Framebuffer memory reserved (in MiB)."),
+        nvidia_smi=Publish(
+            N + "memory_reserved_bytes", BYTES, "memory.reserved: framebuffer memory the driver reserves."
+        ),
     ),
     Reading(
         "temperature_celsius",
@@ -129,6 +144,9 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "temperature_celsius", CELSIUS, "GPU core temperature."),
         dcgm=Publish(D + "GPU_TEMP", CELSIUS, "GPU temperature (in C)."),
         openfalcon=Publish("DeviceTemperature", CELSIUS),
+        nvidia_smi=Publish(
+            N + "temperature_gpu", CELSIUS, "temperature.gpu: core GPU temperature in degrees C."
+        ),
     ),
     Reading(
         "memory_temperature_celsius",
@@ -141,6 +159,9 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "memory_temperature_celsius", CELSIUS, "HBM/memory temperature."),
         dcgm=Publish(D + "MEMORY_TEMP", CELSIUS, "Memory temperature (in C)."),
         openfalcon=Publish("MemTemperature", CELSIUS),
+        nvidia_smi=Publish(
+            N + "temperature_memory", CELSIUS, "temperature.memory: HBM temperature in degrees C."
+        ),
     ),
     Reading(
         "slowdown_tlimit_celsius",
@@ -198,6 +219,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "power_watts", WATTS, "Power draw."),
         dcgm=Publish(D + "POWER_USAGE", WATTS, "Power draw (in W)."),
         openfalcon=Publish("PowerUsed", WATTS),
+        nvidia_smi=Publish(N + "power_draw_watts", WATTS, "power.draw: board power draw."),
     ),
     Reading(
         "power_limit_watts",
@@ -210,6 +232,9 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "power_limit_watts", WATTS, "Enforced power limit."),
         dcgm=Publish(D + "POWER_MGMT_LIMIT", WATTS, "Power management limit (in W)."),
         openfalcon=Publish("PowerCurrentLimit", WATTS),
+        nvidia_smi=Publish(
+            N + "enforced_power_limit_watts", WATTS, "enforced.power.limit: the power limit in force."
+        ),
     ),
     Reading(
         "energy_joules",
@@ -232,6 +257,9 @@ BOARD: Final[tuple[Reading, ...]] = (
             "Total energy consumption since boot (in mJ).",
             "counter",
         ),
+        nvidia_smi=Publish(
+            N + "energy_joules_total", JOULES, "Energy consumed since the driver loaded.", "counter"
+        ),
     ),
     Reading(
         "performance_state",
@@ -244,6 +272,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "performance_state", NUMBER, "Performance state, 0 (max) to 15 (min)."),
         dcgm=Publish(D + "PSTATE", NUMBER, "Performance state."),
         openfalcon=Publish("Performance", NUMBER),
+        nvidia_smi=Publish(N + "pstate", NUMBER, "pstate: performance state, 0 (max) to 15 (min)."),
     ),
     Reading(
         "sm_clock_hertz",
@@ -256,6 +285,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "sm_clock_hertz", HERTZ, "SM clock."),
         dcgm=Publish(D + "SM_CLOCK", MEGAHERTZ, "SM clock frequency (in MHz)."),
         openfalcon=Publish("SmClock", MEGAHERTZ),
+        nvidia_smi=Publish(N + "clocks_current_sm_clock_hz", HERTZ, "clocks.current.sm: SM clock."),
     ),
     Reading(
         "memory_clock_hertz",
@@ -268,6 +298,9 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "memory_clock_hertz", HERTZ, "Memory clock."),
         dcgm=Publish(D + "MEM_CLOCK", MEGAHERTZ, "Memory clock frequency (in MHz)."),
         openfalcon=Publish("MemClock", MEGAHERTZ),
+        nvidia_smi=Publish(
+            N + "clocks_current_memory_clock_hz", HERTZ, "clocks.current.memory: memory clock."
+        ),
     ),
     Reading(
         "fan_speed_ratio",
@@ -280,6 +313,9 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "fan_speed_ratio", RATIO, "Fan speed as a fraction of its maximum."),
         dcgm=Publish(D + "FAN_SPEED", PERCENT, "Fan speed (in %).", digits=3),
         openfalcon=Publish("FanSpeed", PERCENT),
+        nvidia_smi=Publish(
+            N + "fan_speed_ratio", RATIO, "fan.speed: intended fan speed as a fraction of its maximum."
+        ),
     ),
     Reading(
         "encoder_utilization_ratio",
@@ -292,6 +328,9 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "encoder_utilization_ratio", RATIO, "Video encoder utilisation."),
         dcgm=Publish(D + "ENC_UTIL", PERCENT, "Encoder utilization (in %).", digits=3),
         openfalcon=Publish("Encoder", PERCENT),
+        nvidia_smi=Publish(
+            N + "utilization_encoder_ratio", RATIO, "utilization.encoder: video encoder utilisation."
+        ),
     ),
     Reading(
         "decoder_utilization_ratio",
@@ -304,6 +343,9 @@ BOARD: Final[tuple[Reading, ...]] = (
         falcon_gpu=Publish(P + "decoder_utilization_ratio", RATIO, "Video decoder utilisation."),
         dcgm=Publish(D + "DEC_UTIL", PERCENT, "Decoder utilization (in %).", digits=3),
         openfalcon=Publish("Decoder", PERCENT),
+        nvidia_smi=Publish(
+            N + "utilization_decoder_ratio", RATIO, "utilization.decoder: video decoder utilisation."
+        ),
     ),
     Reading(
         "pcie_replays",
@@ -382,6 +424,9 @@ INTERCONNECT: Final[tuple[Reading, ...]] = (
             "The rate of data transmitted over the PCIe bus, in bytes per second.",
         ),
         openfalcon=Publish("Tx", MIB_PER_SECOND),
+        nvidia_smi=Publish(
+            N + "pcie_throughput_tx_bytes_per_second", BYTES_PER_SECOND, "PCIe bytes sent per second."
+        ),
     ),
     Reading(
         "pcie_rx_bytes_per_second",
@@ -396,6 +441,9 @@ INTERCONNECT: Final[tuple[Reading, ...]] = (
             "The rate of data received over the PCIe bus, in bytes per second.",
         ),
         openfalcon=Publish("Rx", MIB_PER_SECOND),
+        nvidia_smi=Publish(
+            N + "pcie_throughput_rx_bytes_per_second", BYTES_PER_SECOND, "PCIe bytes received per second."
+        ),
     ),
     Reading(
         "nvlink_tx_bytes_per_second",

@@ -2,7 +2,7 @@
 
 A reading is declared once (in :mod:`falcon_gpu.readings.device`) with its snapshot field and
 type, its base unit, where NVML has it, the scenario key the simulator serves it from, and how
-each schema publishes it. The NVML source, the simulator, the three schemas and the tests take
+each schema publishes it. The NVML source, the simulator, the schemas and the tests take
 what they need from that one record; the conversions between its units are built here, once
 (:mod:`falcon_gpu.readings.units`), not in each of them.
 """
@@ -18,8 +18,8 @@ from falcon_gpu.model.record import Record
 from falcon_gpu.model.samples import MetricKind
 from falcon_gpu.readings.units import Convert, Unit, converter, divisor, multiplier, same
 
-SchemaName = Literal["falcon_gpu", "dcgm", "openfalcon"]
-SCHEMAS: Final[tuple[SchemaName, ...]] = ("falcon_gpu", "dcgm", "openfalcon")
+SchemaName = Literal["falcon_gpu", "dcgm", "openfalcon", "nvidia_smi"]
+SCHEMAS: Final[tuple[SchemaName, ...]] = ("falcon_gpu", "dcgm", "openfalcon", "nvidia_smi")
 
 UINT: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
 ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
@@ -82,7 +82,8 @@ class Reading(Record):
     ``__init__``; equal, hashed and replaced by its declared fields, not by those conversions."""
 
     _fields = (
-        "field", "type", "unit", "reader", "doc", "nvml", "derived", "sim", "falcon_gpu", "dcgm", "openfalcon"
+        "field", "type", "unit", "reader", "doc", "nvml", "derived", "sim",
+        "falcon_gpu", "dcgm", "openfalcon", "nvidia_smi",
     )  # fmt: skip
     __slots__ = (*_fields, "from_nvml", "sim_to_nvml", "sim_to_base")
 
@@ -99,6 +100,7 @@ class Reading(Record):
         falcon_gpu: Publish | None = None,
         dcgm: Publish | None = None,
         openfalcon: Publish | None = None,
+        nvidia_smi: Publish | None = None,
     ) -> None:
         self.field: Final = field
         """The :class:`~falcon_gpu.model.snapshot.DeviceReading` field (and ``Fields`` key)."""
@@ -116,6 +118,7 @@ class Reading(Record):
         self.falcon_gpu: Final = falcon_gpu
         self.dcgm: Final = dcgm
         self.openfalcon: Final = openfalcon
+        self.nvidia_smi: Final = nvidia_smi
         """None in a schema: not published in that schema."""
         nvml_unit = nvml.unit if nvml else unit
         sim_unit = sim.unit if sim else unit

@@ -31,6 +31,8 @@ RESERVED: frozenset[str] = frozenset(
         # dcgm schema (dcgm-exporter's labels)
         "UUID", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION",
         "GPU_I_PROFILE", "GPU_I_ID", "err_code", "err_msg",
+        # nvidia_smi schema (nvidia_gpu_exporter's labels)
+        "name", "index", "gpu_instance_id", "compute_instance_id", "profile", "process_name",
         # Open-Falcon tags
         "GpuId", "gi",
     }

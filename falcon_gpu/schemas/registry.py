@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 SCHEMAS: Mapping[str, str] = {
     "falcon_gpu": "falcon_gpu.schemas.falcon_gpu",
     "dcgm": "falcon_gpu.schemas.dcgm",
+    "nvidia_smi": "falcon_gpu.schemas.nvidia_smi",
 }
 """``schema`` -> the module holding its ``SPECS`` and ``render(cycle, selection)``."""
 NAMES: tuple[str, ...] = tuple(SCHEMAS)

@@ -37,7 +37,7 @@ from tests.delivery.conftest import (
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.servers
 BUNDLED = ("mixed-4gpu", "mig-node", "shared-gpu", "faulty-node")
-SCHEMAS = ("falcon_gpu", "dcgm")
+SCHEMAS = ("falcon_gpu", "dcgm", "nvidia_smi")
 
 SeriesKey = tuple[str, frozenset[tuple[str, str]]]
 

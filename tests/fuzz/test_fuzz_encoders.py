@@ -35,7 +35,7 @@ from falcon_gpu.model.attribution import ContainerRef, PodUsage, ProcessUsage
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.text import utf8_text
-from falcon_gpu.schemas import dcgm, falcon_gpu, falcon_gpu_jobs, openfalcon
+from falcon_gpu.schemas import dcgm, falcon_gpu, falcon_gpu_jobs, nvidia_smi, openfalcon
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
 from falcon_gpu.sinks.encoding import falcon_json, prom_text
 from falcon_gpu.sinks.pushgateway import grouping_url
@@ -46,7 +46,7 @@ from tests.delivery.conftest import FakeRendered
 from tests.fuzz.strategies import FUZZ, NAMES
 from tests.schemas.fixtures import cycle
 
-SCHEMAS = {"falcon_gpu": falcon_gpu.render, "dcgm": dcgm.render}
+SCHEMAS = {"falcon_gpu": falcon_gpu.render, "dcgm": dcgm.render, "nvidia_smi": nvidia_smi.render}
 _TAG_VALUE = re.compile(r"[A-Za-z0-9._-]+")
 
 Key = tuple[str, frozenset[tuple[str, str]]]

@@ -4,14 +4,14 @@ For each scenario in ``falcon_gpu/simulator/scenarios/`` (and in ``tests/golden/
 nodes the bundled ones do not cover, such as a workstation card with a fan) this runs the production
 pieces a one-shot agent runs (the simulated NVML library and its XID events, the
 NVML source, the simulated host with its PodResources gRPC server, the Attributor,
-the health checks and the three schemas) for :data:`CYCLES` cycles at fixed
-timestamps, and writes ``tests/golden/<scenario>/falcon_gpu.prom``, ``dcgm.prom``
+the health checks and the four schemas) for :data:`CYCLES` cycles at fixed
+timestamps, and writes ``tests/golden/<scenario>/falcon_gpu.prom``, ``dcgm.prom``, ``nvidia_smi.prom``
 (Prometheus text, one block per cycle) and ``openfalcon.json`` (a list per cycle of
 its items, one item per line so that diffs stay readable); ``test_golden.py`` compares
 them byte for byte.
 
 What varies from run to run is normalised before rendering, in the data, so all
-three schemas see the same values: ``falcon_gpu_agent_cycle_seconds`` and
+the schemas see the same values: ``falcon_gpu_agent_cycle_seconds`` and
 ``falcon_gpu_agent_reader_seconds`` are set to 0 (they are wall times); the
 ``reader_success`` values stay real.
 
@@ -36,7 +36,7 @@ from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.policies import PolicyConfig, PolicyEngine
-from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
+from falcon_gpu.schemas import dcgm, falcon_gpu, nvidia_smi, openfalcon
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.layout import SimulatedHost
 from falcon_gpu.simulator.scenario.parse import load_scenario
@@ -54,7 +54,7 @@ INTERVAL = 30
 START = 1_700_000_000.0
 NODE = "golden-node"
 SINK = "stdout"
-FILES = ("falcon_gpu.prom", "dcgm.prom", "openfalcon.json")
+FILES = ("falcon_gpu.prom", "dcgm.prom", "openfalcon.json", "nvidia_smi.prom")
 POLICIES = (PolicyConfig.model_validate({"name": "GpuHot", "temperature_above": 85}),)
 """One policy on every scenario, so the policy series have golden output (policy-node trips it)."""
 
@@ -163,16 +163,18 @@ def render(name: str) -> dict[str, str]:
     """File name -> content for one scenario."""
     with _no_settings_from_the_environment():
         cycles = _cycles(name)
-    fg, dc, of = [], [], []
+    fg, dc, of, ns = [], [], [], []
     for i, cycle in enumerate(cycles):
         fg.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle)))
         dc.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle)))
+        ns.append(f"# cycle {i}\n" + prom_text.encode(nvidia_smi.render(cycle)))
         items = (json.dumps(item.as_json(), sort_keys=True) for item in openfalcon.render(cycle))
         of.append("[\n  " + ",\n  ".join(items) + "\n ]")
     return {
         "falcon_gpu.prom": "".join(fg),
         "dcgm.prom": "".join(dc),
         "openfalcon.json": "[\n " + ",\n ".join(of) + "\n]\n",
+        "nvidia_smi.prom": "".join(ns),
     }
 
 

@@ -8,7 +8,7 @@ import typing
 from falcon_gpu.model.snapshot import DeviceReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
 from falcon_gpu.readings.spec import SCHEMAS
-from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
+from falcon_gpu.schemas import dcgm, falcon_gpu, nvidia_smi, openfalcon
 from falcon_gpu.simulator.scenario.parse import NOT_SUPPORTED_NAMES, NUMERIC_KEYS, PCIE_KEYS
 from falcon_gpu.sources.nvml.field_values import DECLARED, FIELDS
 from falcon_gpu.sources.nvml.readers import READERS
@@ -30,7 +30,7 @@ def test_fields_are_declared_once_and_every_reader_named_exists() -> None:
 
 
 def test_each_schema_name_is_unique_and_in_the_schema_specs() -> None:
-    specs = {"falcon_gpu": falcon_gpu.SPECS, "dcgm": dcgm.SPECS}
+    specs = {"falcon_gpu": falcon_gpu.SPECS, "dcgm": dcgm.SPECS, "nvidia_smi": nvidia_smi.SPECS}
     for schema in SCHEMAS:
         names = [p.name for r in READINGS if (p := r.published(schema)) is not None]
         assert len(names) == len(set(names)), schema

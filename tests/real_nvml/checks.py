@@ -1,5 +1,5 @@
 """The tier's checks of one node's outputs (:class:`~tests.real_nvml.mock.Outputs`) against what
-its GPUs must read as (:mod:`tests.real_nvml.expect`), in all three schemas and every command.
+its GPUs must read as (:mod:`tests.real_nvml.expect`), in every schema and every command.
 
 Shared by the shipped profiles' tests and the variants': a variant changes the truth (the profile
 the test wrote), never the checks. A reading the truth leaves None is not checked; a reading the
@@ -15,7 +15,7 @@ import pytest
 from tests.real_nvml import mock
 from tests.real_nvml.expect import MIB, Gpu
 
-FG, DCGM = "falcon_gpu", "dcgm"
+FG, DCGM, NS = "falcon_gpu", "dcgm", "nvidia_smi"
 
 
 def _approx(value: float) -> object:
@@ -111,6 +111,36 @@ def readings(out: mock.Outputs, gpus: list[Gpu]) -> None:
             assert out.value(FG, "falcon_gpu_memory_utilization_ratio", **fg) == _approx(
                 g.memory_utilization or 0
             )
+
+
+def nvidia_smi(out: mock.Outputs, gpus: list[Gpu]) -> None:
+    """The nvidia_smi schema: nvidia_gpu_exporter's ``uuid`` (no ``GPU-``) and identity on ``gpu_info``,
+    its names and units for the readings the truth fixes."""
+    for g in gpus:
+        uuid = g.uuid.lower().removeprefix("gpu-")
+        infos = [s["labels"] for s in out.samples[NS] if s["name"] == "nvidia_smi_gpu_info"]
+        (info,) = [labels for labels in infos if labels["uuid"] == uuid]
+        assert (info["name"], info["index"], info["pci_bus_id"]) == (g.name, str(g.index), g.pci_bus_id)
+        if g.lost:
+            assert not out.values(NS, "nvidia_smi_memory_total_bytes", uuid=uuid)
+            continue
+        want = {
+            "memory_total_bytes": g.memory_total,
+            "memory_used_bytes": g.memory_used,
+            "enforced_power_limit_watts": g.power_limit_watts,
+            "energy_joules_total": g.energy_joules,
+            "clocks_current_sm_clock_hz": None if g.sm_clock_mhz is None else g.sm_clock_mhz * 1e6,
+            "clocks_current_memory_clock_hz": None
+            if g.memory_clock_mhz is None
+            else g.memory_clock_mhz * 1e6,
+            "temperature_memory": g.memory_temperature,
+            "temperature_gpu": None if "temperature" in g.dynamic else g.temperature,
+            "power_draw_watts": None if "power" in g.dynamic else g.power_watts,
+            "utilization_gpu_ratio": None if "utilization" in g.dynamic else g.utilization,
+        }
+        for name, value in want.items():
+            if value is not None:
+                assert out.value(NS, "nvidia_smi_" + name, uuid=uuid) == _approx(value), name
 
 
 def ecc(out: mock.Outputs, gpus: list[Gpu]) -> None:
@@ -209,6 +239,7 @@ def all_of(out: mock.Outputs, gpus: list[Gpu]) -> None:
     no_traceback(out)
     identity(out, gpus)
     readings(out, gpus)
+    nvidia_smi(out, gpus)
     ecc(out, gpus)
     processes(out, gpus)
     doctor(out, gpus)

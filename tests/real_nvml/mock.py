@@ -113,8 +113,8 @@ def falcon_gpu(
 
 NODE = "real-nvml-node"
 """The ``node`` setting of every command the tier runs (the endpoint / Hostname it must print)."""
-SCHEMAS = ("falcon_gpu", "dcgm")
-"""The two Prometheus schemas; the third, Open-Falcon, is what ``plugin`` (and the falcon format) prints."""
+SCHEMAS = ("falcon_gpu", "dcgm", "nvidia_smi")
+"""The Prometheus schemas; Open-Falcon is what ``plugin`` (and the falcon format) prints."""
 
 
 def device_config(profile: dict[str, Any], index: int) -> dict[str, Any]:

@@ -34,6 +34,7 @@ def node(
 CHECKS: dict[str, Callable[[mock.Outputs, list[expect.Gpu]], None]] = {
     "identity": checks.identity,
     "readings": checks.readings,
+    "nvidia_smi": checks.nvidia_smi,
     "ecc": checks.ecc,
     "processes": checks.processes,
     "doctor": checks.doctor,

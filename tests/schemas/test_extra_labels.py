@@ -84,7 +84,7 @@ def test_bad_labels_name_the_setting(labels: dict[str, str], why: str) -> None:
 
 
 def test_every_label_a_schema_sets_is_reserved() -> None:
-    sets = render("falcon_gpu")[0] | render("dcgm")[0]
+    sets = render("falcon_gpu")[0] | render("dcgm")[0] | render("nvidia_smi")[0]
     used = {name for lb in sets for name, _ in lb} - set(LABELS)
     assert used <= RESERVED, used - RESERVED
 
