@@ -187,6 +187,7 @@ def run_commands(lib_dir: Path, profile_path: Path | None, work: Path) -> Output
     beside), ``plugin``, ``doctor`` and ``top --once``."""
     work.mkdir(parents=True, exist_ok=True)
     env = environment(lib_dir, profile_path, FALCON_GPU_NODE=NODE, FALCON_GPU_JOBS_DIR=str(work / "jobs"))
+    env["COLUMNS"] = "200"  # `top --once` piped is 80 columns wide: the checks read its whole rows
     commands: dict[str, list[str]] = {
         f"run:{schema}": ["run", "--once", "--config", str(settings_file(work / f"{schema}.toml", schema))]
         for schema in SCHEMAS

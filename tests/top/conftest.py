@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +15,8 @@ def tmux() -> Iterator[list[str]]:
     binary = shutil.which("tmux")
     if binary is None:
         pytest.skip("tmux is not installed (Debian package tmux)")
-    base = [binary, "-L", f"falcon-gpu-top-test-{id(object())}", "-f", "/dev/null"]
+    # a name never used before: id() of a fresh object repeats, and a new server on the socket of one
+    # still exiting after kill-server dies at once ("server exited unexpectedly")
+    base = [binary, "-L", f"falcon-gpu-top-test-{uuid.uuid4().hex}", "-f", "/dev/null"]
     yield base
     subprocess.run([*base, "kill-server"], capture_output=True)
