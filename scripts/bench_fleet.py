@@ -246,15 +246,17 @@ def node_name(i: int) -> str:
     return f"bench-{i:03d}{'-pods' if i % 2 == 0 else ''}"
 
 
-def agent_config(root: Path, i: int, schema: str, interval: int, proxy: str) -> Path:
+def agent_config(root: Path, i: int, args: argparse.Namespace, proxy: str) -> Path:
     node = node_name(i)
     lines = [
         f'node = "{node}"',
-        f"interval = {interval}",
-        f'schema = "{schema}"',
+        f"interval = {args.interval}",
+        f'schema = "{args.schema}"',
         f'spool_dir = "{root / node / "spool"}"',
         f'jobs_dir = "{root / node / "jobs"}"',
     ]
+    if args.include:
+        lines += ["[metrics]", f"include = {json.dumps(args.include.split(','))}"]
     for store in ("vm", "prom"):
         lines += ["[[sinks]]", 'type = "remote_write"', f'name = "{store}"']
         lines.append(f'url = "{proxy}/{store}/{node}/api/v1/write"')
@@ -270,7 +272,7 @@ def start_agents(root: Path, args: argparse.Namespace, proxy: str) -> list[subpr
         files[pods].write_text(json.dumps(scenario(GPUS, args.processes, pods, args.profiling)))
     procs = []
     for i in range(args.agents):
-        config = agent_config(root, i, args.schema, args.interval, proxy)
+        config = agent_config(root, i, args, proxy)
         argv = [sys.executable, "-m", "falcon_gpu", "run", "--config", str(config)]
         argv += ["--simulate", str(files[i % 2 == 0])]
         with (root / f"{node_name(i)}.log").open("ab") as log:
@@ -380,6 +382,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             cpu = sum(cpu_seconds(p.pid) for p in agents)
             out: dict[str, Any] = {
                 "schema": args.schema,
+                "profile": args.profile,
                 "agents": args.agents,
                 "gpus": args.agents * GPUS,
                 "interval_s": args.interval,
@@ -423,7 +426,7 @@ def row(r: dict[str, Any]) -> str:
     vm, prom = r["vm"], r["prom"]
     rl = prom["rules"]
     return (
-        f"| {r['schema']} | full | {r['agents']} x {GPUS} | {vm['series_per_gpu']:.1f} "
+        f"| {r['schema']} | {r['profile']} | {r['agents']} x {GPUS} | {vm['series_per_gpu']:.1f} "
         f"({vm['series_per_gpu_pod_nodes']:.1f} / {vm['series_per_gpu_bare_nodes']:.1f}) "
         f"| {prom['series_per_gpu']:.1f} | {vm['samples_per_s']:.0f} / {prom['samples_per_s']:.0f} "
         f"| {vm['bytes_per_node_cycle']:.0f} ({vm['raw_bytes_per_node_cycle']:.0f}) "
@@ -440,8 +443,16 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=16, help="processes per node (8 GPUs)")
     ap.add_argument("--profiling", action="store_true", help="GPM, PCIe and 18 NVLinks per GPU")
     ap.add_argument("--stagger", type=float, default=0.3, help="seconds between agent starts")
+    ap.add_argument(
+        "--include",
+        default="",
+        help="[metrics] include: comma-separated globs; 'dcgm-exporter': its default fields",
+    )
     ap.add_argument("--json", type=Path, help="write every figure here")
     args = ap.parse_args()
+    args.profile = f"full, include {args.include}" if args.include else "full"
+    if args.include == "dcgm-exporter":
+        args.include = ",".join(DCGM_EXPORTER_DEFAULT)
     root = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     try:
         result = measure(args, root)
