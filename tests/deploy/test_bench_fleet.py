@@ -67,7 +67,7 @@ def shipped_rules() -> int:
 )
 def test_two_agents_reach_both_stores_and_the_figures_add_up(tmp_path: Path) -> None:
     out = tmp_path / "fleet.json"
-    argv = [sys.executable, str(SCRIPT), "--agents", "2", "--seconds", "10", "--interval", "2"]
+    argv = [sys.executable, str(SCRIPT), "--agents", "2", "--seconds", "14", "--interval", "2"]
     done = subprocess.run(
         [*argv, "--stagger", "0.1", "--json", str(out)], capture_output=True, text=True, timeout=120
     )
@@ -82,7 +82,7 @@ def test_two_agents_reach_both_stores_and_the_figures_add_up(tmp_path: Path) -> 
             8 * (store["series_per_gpu_pod_nodes"] + store["series_per_gpu_bare_nodes"])
         )
         assert store["agent_series_per_node"] > 0
-        assert store["cycles_per_node"] >= 3
+        assert store["cycles_per_node"] >= 2
         # snappy-compressed protobuf, as sent: smaller than the protobuf itself
         assert 0 < store["bytes_per_node_cycle"] < store["raw_bytes_per_node_cycle"]
     assert vm["series"] == prom["series"]  # the same pushes reached both
