@@ -87,10 +87,11 @@ def test_grpc_core_speaks_at_debug(tmp_path: Path) -> None:
     """The same run at debug shows the core's line: the test above can fail.
 
     Whether the stop reaches the agent's channel as a GOAWAY frame (the line this looks for) or as a
-    closed socket the core does not log is a race on a loaded machine, so the run is tried up to three
-    times; it fails only if the core never speaks at debug."""
+    closed socket the core does not log is a race on a loaded machine, so the run is tried up to five
+    times (three missed once under a full suite beside other work); it fails only if the core never
+    speaks at debug."""
     err = ""
-    for attempt in range(3):
+    for attempt in range(5):
         err = stderr_across_a_goaway(tmp_path / str(attempt), "debug")
         if CORE_LINE.search(err) and "goaway" in err.lower():
             return
