@@ -32,9 +32,12 @@ sink into a pipe), the peer and the peer's ``--full`` variant (which also reads 
 its field-values list and GPM) scraping on their own clock. CPU per cycle = (CPU of all threads at a
 0.5 s interval - the same at a 60 s interval, ``--window`` s each) / cycles, median of ``--repeats``;
 the 60 s run's CPU per second (the idle threads: falcon_gpu's XID event wait polls inside the mock,
-where a real driver blocks in the kernel) is reported on its own.
+where a real driver blocks in the kernel) is reported on its own. ``--threads`` instead runs
+``falcon-gpu run`` inside a child of this script (``--agent-threads``: CPython names no OS thread, so
+only in-process are the threads' names known) and prints each thread's CPU at 0.5 s and at 60 s, the
+library's own (the mock's Go runtime) apart.
 Usage: python scripts/bench_peer.py [--cycles 300] [--breakdown] [--instructions]
-       python scripts/bench_peer.py --nvml-lib PATH [--processes 3] [--window 15] [--repeats 3]
+       python scripts/bench_peer.py --nvml-lib PATH [--processes 3] [--window 15] [--repeats 3] [--threads]
 """
 
 from __future__ import annotations
