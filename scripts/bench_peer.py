@@ -32,19 +32,25 @@ sink into a pipe), the peer and the peer's ``--full`` variant (which also reads 
 its field-values list and GPM) scraping on their own clock. CPU per cycle = (CPU of all threads at a
 0.5 s interval - the same at a 60 s interval, ``--window`` s each) / cycles, median of ``--repeats``;
 the 60 s run's CPU per second (the idle threads: falcon_gpu's XID event wait polls inside the mock,
-where a real driver blocks in the kernel) is reported on its own.
+where a real driver blocks in the kernel) is reported on its own. ``--threads`` instead runs
+``falcon-gpu run`` inside a child of this script (``--agent-threads``: CPython names no OS thread, so
+only in-process are the threads' names known) and prints each thread's CPU at 0.5 s and at 60 s, the
+library's own (the mock's Go runtime) apart.
 Usage: python scripts/bench_peer.py [--cycles 300] [--breakdown] [--instructions]
-       python scripts/bench_peer.py --nvml-lib PATH [--processes 3] [--window 15] [--repeats 3]
+       python scripts/bench_peer.py --nvml-lib PATH [--processes 3] [--window 15] [--repeats 3] [--threads]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -517,7 +523,54 @@ def _measured(
         run.stop()
 
 
-def real_bindings(lib: Path, processes: int, window: float, repeats: int) -> None:
+def _thread_cpu_ms() -> dict[int, float]:
+    """This process's threads: native id -> CPU ms (schedstat, nanoseconds)."""
+    out: dict[int, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError, ValueError):  # the thread ended between listing and reading
+            out[int(task.name)] = int((task / "schedstat").read_text().split()[0]) / 1e6
+    return out
+
+
+def agent_threads(interval: float, window: float, where: Path) -> None:
+    """``--agent-threads``: ``falcon-gpu run`` in this process (its threads named, unlike from outside:
+    CPython does not name OS threads); after a settling time, each thread's CPU in a ``window``,
+    printed per second and per cycle, then exit. The unnamed threads are the NVML library's own
+    (the mock's Go runtime)."""
+
+    def watch() -> None:
+        time.sleep(6)  # start-up and the first cycles settled
+        before, t0 = _thread_cpu_ms(), time.monotonic()
+        time.sleep(window)
+        after, elapsed = _thread_cpu_ms(), time.monotonic() - t0
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        cycles = elapsed / interval
+        rows = [(names.get(tid, "(library thread)"), ms - before.get(tid, 0.0)) for tid, ms in after.items()]
+        for name, ms in sorted(rows, key=lambda r: -r[1]):
+            if name != "watch" and ms >= 0.05 * window:
+                print(f"| {name} | {ms / elapsed:.2f} | {ms / cycles:.3f} |", file=sys.stderr)
+        total = sum(ms for name, ms in rows if name != "watch")
+        print(f"| all threads | {total / elapsed:.2f} | {total / cycles:.3f} |", file=sys.stderr)
+        os._exit(0)
+
+    from falcon_gpu.cli import main as falcon_main
+
+    threading.Thread(target=watch, name="watch", daemon=True).start()
+    sys.argv = agent_command(interval, where)[2:]
+    falcon_main()
+
+
+def threads_table(env: dict[str, str], where: Path, window: float) -> None:
+    """``--threads``: where ``falcon-gpu run``'s CPU goes, per thread, at 0.5 s and at 60 s."""
+    for interval in (0.5, 60.0):
+        print(f"\nfalcon_gpu at {interval:g} s, {window:g} s window\n")
+        print("| thread | ms/s | ms/cycle |\n|---|---|---|")
+        cmd = [sys.executable, __file__, "--agent-threads", str(interval), str(window), str(where)]
+        done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        print("\n".join(line for line in done.stderr.splitlines() if line.startswith("|")))
+
+
+def real_bindings(lib: Path, processes: int, window: float, repeats: int, threads: bool = False) -> None:
     """Each side as its own process on the real pynvml over ``lib``: CPU per cycle = (CPU of all threads
     at a 0.5 s interval - the same at a 60 s interval, equal windows) / cycles, median of ``repeats``
     (the sides alternated in each repeat); the idle threads' cost (the 60 s run) on its own."""
@@ -529,6 +582,9 @@ def real_bindings(lib: Path, processes: int, window: float, repeats: int) -> Non
         env = {**os.environ, "LD_LIBRARY_PATH": str(lib_dir), "NODE_NAME": "bench"}
         if profile is not None:
             env["MOCK_NVML_CONFIG"] = str(profile)
+        if threads:
+            threads_table(env, where, window)
+            return
         per_cycle: dict[str, list[float]] = {side: [] for side in SIDES}
         idle: dict[str, list[float]] = {side: [] for side in SIDES}
         for _ in range(repeats):
@@ -566,16 +622,21 @@ def main() -> None:
     ap.add_argument("--serve", nargs=2, metavar=("SIDE", "INTERVAL"), help=argparse.SUPPRESS)
     ap.add_argument("--breakdown", action="store_true", help="also time each part of both sides")
     ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
+    ap.add_argument("--threads", action="store_true", help="with --nvml-lib: per thread instead")
+    ap.add_argument("--agent-threads", nargs=3, metavar=("INTERVAL", "WINDOW", "DIR"), help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=4, metavar=("SIDE", "GPUS", "PROCS", "CYCLES"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         child(a.child[0], *map(int, a.child[1:]))
         return
+    if a.agent_threads:
+        agent_threads(float(a.agent_threads[0]), float(a.agent_threads[1]), Path(a.agent_threads[2]))
+        return
     if a.serve:
         serve(a.serve[0], float(a.serve[1]))
         return
     if a.nvml_lib:
-        real_bindings(a.nvml_lib, a.processes, a.window, a.repeats)
+        real_bindings(a.nvml_lib, a.processes, a.window, a.repeats, a.threads)
         return
     sizes = ((8, 64), (16, 256))
     print(

@@ -219,3 +219,25 @@ def test_healthy_links_share_one_zero_record_and_a_later_rise_still_warns() -> N
     assert [d.nvlink_tx_bytes for d in devs[:2]] == [1024 * 1000, 3 * 1024 * 2000]
     assert devs[1].nvlink_tx_bytes_per_second == (3 * 1024 * 2000 - 1024 * 1000) / 10
     assert telemetry.view().errors_total == {}
+
+
+def test_links_counted_by_the_dl_fields_alone_share_one_zero_record_while_nothing_moves() -> None:
+    """A Hopper or later whose older error totals are refused (NVIDIA's mock, which counts on the DL
+    fields): the steady cycle publishes the same totals record each cycle (crc_data, which no DL field
+    counts, None), and a replay that the next DL read finds still warns and names the link."""
+    sim = SimulatedNvml(scenario_of(gpu(nvlink=[link(0), link(1, replay_errors=[0, 0, 0, 0, 3])])))
+    quirky, _ = _asking(sim, refuse=TOTALS | PER_LINK_ERRORS)
+    source, telemetry = source_on(quirky)
+    health = HealthEvaluator()
+    devs, checks = [], []
+    for t in (0, 10, 20, 30, 100):  # the DL counters are read again with the slow readings (a minute)
+        snapshot = source.collect(1000.0 + t)
+        devs.append(snapshot.devices[0])
+        checks.append(health.evaluate(snapshot)["GPU-a"].checks["nvlink"])
+    assert devs[0].nvlink_errors is devs[1].nvlink_errors is devs[2].nvlink_errors is devs[3].nvlink_errors
+    assert devs[3].nvlink_errors == NvlinkErrors(0, None, 0, 0) and devs[3].nvlink == ()
+    assert devs[4].nvlink_errors == NvlinkErrors(0, None, 3, 0)
+    assert devs[4].nvlink == (NvlinkReading(1, NvlinkErrors(0, None, 3, 0)),)
+    assert checks == [PASS, PASS, PASS, PASS, WARN]
+    assert devs[1].nvlink_tx_bytes == 3 * 1024 * 2000
+    assert telemetry.view().errors_total == {}

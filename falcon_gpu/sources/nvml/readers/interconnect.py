@@ -26,12 +26,16 @@ cycle and over a counter reset.
 Cost: a steady cycle takes its eight values in one look-up of the batch and the kept link states and DL
 counters in two look-ups of the slow readings; where every NVLink sum was answered and no counter is
 above 0 (a healthy GPU on a current driver), nothing else is looked at and the zero totals are one
-shared record, which also lets the health check's nvlink comparison stop at identity.
+shared record, which also lets the health check's nvlink comparison stop at identity. The same holds
+where the older totals are refused and the DL fields count (a Hopper or later on NVIDIA's mock): no
+total above 0 and no link counted, the totals are one record per set of counted kinds
+(:data:`_QUIET_TOTALS`), without summing or naming links.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import product
 
 from falcon_gpu.model.snapshot import NvlinkErrors, NvlinkReading
 from falcon_gpu.sources.nvml.field_values import (
@@ -153,6 +157,35 @@ _ZERO_ERRORS = NvlinkErrors(0, 0, 0, 0)
 """Shared by every cycle of every GPU whose links counted no error (a record is never changed)."""
 
 
+_QUIET_TOTALS = {
+    kinds: _ZERO_ERRORS if None not in kinds else NvlinkErrors(*kinds)
+    for kinds in product((0, None), repeat=len(NVLINK_ERROR_TOTALS))
+}
+"""The error totals of a GPU whose counters are all zero where they are counted: one shared record per
+combination of the kinds it counts (a constant table, built at import), as :data:`_ZERO_ERRORS` is."""
+
+
+def _quiet_totals(
+    batch: FieldBatch, totals: Sequence[float | None], dl: DlErrors
+) -> tuple[int | None, ...] | None:
+    """The error totals of a cycle in which no counter is above zero (``totals``: the older fields' of
+    this cycle, none above zero; ``dl``: no link counted), per kind 0 where something counts it and None
+    where nothing does, as :func:`_errors` would sum them; None where a kind's per-link fields are asked
+    in place of its total (:func:`_errors` reads them)."""
+    out: list[int | None] = []
+    for spec, total in zip(NVLINK_ERROR_TOTALS, totals, strict=True):
+        if total is not None:
+            out.append(0)
+        elif batch.parts_asked(spec):
+            return None
+        else:
+            out.append(None)
+    for at, counts in zip(DL_KIND_AT, dl.kinds, strict=True):
+        if counts is not None:
+            out[at] = 0 if any(c is not None for c in counts) else None
+    return tuple(out)
+
+
 _Links = tuple[int | None, int | None, list[int | None], list[list[float | None]]]
 """NVLink bytes sent and received, the error totals per kind, and the per-link error counters."""
 
@@ -197,6 +230,16 @@ def read_interconnect(ctx: DeviceContext) -> Fields:
         out["nvlink_errors"] = _ZERO_ERRORS
         out["nvlink"] = ()
         return out
+    if None not in values[2:4] and not (crc_flit or crc_data or replay or recovery or dl.counted):
+        # a GPU whose older totals are partly refused (a Hopper or later counting on the DL fields):
+        # no counter moved, so nothing per link to name
+        quiet = _quiet_totals(batch, values[4:], dl)
+        if quiet is not None:
+            _put_traffic(ctx, out, int(sum_tx) * KIB, int(sum_rx) * KIB)  # type: ignore[arg-type]
+            if any(t is not None for t in quiet):
+                out["nvlink_errors"] = _QUIET_TOTALS[quiet]
+                out["nvlink"] = ()
+            return out
     if None in values[2:] and not any(dl.kinds) and not batch.any_asked("nvlink", NVLINK):  # no NVLink
         return out  # field on this GPU (all refused): nothing to read
     link_tx, link_rx, totals, per_kind = _nvlink(batch, values, dl)
