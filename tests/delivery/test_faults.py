@@ -129,7 +129,13 @@ def test_read_only_spool_still_sends_its_backlog_first(
     assert [t for t, _ in received(http_peer)] == [1_700_000_000] * 3 + [1_700_000_015] * 3 + [
         1_700_000_030
     ] * 3
-    assert outcomes(telemetry, "falcon_agent") == {"sent": 9, "spooled": 0, "dropped": 0}
+    counted = outcomes(telemetry, "falcon_agent")
+    # "spooled" counts batches whose first attempt failed: the test's peer once closed a connection
+    # without an answer under a full suite (RemoteDisconnected), and the retry delivered it. Without
+    # such a hiccup it is 0; with one, only the replayed backlog (6 samples) may carry it.
+    assert counted["sent"] == 9 and counted["dropped"] == 0, counted
+    hiccup = bool(warnings(caplog, "Remote end closed connection"))
+    assert counted["spooled"] in ((0, 6) if hiccup else (0,)), counted
     assert len(warnings(caplog, "cannot write the spool")) == 1
     assert len(warnings(caplog, "cannot record a delivery")) == 1  # resent after a restart
 
