@@ -99,14 +99,6 @@ def _one_shot_sinks(settings: Settings) -> Settings:
     return settings.model_copy(update={"sinks": sinks})
 
 
-def _served_sinks(settings: Settings) -> Settings:
-    """A running agent that ``listen`` serves has no default stdout sink: scraped, it must not
-    also write ~45 KB a cycle to the journal (``--once`` keeps it: one cycle to stdout)."""
-    if settings.listen and "sinks" not in settings.explicit:
-        return settings.model_copy(update={"sinks": []})
-    return settings
-
-
 def shutdown_timeout(settings: Settings) -> float:
     """Seconds the sinks get to deliver at shutdown (and at a reload): the longest sink ``timeout``,
     one request's worth, so a receiver that accepts and never answers holds a shutdown up for
@@ -125,7 +117,7 @@ def run(
 ) -> int:
     """``reload_settings``: how SIGHUP loads the configuration again (None: SIGHUP keeps its default)."""
     rt = build(
-        _one_shot_sinks(settings) if once else _served_sinks(settings),
+        _one_shot_sinks(settings) if once else settings,
         simulate=simulate,
         with_jobs=True,
         listen=True,

@@ -218,7 +218,7 @@ def build(
         if with_sinks and full is not None:
             from falcon_gpu.sinks.registry import build_sink
 
-            for cfg in _sink_configs(full):
+            for cfg in _sink_configs(full, one_shot=one_shot):
                 try:
                     sink = build_sink(
                         cfg,
@@ -290,11 +290,15 @@ def _simulated_node_paths(settings: Settings | ResolvedSettings) -> SimulatedPat
     return settings.model_copy(update=update), scratch
 
 
-def _sink_configs(settings: Settings) -> list[Any]:
+def _sink_configs(settings: Settings, *, one_shot: bool) -> list[Any]:
     """The configured sinks; with none configured, stdout, said once (so that a user who adds a
-    real sink knows stdout goes away with it)."""
+    real sink knows stdout goes away with it) — except for a running agent that ``listen`` serves:
+    scraped, it must not also write ~45 KB a cycle to the journal. Decided here, where every
+    runtime is built (``run``, a SIGHUP reload, ``doctor``), not by each caller."""
     if "sinks" in settings.explicit:
         return list(settings.sinks)
+    if settings.listen and not one_shot:
+        return []
     log.info("no sinks configured: each cycle is written to stdout ([[sinks]] or listen replace it)")
     return list(settings.sinks)
 

@@ -126,13 +126,13 @@ def test_stdout_is_the_sink_only_when_none_is_configured_and_says_so_once(tmp_pa
     assert "falcon_gpu_up{" not in done.stdout and "no sinks configured" not in done.stderr
 
 
-def test_a_served_agent_writes_no_cycle_to_stdout(tmp_path: Path) -> None:
-    env = base_env(tmp_path)
+def test_a_served_agent_writes_no_cycle_to_stdout_before_or_after_a_reload(tmp_path: Path) -> None:
     port = free_port()
-    env["FALCON_GPU_LISTEN"] = f"127.0.0.1:{port}"
+    cfg = tmp_path / "served.toml"
+    cfg.write_text(f'interval = 1\nlisten = "127.0.0.1:{port}"\n')  # no [[sinks]]: served only
     agent = subprocess.Popen(
-        [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "--interval", "1"],
-        env=env,
+        [sys.executable, "-m", "falcon_gpu", "run", "--simulate", "--config", str(cfg)],
+        env=base_env(tmp_path),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -140,10 +140,15 @@ def test_a_served_agent_writes_no_cycle_to_stdout(tmp_path: Path) -> None:
     )
     try:
         wait_until(lambda: b"falcon_gpu_up{" in _scrape(port), 60, "a served cycle")
-        time.sleep(2.5)  # a few more cycles
+        # a changed file and SIGHUP: the reload builds the runtime again, and it gets no stdout sink either
+        cfg.write_text(f'interval = 1\nlisten = "127.0.0.1:{port}"\nlabels = {{cluster = "reloaded"}}\n')
+        agent.send_signal(signal.SIGHUP)
+        wait_until(lambda: b'cluster="reloaded"' in _scrape(port), 60, "the reloaded configuration served")
+        time.sleep(2.5)  # a few more cycles after the reload
     finally:
         agent.send_signal(signal.SIGTERM)
         out, err = agent.communicate(timeout=60)
+    assert "configuration reloaded" in err, err[-2000:]
     assert out == "", out[:500]
     assert "no sinks configured" not in err
 
