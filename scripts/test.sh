@@ -39,9 +39,9 @@ mypy falcon_gpu
 echo "== pytest"
 set +e
 # A test that fails is run again, up to twice (pytest-rerunfailures), and listed as a rerun ("R") in
-# the summary: the suite starts real servers, agents and tmux panes on 2 shared cores, and a load spike
+# the summary, named under "rerun test summary info": the suite starts real servers, agents and tmux panes on 2 shared cores, and a load spike
 # once in a while misses a deadline. A test that fails three times fails the run.
-python -m pytest -q -p no:cacheprovider --reruns 2 --reruns-delay 2 "$@"
+python -m pytest -q -p no:cacheprovider --reruns 2 --reruns-delay 2 -raR "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
