@@ -22,6 +22,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from falcon_gpu.attribution.settings import DEFAULT_JOB_LABELS
 from falcon_gpu.model.text import encodable
 from falcon_gpu.policies.config import PolicyConfig, check_policies
 from falcon_gpu.schemas import registry
@@ -99,6 +100,10 @@ class Settings(BaseSettings):
         default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"]
     )
     pod_labels: list[str] = Field(default_factory=list)
+    job_labels: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_JOB_LABELS),
+        description="pod labels that name a distributed job (the first one a pod has becomes job_name)",
+    )
     pod_requests: bool = Field(False, description="read pods' GPU requests from the API server")
     pod_uid: bool = Field(False, description="add pod_uid to pod series")
     process_metrics: bool = False
@@ -157,6 +162,13 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_names(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
+
+    @field_validator("job_labels")
+    @classmethod
+    def _job_labels(cls, names: list[str]) -> list[str]:
+        if any(not name.strip() for name in names):
+            raise ValueError("an empty label name names no job")
+        return names
 
     @field_validator("labels")
     @classmethod

@@ -34,7 +34,7 @@ PATHS = (
     "jobs_dir",
 )
 FLAGS = ("pod_requests", "pod_uid", "process_metrics")
-STRING_LISTS = ("gpu_resources", "pod_labels")
+STRING_LISTS = ("gpu_resources", "pod_labels", "job_labels")
 CHOICES: dict[str, tuple[str, ...]] = {
     "schema_": registry.NAMES,
     "log_level": ("debug", "info", "warning", "error"),
@@ -57,6 +57,7 @@ class ResolvedSettings(Record):
     passwd_file: Path
     gpu_resources: list[str]
     pod_labels: list[str]
+    job_labels: list[str]
     pod_requests: bool
     pod_uid: bool
     process_metrics: bool

@@ -1,4 +1,4 @@
-"""Optional pod labels from the Kubernetes API (only when ``pod_labels`` is set).
+"""Optional pod labels from the Kubernetes API (``pod_labels``, and ``job_labels`` where it has access).
 
 Everything else in attribution works from node-local files; labels live only in
 the API server. To keep the permission small, only this node's pods are listed
@@ -8,7 +8,10 @@ allow-listed labels are kept, renamed ``label_<name>`` with every character
 outside ``[a-zA-Z0-9_]`` replaced by ``_`` (as kube-state-metrics does). Two
 allow-list entries that come out as the same label name (or one listed twice) keep
 only the first: a series with a duplicated label name makes Prometheus refuse the
-whole remote-write request.
+whole remote-write request. The job labels (``job_labels``: Kubeflow's, JobSet's,
+Job's, Volcano's) need no allow-list entry: the value of the first one a pod has
+becomes one label, ``job_name``, the same whichever controller made the job, so the
+straggler rules group every job's GPUs by one name (``job`` is Prometheus's own).
 
 Credentials are the in-cluster service account: the token file is re-read on
 every list because bound tokens rotate. The token never appears in errors.
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from falcon_gpu.attribution.pod_requests import Requested, pod_requested
+from falcon_gpu.attribution.presence import SERVICE_ACCOUNT
 from falcon_gpu.model.record import Record
 from falcon_gpu.model.text import utf8_text
 
@@ -32,8 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("falcon_gpu.attribution")
 
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
+JOB_NAME = "job_name"
+"""The label that names a pod's distributed job (from the first of ``job_labels`` it has)."""
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -94,6 +99,15 @@ def _unique_by_label(allow: Sequence[str]) -> tuple[str, ...]:
     return tuple(taken.values())
 
 
+def _job_name(labels: dict[str, Any], jobs: Sequence[str]) -> Labels:
+    """``(("job_name", value),)`` from the first job label the pod has (with a value), else ``()``."""
+    for name in jobs:
+        value = labels.get(name)
+        if value:
+            return ((JOB_NAME, utf8_text(str(value))),)
+    return ()
+
+
 class PodLabelSource:
     """Lists this node's pods and keeps the allow-listed labels (and, with ``quotas``, the
     containers' GPU quotas from the same list). Not for the hot path."""
@@ -105,10 +119,13 @@ class PodLabelSource:
         allow: Sequence[str],
         *,
         quotas: bool = False,
+        jobs: Sequence[str] = (),
         timeout: float = 10.0,
     ) -> None:
+        """``jobs``: the job labels, in order; the first a pod has is its ``job_name``."""
         self._config = config
         self._quotas = quotas
+        self._jobs = tuple(jobs)
         self._node = node
         self._allow = _unique_by_label(allow)
         self._timeout = timeout
@@ -129,7 +146,7 @@ class PodLabelSource:
             for item in body.get("items") or []:
                 meta = item.get("metadata") or {}
                 labels = meta.get("labels") or {}
-                picked = tuple(
+                picked = _job_name(labels, self._jobs) + tuple(
                     (sanitise_label(name), utf8_text(str(labels[name])))
                     for name in self._allow
                     if name in labels

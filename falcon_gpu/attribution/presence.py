@@ -8,9 +8,13 @@ after the agent is picked up; a bare-metal host with ``auto`` stays quiet.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from falcon_gpu.attribution.settings import AttributionSettings
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where Kubernetes mounts a pod's service account token (``automountServiceAccountToken``)."""
 
 PODMAN_FILE = Path("storage") / "overlay-containers" / "containers.json"
 """Under ``containers_root``: Podman's list of its containers and their names."""
@@ -35,8 +39,22 @@ def passwd_present(settings: AttributionSettings) -> bool:
 
 
 def kube_api_wanted(settings: AttributionSettings) -> bool:
-    """Whether labels or quotas are asked of the API server (else it is never contacted)."""
-    return bool(settings.pod_labels or settings.pod_requests)
+    """Whether labels or quotas are asked of the API server (else it is never contacted).
+
+    ``pod_labels`` and ``pod_requests`` ask for it outright (no access is then a fault);
+    ``job_labels``, on by default, only where the agent was given access: an API server set by
+    the caller (the simulator's) or, in a cluster, a mounted service account token. A DaemonSet
+    without one (the base manifests) is not told to fail: its pods just carry no ``job_name``."""
+    if settings.pod_labels or settings.pod_requests:
+        return True
+    return bool(settings.job_labels) and kube_api_access(settings)
+
+
+def kube_api_access(settings: AttributionSettings) -> bool:
+    """Whether the agent can ask the API server: one given to it, or the in-cluster one with a token."""
+    if settings.kube_api is not None:
+        return True
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT / "token").exists()
 
 
 def not_kubernetes_reason(settings: AttributionSettings) -> str:

@@ -21,6 +21,15 @@ if TYPE_CHECKING:  # a type here; its module (an HTTP client) is imported only w
 
 Kubernetes = Literal["auto", "on", "off"]
 
+DEFAULT_JOB_LABELS = (
+    "training.kubeflow.org/job-name",
+    "jobset.sigs.k8s.io/jobset-name",
+    "batch.kubernetes.io/job-name",
+    "volcano.sh/job-name",
+)
+"""Pod labels the job controllers set on every pod of one job (Kubeflow training operator, JobSet,
+Job, Volcano): pods that share one are one distributed job, whose GPUs should move together."""
+
 
 class AttributionSettings(Record):
     node: str
@@ -38,6 +47,8 @@ class AttributionSettings(Record):
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
     """kubelet resource names (globs) that count as GPUs."""
     pod_labels: tuple[str, ...] = ()
+    job_labels: tuple[str, ...] = DEFAULT_JOB_LABELS
+    """Pod labels naming a distributed job: the first one a pod has is its ``job_name``."""
     pod_requests: bool = False
     """Read the containers' GPU quotas from the API server's pod list (requested vs used)."""
     pod_uid: bool = False
@@ -63,6 +74,7 @@ class AttributionSettings(Record):
             kubernetes=settings.kubernetes,
             gpu_resources=tuple(settings.gpu_resources),
             pod_labels=tuple(settings.pod_labels),
+            job_labels=tuple(settings.job_labels),
             pod_requests=settings.pod_requests,
             pod_uid=settings.pod_uid,
             process_metrics=settings.process_metrics,

@@ -24,7 +24,7 @@ RESERVED: frozenset[str] = frozenset(
         # falcon_gpu schema
         "node", "gpu", "uuid", "model", "driver_version", "cuda_version", "pci_bus_id",
         "gpu_instance", "compute_instance", "mig_profile", "mig_uuid",
-        "namespace", "pod", "container", "pod_uid", "resource", "allocated", "pid", "command",
+        "namespace", "pod", "container", "pod_uid", "job_name", "resource", "allocated", "pid", "command",
         "type", "scope", "cause", "xid", "reason", "check", "kind", "sink", "outcome", "reader",
         "link", "policy", "runtime", "container_id", "claim_name", "claim_namespace",
         "slurm_job", "slurm_step", "uid", "user",

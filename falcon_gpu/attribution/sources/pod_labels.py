@@ -1,11 +1,12 @@
-"""Source ``kube_api``: pod labels and GPU quotas from the API server (``pod_labels``,
-``pod_requests``).
+"""Source ``kube_api``: pod labels, job names and GPU quotas from the API server (``pod_labels``,
+``job_labels``, ``pod_requests``).
 
 Answers labels by pod UID, else by namespace and name (allocations carry no UID),
 containers' GPU quotas (requested vs used) and pod UIDs (for ``pod_uid``) from the
-same pod list: with both settings on, still one list per period. While the API
+same pod list: with every setting on, still one list per period. While the API
 server fails, the last answers are kept. Not in the registry's answer at all when
-``pod_labels`` is empty and ``pod_requests`` off: the API server is never contacted.
+``pod_labels`` is empty, ``pod_requests`` off and ``job_labels`` has no API access to
+use (``presence.kube_api_wanted``): the API server is never contacted.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabels, PodLabelSource
 from falcon_gpu.attribution.ledger import ContainerKey
 from falcon_gpu.attribution.pod_requests import Requested
+from falcon_gpu.attribution.presence import kube_api_wanted
 from falcon_gpu.attribution.registry import KUBE_API_PERIOD
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.attribution.source import EMPTY, Labels, PodKey, SourceContext, SourceError, SourceView
@@ -48,7 +50,13 @@ class PodLabelsSource:
         self._client = (
             None
             if config is None
-            else PodLabelSource(config, settings.node, settings.pod_labels, quotas=settings.pod_requests)
+            else PodLabelSource(
+                config,
+                settings.node,
+                settings.pod_labels,
+                quotas=settings.pod_requests,
+                jobs=settings.job_labels,
+            )
         )
         self._view: SourceView = EMPTY
 
@@ -88,5 +96,4 @@ class PodLabelsSource:
 
 
 def build(context: SourceContext) -> PodLabelsSource | None:
-    wanted = context.settings.pod_labels or context.settings.pod_requests
-    return PodLabelsSource(context.settings) if wanted else None
+    return PodLabelsSource(context.settings) if kube_api_wanted(context.settings) else None
