@@ -6,7 +6,7 @@ a second, bytes on the wire per node and cycle, and what the shipped rules cost 
 starts the real thing on loopback and reads the answers from the stores themselves:
 
 - the stores: the Debian ``victoria-metrics`` and ``prometheus`` (``--web.enable-remote-write-receiver``,
-  the shipped ``conf/prometheus/recording.yml`` and ``alerts.yml`` loaded, evaluated every interval);
+  the shipped rules of ``conf/prometheus/`` loaded, evaluated every interval);
 - the agents: ``--agents`` real ``falcon-gpu run --simulate`` processes, 8 GPUs each
   (``scripts/gen_scenario.py``), pods on every second node, each its own ``node``, the given
   ``--schema`` on two ``remote_write`` sinks (one per store);
@@ -51,6 +51,7 @@ from typing import Any
 import cramjam
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_prometheusrule import RULE_FILES
 from gen_scenario import scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +169,7 @@ def start_stores(root: Path, interval: int) -> tuple[dict[str, str], list[subpro
     vm_port, prom_port = free_port(), free_port()
     cfg = {
         "global": {"scrape_interval": f"{interval}s", "evaluation_interval": f"{interval}s"},
-        "rule_files": [str(RULES / "recording.yml"), str(RULES / "alerts.yml")],
+        "rule_files": [str(RULES / name) for name in RULE_FILES],
     }
     (root / "prometheus.yml").write_text(json.dumps(cfg))  # JSON is YAML
     argv = {

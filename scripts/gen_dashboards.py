@@ -27,6 +27,8 @@ CNU = CN + ',uuid=~"$uuid"'
 CNP = CN + ',namespace=~"$namespace",pod=~"$pod"'
 CP = C + ',namespace=~"$namespace",pod=~"$pod"'
 CS = C + ',namespace=~"$namespace"'
+CNS = CN + ',namespace=~"$namespace"'
+JOB_GPU = "{{namespace}}/{{job_name}} {{node}} GPU {{gpu}}"  # a Slurm job has no namespace: "/4242 …"
 DEVICE = "cluster, node, uuid, mig_uuid, namespace, pod, container"  # one series per container and device
 
 
@@ -454,6 +456,36 @@ def pods() -> Dashboard:
                 "table",
                 (f"container_gpu:falcon_gpu_allocation_idle:seconds{{{CNP}}} > 0",),
                 unit="s",
+            ),
+            Panel(
+                "Distributed jobs: each GPU's SM activity, share of its job's median",
+                "bargauge",
+                (f"gpu_job:falcon_gpu_sm_activity:of_median{{{CNS}}}",),
+                unit="percentunit",
+                legend=JOB_GPU,
+                description="The GPUs of one job (job_name: a pod job label, or a Slurm job id) side by"
+                " side: near 1 they move together; one well below the others is a straggler"
+                " (FalconGpuJobStraggler: below 0.7 for 5 minutes). SM activity from GPM, else utilisation.",
+            ),
+            Panel(
+                "Distributed jobs: SM activity per GPU",
+                "timeseries",
+                (f"gpu_job:falcon_gpu_sm_activity:ratio{{{CNS}}}",),
+                unit="percentunit",
+                legend=JOB_GPU,
+            ),
+            Panel(
+                "Distributed jobs: power and memory bandwidth, share of the job's median",
+                "table",
+                (
+                    f"gpu_job:falcon_gpu_power:of_median{{{CNS}}}",
+                    f"gpu_job:falcon_gpu_memory_bandwidth:of_median{{{CNS}}}",
+                ),
+                unit="percentunit",
+                width=24,
+                description="A: power; B: memory bandwidth (GPM's DRAM bandwidth, else the memory"
+                " controller's busy time), each over the job's median: a GPU low in all three does less"
+                " work than its peers, not only other work.",
             ),
         ],
     )

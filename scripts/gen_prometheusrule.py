@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Write conf/kubernetes/components/prometheus-operator/prometheusrule.yaml from conf/prometheus.
 
-Why generated: the rule files in conf/prometheus/ are what promtool checks and unit-tests and what
-a plain Prometheus loads; the Prometheus Operator wants the same groups inside a PrometheusRule
-object. Copied by hand the two drift apart. The groups are copied as text (comments and layout
+Why generated: the rule files in conf/prometheus/ (``RULE_FILES``) are what promtool checks and
+unit-tests and what a plain Prometheus loads; the Prometheus Operator wants the same groups inside a
+PrometheusRule object. Copied by hand the two drift apart. The groups are copied as text (comments and layout
 kept, so the object reads like the files), indented under ``spec.groups``;
 tests/deploy/test_kubernetes.py fails when the committed file differs from what this writes, and
 checks that its groups equal the files' groups and pass ``promtool check rules``.
@@ -18,12 +18,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = (ROOT / "conf" / "prometheus" / "recording.yml", ROOT / "conf" / "prometheus" / "alerts.yml")
+RULE_FILES = ("recording.yml", "alerts.yml", "stragglers.yml")
+"""The shipped rule files, in the order a Prometheus loads them (every other list of them reads this)."""
+SOURCES = tuple(ROOT / "conf" / "prometheus" / name for name in RULE_FILES)
 OUT = ROOT / "conf" / "kubernetes" / "components" / "prometheus-operator" / "prometheusrule.yaml"
 
 HEADER = """\
-# Written by scripts/gen_prometheusrule.py from conf/prometheus/recording.yml and alerts.yml:
-# edit those and rerun it (tests/deploy/test_kubernetes.py fails when this file differs).
+# Written by scripts/gen_prometheusrule.py from conf/prometheus/ (recording.yml, alerts.yml,
+# stragglers.yml): edit those and rerun it (tests/deploy/test_kubernetes.py fails when this differs).
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:

@@ -27,6 +27,8 @@ from tests.delivery.conftest import ManagedServer, free_port, http_get, need
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "conf" / "prometheus"
+RULE_FILES = ("recording.yml", "alerts.yml", "stragglers.yml")
+"""The shipped rule files, as scripts/gen_prometheusrule.py lists them (tests/deploy/test_rules.py)."""
 HAS_LABELS = "labels" in Settings.model_fields
 HAS_LISTEN = "listen" in Settings.model_fields
 
@@ -63,10 +65,14 @@ def start_pushgateway(root: Path) -> ManagedServer:
 
 
 def start_prometheus(
-    root: Path, name: str, scrape_targets: list[str], pushgateway: str = ""
+    root: Path,
+    name: str,
+    scrape_targets: list[str],
+    pushgateway: str = "",
+    rule_files: tuple[Path, ...] = tuple(RULES / name for name in RULE_FILES),
 ) -> ManagedServer:
-    """Prometheus with the shipped rules; it scrapes the agents' ``listen`` addresses and a
-    Pushgateway (``honor_labels``, as docs/DASHBOARDS.md says) when given."""
+    """Prometheus with the shipped rules (or ``rule_files``); it scrapes the agents' ``listen``
+    addresses and a Pushgateway (``honor_labels``, as docs/DASHBOARDS.md says) when given."""
     port = free_port()
     jobs: list[dict[str, Any]] = []
     if scrape_targets:
@@ -77,7 +83,7 @@ def start_prometheus(
         )
     cfg = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(RULES / "recording.yml"), str(RULES / "alerts.yml")],
+        "rule_files": [str(path) for path in rule_files],
         "scrape_configs": jobs,
     }
     (root / f"{name}.yml").write_text(json.dumps(cfg))  # JSON is YAML

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.live import RULE_FILES
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "bench_fleet.py"
 
@@ -55,8 +57,7 @@ def test_requests_close_together_are_one_cycle() -> None:
 
 
 def shipped_rules() -> int:
-    files = ("recording.yml", "alerts.yml")
-    docs: list[Any] = [yaml.safe_load((ROOT / "conf" / "prometheus" / f).read_text()) for f in files]
+    docs: list[Any] = [yaml.safe_load((ROOT / "conf" / "prometheus" / f).read_text()) for f in RULE_FILES]
     return sum(len(g["rules"]) for d in docs for g in d["groups"])
 
 

@@ -21,6 +21,7 @@ import tomllib
 import falcon_gpu
 from tests.delivery.conftest import need
 from tests.deploy.generated import assert_generated_files_current
+from tests.deploy.live import RULE_FILES
 from tests.deploy.test_kubernetes import K8S_VERSIONS, KUSTOMIZE, OVERLAYS, kustomize, one, pod_spec, rendered
 
 yaml = pytest.importorskip("yaml")
@@ -145,7 +146,7 @@ def test_prometheusrule_holds_conf_prometheus_rules_and_promtool_accepts_them(tm
     rule = one(docs, "PrometheusRule")
     wanted = [
         group
-        for name in ("recording.yml", "alerts.yml")
+        for name in RULE_FILES
         for group in yaml.safe_load((ROOT / "conf" / "prometheus" / name).read_text())["groups"]
     ]
     assert rule["spec"]["groups"] == wanted

@@ -36,6 +36,7 @@ from tests.deploy.expected import Expected, last
 from tests.deploy.live import (
     HAS_LISTEN,
     ROOT,
+    RULE_FILES,
     RULES,
     Agent,
     agent_config,
@@ -96,8 +97,8 @@ def allocated_by_cluster_namespace() -> dict[tuple[str, str], float]:
 
 
 def recording_rules() -> dict[str, str]:
-    groups = yaml.safe_load((RULES / "recording.yml").read_text())["groups"]
-    return {r["record"]: r["expr"] for g in groups for r in g["rules"]}
+    groups = [g for name in RULE_FILES for g in yaml.safe_load((RULES / name).read_text())["groups"]]
+    return {r["record"]: r["expr"] for g in groups for r in g["rules"] if "record" in r}
 
 
 def panel_queries() -> list[tuple[str, str]]:
@@ -291,6 +292,22 @@ def test_namespace_gpu_hours_over_a_known_window(live: Live) -> None:
 
 
 @pytest.mark.skipif(not HAS_LISTEN, reason="the agent has no `listen` setting yet (issue 10, h10a)")
+def test_a_jobs_gpus_are_compared_with_its_median(live: Live) -> None:
+    """shared-gpu's pipeline-0 is a Job (batch.kubernetes.io/job-name) on two GPUs: its job_name
+    came from the API pod list with no pod_labels entry, and each GPU is set against the median
+    of the two (no GPM there: NVML's utilisation)."""
+    agent = AGENTS[1]
+    want = {g["uuid"]: last(g["utilization_gpu_percent"]) / 100 for g in expected(agent).gpus[1:3]}
+    median = sum(want.values()) / 2  # the 0.5 quantile of two
+    assert values(live.ask("job:falcon_gpu_devices:count"), "cluster", "namespace", "job_name") == {
+        (agent.cluster_label, "ml", "pipeline"): 2.0
+    }
+    got = values(live.ask('gpu_job:falcon_gpu_sm_activity:of_median{job_name="pipeline"}'), "node", "uuid")
+    assert got.keys() == {(agent.node, uuid) for uuid in want}
+    for (_node, uuid), ratio in got.items():
+        assert math.isclose(ratio, want[uuid] / median, rel_tol=1e-9), uuid
+
+
 def test_scraping_prometheus_gives_the_same_answers(live: Live) -> None:
     assert live.scraper is not None
     for promql, labels in (
@@ -350,5 +367,5 @@ def test_no_rule_evaluation_failed(live: Live) -> None:
     """A many-to-many join or a bad expression is an evaluation failure Prometheus counts."""
     metrics = http_get(f"{live.store.url}/metrics").decode().splitlines()
     failures = [line for line in metrics if line.startswith("prometheus_rule_evaluation_failures_total{")]
-    assert len(failures) == 2, failures  # the recording group and the alert group
+    assert len(failures) == 3, failures  # the recording, the alert and the straggler group
     assert all(line.endswith(" 0") for line in failures), failures
