@@ -174,7 +174,7 @@ class PodLabelSource:
             except OSError as exc:
                 raise KubeApiError(
                     f"cannot read the service account token {token_file}: {exc.strerror}; "
-                    "set automountServiceAccountToken or clear pod_labels and pod_requests"
+                    "set automountServiceAccountToken or clear pod_labels, pod_requests and job_labels"
                 ) from None
         import requests
 
