@@ -199,6 +199,10 @@ def test_the_slow_gpu_of_a_16_gpu_job_and_an_idle_slurm_job(fleet: Fleet) -> Non
     )
     of_median = values(query(fleet.store, "gpu_job:falcon_gpu_power:of_median"), "node", "gpu", "job_name")
     assert math.isclose(of_median[(slow_node, slow_gpu, "llama")], (100 + 600 * 0.40) / (100 + 600 * 0.95))
+    # memory bandwidth: GPM's DRAM (57 %) where there is GPM, not NVML's 90 %; NVML's (57 %) elsewhere
+    of_median = values(query(fleet.store, "gpu_job:falcon_gpu_memory_bandwidth:of_median"), "node", "gpu")
+    assert math.isclose(of_median.pop((slow_node, slow_gpu)), 0.40 / 0.95)
+    assert len(of_median) == 15 and all(math.isclose(v, 1.0) for v in of_median.values()), of_median
 
     # it catches up: node 2's agent comes back with that GPU at 95 %
     stop(fleet.agents[SLOW[0]])
