@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas.extra_labels import as_labels
 from falcon_gpu.settings_resolved import ResolvedSettings
 from falcon_gpu.settings_sources import ConfigError
 from falcon_gpu.sinks.base import Sink
-from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:  # the plugin's path never imports pydantic (the settings and policy models)
     import tempfile

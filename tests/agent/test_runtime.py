@@ -6,8 +6,8 @@ import threading
 import time
 
 from falcon_gpu.agent.runtime import Runtime
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Rendered, Sink
-from falcon_gpu.telemetry import Telemetry
 
 
 class SlowSink(Sink):
