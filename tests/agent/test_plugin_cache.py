@@ -32,19 +32,14 @@ PLUGIN = ROOT / "plugins" / "60_gpu_monitor.py"
 HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "grpc", "requests", "google", "apscheduler",
          "tenacity", "cramjam", "asyncio", "tomllib", "urllib3")  # fmt: skip
 """Packages the plugin's cached path must not import (each is tens of ms of every start)."""
-LAZY = ("argparse", "falcon_gpu.attribution.sources.kubelet", "falcon_gpu.attribution.sources.logs",
+LAZY = ("falcon_gpu.attribution.sources.kubelet", "falcon_gpu.attribution.sources.logs",
         "falcon_gpu.attribution.sources.pod_labels", "falcon_gpu.attribution.sources.containers",
         "falcon_gpu.attribution.podresources", "falcon_gpu.attribution.dra_claims",
         "falcon_gpu.attribution.logdirs", "falcon_gpu.attribution.kube_api")  # fmt: skip
 """Modules the plugin path leaves alone unless it needs them (each was imported once; a top-level
-import coming back fails the guard): argparse, only for a flag the fast path leaves to it; the
-attribution sources that do not apply on a node without a kubelet, Docker, Podman or
-``pod_labels`` (the registry imports a source's module once it applies) and what they import."""
-DEFERRED = ("ctypes.util", "subprocess", "shutil", "tempfile", "traceback", "textwrap")
-"""What pynvml's unused ``from ctypes.util import find_library`` and logging's ``import traceback`` would
-load: the plugin imports both without them (:mod:`falcon_gpu.deferred_import`), about 19 ms of every
-start (pathlib without ``urllib.parse`` is checked in that module's tests: an editable install imports
-pathlib at start-up, and linecache is loaded there too)."""
+import coming back fails the guard): the attribution sources that do not apply on a node without a
+kubelet, Docker, Podman or ``pod_labels`` (the registry imports a source's module once it applies) and
+what they import."""
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +94,7 @@ def _probe(scenario: Path) -> dict[str, object]:
     env = {**os.environ, "FALCON_GPU_KUBELET_SOCKET": str(missing / "kubelet.sock"),
            "FALCON_GPU_LOG_ROOT": str(missing), "FALCON_GPU_DOCKER_ROOT": str(missing),
            "FALCON_GPU_CONTAINERS_ROOT": str(missing)}  # fmt: skip
-    return run_probe(PROBE, str(scenario), *HEAVY, *LAZY, *DEFERRED, env=env)
+    return run_probe(PROBE, str(scenario), *HEAVY, *LAZY, env=env)
 
 
 def test_second_run_loads_no_pydantic_grpc_or_requests(tmp_path: Path) -> None:
@@ -336,25 +331,7 @@ def test_the_cache_dir_under_falcon_agents_empty_environment(monkeypatch: pytest
     assert cache_dir({"XDG_CACHE_HOME": "/c"}) == Path("/c/falcon-gpu")
 
 
-# -- the plugin's flags without the full parser ----------------------------------------------
-PLUGIN_ARGVS = [
-    [],
-    ["--simulate"],
-    ["--simulate", "shared-gpu", "--config", "c.toml", "--log-level", "DEBUG"],
-    ["--simulate", "--config", "c.toml"],
-    ["--config=c.toml", "--simulate=-odd-name", "--log-level=error"],
-    ["--config", "a.toml", "--config", "b.toml", "--config="],
-]
-
-
-@pytest.mark.parametrize("argv", PLUGIN_ARGVS, ids=" ".join)
-def test_the_fast_path_reads_flags_as_the_full_parser_does(argv: list[str]) -> None:
-    fast = falcon_gpu.cli._plugin_args(argv)
-    full = falcon_gpu.cli._parser().parse_args(["plugin", *argv])
-    assert fast is not None
-    assert (fast.config, fast.simulate, fast.log_level) == (full.config, full.simulate, full.log_level)
-
-
+# -- the plugin's flags -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
@@ -366,8 +343,7 @@ def test_the_fast_path_reads_flags_as_the_full_parser_does(argv: list[str]) -> N
     ],
 )
 def test_a_bad_plugin_flag_exits_2_naming_it(argv: list[str], named: str) -> None:
-    """falcon-agent's log is where a typo in the plugin's line shows: the full parser's message."""
-    assert falcon_gpu.cli._plugin_args(argv) is None  # left to the full parser
+    """falcon-agent's log is where a typo in the plugin's line shows: the parser's message."""
     proc = subprocess.run(
         [sys.executable, str(PLUGIN), *argv], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
