@@ -11,8 +11,6 @@ from falcon_gpu.sinks.base import Rendered, Sink
 
 
 class SlowSink(Sink):
-    consumes = "falcon"
-
     def __init__(self, name: str, barrier: threading.Barrier | None, hang: threading.Event | None = None):
         self.name = name
         self._barrier = barrier
