@@ -21,7 +21,7 @@ import falcon_gpu.settings
 import falcon_gpu.settings_cache
 from falcon_gpu.cli import main
 from falcon_gpu.settings_cache import cache_dir, plugin_settings
-from falcon_gpu.settings_resolved import ResolvedSettings
+from falcon_gpu.settings_resolved import LEFT_OUT, ResolvedSettings
 from falcon_gpu.settings_sources import ConfigError
 from falcon_gpu.simulator.scenario.parse import resolve_scenario
 from tests.agent.probe import run_probe
@@ -269,6 +269,15 @@ def test_no_secret_reaches_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert str(token) in text  # the path is named (its stat is part of the check), never the content
 
 
+def _edited(cached: Path, *, summed: bool = False, **values: object) -> str:
+    """The cache file with other values (``summed``: and their digest, as one who read the code would)."""
+    body = json.loads(cached.read_text())
+    body["settings"]["values"].update(values)
+    if summed:
+        body["sum"] = falcon_gpu.settings_cache._sum(body["settings"])
+    return json.dumps(body)
+
+
 def test_a_corrupt_cache_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
     plugin_settings(None, {})
     (cached,) = _cache_files()
@@ -276,6 +285,7 @@ def test_a_corrupt_cache_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
         "{",
         '{"key": 1}',
         json.dumps({**json.loads(cached.read_text()), "settings": {"node": 3}}),
+        _edited(cached, interval=True),  # parses, but is not what was written
     ):
         cached.write_text(garbage)
         assert plugin_settings(None, {}).node == "cache-node"
@@ -286,9 +296,7 @@ def test_a_corrupt_cache_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_cache_file_others_could_write_is_not_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
     plugin_settings(None, {})
     (cached,) = _cache_files()
-    body = json.loads(cached.read_text())
-    body["settings"]["node"] = "planted"
-    cached.write_text(json.dumps(body))
+    cached.write_text(_edited(cached, summed=True, node="planted"))
     cached.chmod(0o666)
     assert plugin_settings(None, {}).node == "cache-node"  # validated again, and rewritten 0600
     assert cached.stat().st_mode & 0o777 == 0o600
@@ -307,16 +315,20 @@ def test_an_unwritable_cache_dir_only_costs_the_cache(
     assert list(tmp_path.iterdir()) == [blocker]
 
 
-def test_resolved_settings_round_trip_and_refuse_what_they_did_not_write() -> None:
-    resolved = ResolvedSettings.of(falcon_gpu.settings.load_settings(None, labels={"a": "b"}))
+def test_resolved_settings_are_the_settings_but_the_outputs_and_round_trip() -> None:
+    """Derived from ``Settings`` (no second list): a setting added there reaches the plugin."""
+    settings = falcon_gpu.settings.load_settings(None, labels={"a": "b"}, log_level="debug")
+    resolved = ResolvedSettings.of(settings)
     assert ResolvedSettings.from_json(json.loads(json.dumps(resolved.to_json()))) == resolved
-    for broken in (
-        {"node": "x"},
-        {**resolved.to_json(), "schema_": "graphite"},
-        {**resolved.to_json(), "interval": True},
-    ):
-        with pytest.raises(ValueError):
-            ResolvedSettings.from_json(broken)
+    assert set(falcon_gpu.settings.Settings.model_fields) > LEFT_OUT
+    for name in falcon_gpu.settings.Settings.model_fields:
+        if name in LEFT_OUT:
+            assert not hasattr(resolved, name), name
+        elif name != "metrics":  # compiled: checked below
+            assert getattr(resolved, name) == getattr(settings, name), name
+    assert (resolved.metrics.include, resolved.metrics.exclude) == ((), ())
+    assert resolved.explicit == settings.explicit >= {"labels", "log_level"}
+    assert resolved.model_copy(update={"node": "b"}).node == "b" and resolved.node == "cache-node"
 
 
 def test_the_cache_dir_under_falcon_agents_empty_environment(monkeypatch: pytest.MonkeyPatch) -> None:
