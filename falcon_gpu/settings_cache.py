@@ -2,9 +2,9 @@
 
 falcon-agent forks the plugin every minute, and validating with pydantic-settings
 is most of its start-up (see docs/BENCHMARKS.md "Plugin start-up"). So the plugin
-validates with the real :class:`~falcon_gpu.settings.Settings` model, keeps the values
-its cycle reads (:class:`~falcon_gpu.settings_resolved.ResolvedSettings`) in a small
-file, and later runs load that file without importing pydantic, as long as every
+validates with the real :class:`~falcon_gpu.settings.Settings` model, keeps its values but
+the outputs' (:class:`~falcon_gpu.settings_resolved.ResolvedSettings`) in a small file
+with their digest, and later runs load that file without importing pydantic, as long as every
 input is unchanged:
 
 * the key: the cache format, the package version, the config file's path and bytes,
@@ -15,9 +15,9 @@ input is unchanged:
   *path*, never its content), by type, size, mtime and inode: validation reads
   TLS files, so one that changed or vanished is validated again.
 
-Any mismatch, unreadable or malformed cache falls back to full validation, so a
-bad setting gives the same message on every run, never only on the first (an
-invalid configuration is never cached). The file lives in
+Any mismatch, unreadable or malformed cache (values that are not the digest's) falls
+back to full validation, so a bad setting gives the same message on every run, never
+only on the first (an invalid configuration is never cached). The file lives in
 ``$XDG_CACHE_HOME/falcon-gpu`` (else ``~/.cache/falcon-gpu``), mode 0600, one per
 config path; when it cannot be written the plugin just validates every time.
 
