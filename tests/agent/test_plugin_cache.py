@@ -331,6 +331,16 @@ def test_resolved_settings_are_the_settings_but_the_outputs_and_round_trip() -> 
     assert resolved.model_copy(update={"node": "b"}).node == "b" and resolved.node == "cache-node"
 
 
+def test_a_setting_added_to_settings_reaches_the_plugin_without_another_edit() -> None:
+    class Wider(falcon_gpu.settings.Settings):
+        new_reading_option: int = 7
+
+    resolved = ResolvedSettings.of(Wider())
+    assert getattr(resolved, "new_reading_option") == 7  # noqa: B009  # not a Settings field to mypy
+    back = ResolvedSettings.from_json(json.loads(json.dumps(resolved.to_json())))
+    assert getattr(back, "new_reading_option") == 7  # noqa: B009
+
+
 def test_the_cache_dir_under_falcon_agents_empty_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """``env -i``: no XDG_CACHE_HOME, no HOME; the passwd entry names the home (a relative
     XDG_CACHE_HOME is ignored, as the XDG spec says)."""
