@@ -3,38 +3,28 @@
 Thin on purpose: parse flags, load settings, hand over to the agent. Exit codes:
 0 success, 2 invalid configuration, arguments or scenario (the message names
 the setting), 1 any other fatal error; never a traceback for a user's mistake.
-Imports are lazy so that ``plugin`` (forked by falcon-agent every minute) starts fast: its
-usual flags are read by :func:`_plugin_args` without building the six-command argparse parser
-(which imports argparse, gettext and the help formatter's shutil); anything else it is given
-goes to that parser, so help, abbreviations and every error read exactly as they always did.
+Each command's code is imported when it runs, so that ``plugin`` (forked by falcon-agent every
+minute) loads only what one cycle needs.
 """
 
 from __future__ import annotations
 
+import argparse
+import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from falcon_gpu import __version__
-from falcon_gpu.deferred_import import import_logging, import_pathlib
-
-import_logging()  # the first imports of logging and pathlib on every command's path: without
-import_pathlib()  # traceback (linecache, tokenize, textwrap) and urllib.parse (ipaddress)
-import logging  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-if TYPE_CHECKING:
-    import argparse
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE = 0, 1, 2
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _parser() -> argparse.ArgumentParser:
-    import argparse
-
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
-    p.add_argument("--version", action=_version_action(), nargs=0, help="show the installed version and exit")
+    p.add_argument("--version", action=_Version, nargs=0, help="show the installed version and exit")
     sub = p.add_subparsers(
         dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top}"
     )
@@ -90,23 +80,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _version_action() -> type[argparse.Action]:
+class _Version(argparse.Action):
     """``--version`` from the installed package's metadata (what pip installed, the version a bug
     report needs), read only when asked for: importlib.metadata is not on every command's path."""
-    import argparse
 
-    class Version(argparse.Action):
-        def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-            from importlib.metadata import PackageNotFoundError, version
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
 
-            try:
-                installed = version("falcon-gpu")
-            except PackageNotFoundError:  # run from a source tree that was never installed
-                installed = f"{__version__} (not installed)"
-            print(f"falcon-gpu {installed}")
-            parser.exit()
-
-    return Version
+        try:
+            installed = version("falcon-gpu")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            installed = f"{__version__} (not installed)"
+        print(f"falcon-gpu {installed}")
+        parser.exit()
 
 
 def _bundled_scenarios() -> str:
@@ -118,50 +104,12 @@ def _bundled_scenarios() -> str:
 
 
 def _duration(text: str) -> float:
-    import argparse
-
     from falcon_gpu.jobs.stats import parse_duration
 
     try:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-class _PluginArgs:
-    """What ``_parser()`` would return for ``plugin`` (the attributes :func:`main` reads)."""
-
-    __slots__ = ("config", "log_level", "simulate")
-    command = "plugin"
-
-    def __init__(self) -> None:
-        self.config: Path | None = None
-        self.simulate: str | None = None
-        self.log_level: str | None = None
-
-
-def _plugin_args(argv: list[str]) -> _PluginArgs | None:
-    """``plugin``'s flags as the full parser reads them (``--flag VALUE`` or ``--flag=VALUE``);
-    None for anything else (``--help``, an abbreviation, an unknown flag or value, a flag without
-    its value), which :func:`main` leaves to the full parser and its messages (exit 2)."""
-    args, i = _PluginArgs(), 0
-    while i < len(argv):
-        flag, eq, inline = argv[i].partition("=")
-        following = argv[i + 1] if i + 1 < len(argv) and not eq else None
-        value = inline if eq else None if following is None or following.startswith("-") else following
-        if flag == "--simulate":  # nargs="?": the next word is its value unless it is a flag
-            args.simulate = "default" if value is None else value
-        elif flag in ("--config", "--log-level") and value is not None:
-            if flag == "--config":
-                args.config = Path(value)
-            elif value.lower() in LOG_LEVELS:
-                args.log_level = value.lower()
-            else:
-                return None
-        else:
-            return None
-        i += 1 if eq or value is None else 2
-    return args
 
 
 def _setup_logging(level: str) -> None:
@@ -202,8 +150,7 @@ def _apply_level(command: str, configured: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
-    fast = _plugin_args(argv[1:]) if argv[:1] == ["plugin"] else None
-    args: Any = fast if fast is not None else _parser().parse_args(argv)  # the plugin path reads no more
+    args = _parser().parse_args(argv)
     if args.command == "install-plugin":
         from falcon_gpu.plugin_install import install_plugin
 
@@ -222,10 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         if args.command == "plugin":  # through the validated-settings cache: no pydantic while unchanged
-            from falcon_gpu.deferred_import import import_pynvml
             from falcon_gpu.settings_cache import plugin_settings
-
-            import_pynvml()  # before anything imports it: without ctypes.util's subprocess & co.
 
             resolved = plugin_settings(args.config, overrides)
             _apply_level(args.command, resolved.log_level)

@@ -22,7 +22,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from falcon_gpu.attribution.settings import DEFAULT_JOB_LABELS
+from falcon_gpu.model.attribution import DEFAULT_JOB_LABELS
 from falcon_gpu.model.text import encodable
 from falcon_gpu.policies.config import PolicyConfig, check_policies
 from falcon_gpu.schemas import registry

@@ -2,9 +2,9 @@
 
 falcon-agent forks the plugin every minute, and validating with pydantic-settings
 is most of its start-up (see docs/BENCHMARKS.md "Plugin start-up"). So the plugin
-validates with the real :class:`~falcon_gpu.settings.Settings` model, keeps the values
-its cycle reads (:class:`~falcon_gpu.settings_resolved.ResolvedSettings`) in a small
-file, and later runs load that file without importing pydantic, as long as every
+validates with the real :class:`~falcon_gpu.settings.Settings` model, keeps its values but
+the outputs' (:class:`~falcon_gpu.settings_resolved.ResolvedSettings`) in a small file
+with their digest, and later runs load that file without importing pydantic, as long as every
 input is unchanged:
 
 * the key: the cache format, the package version, the config file's path and bytes,
@@ -15,9 +15,9 @@ input is unchanged:
   *path*, never its content), by type, size, mtime and inode: validation reads
   TLS files, so one that changed or vanished is validated again.
 
-Any mismatch, unreadable or malformed cache falls back to full validation, so a
-bad setting gives the same message on every run, never only on the first (an
-invalid configuration is never cached). The file lives in
+Any mismatch, unreadable or malformed cache (values that are not the digest's) falls
+back to full validation, so a bad setting gives the same message on every run, never
+only on the first (an invalid configuration is never cached). The file lives in
 ``$XDG_CACHE_HOME/falcon-gpu`` (else ``~/.cache/falcon-gpu``), mode 0600, one per
 config path; when it cannot be written the plugin just validates every time.
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 """Bump when the file's layout or the meaning of a stored value changes."""
 Fingerprint = list[int] | str | None
 
@@ -74,6 +74,11 @@ def _digest(parts: list[str]) -> str:
         from hashlib import blake2b
 
     return blake2b("\0".join(parts).encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
+
+
+def _sum(settings: Any) -> str:
+    """The stored values' digest: a file that parses but holds other values is not used."""
+    return _digest([json.dumps(settings, sort_keys=True)])
 
 
 def cache_key(
@@ -193,6 +198,8 @@ def read_cached(directory: int, name: str, key: str) -> ResolvedSettings | None:
         for path, seen in data["files"]:
             if fingerprint(path) != seen:
                 return None
+        if data["sum"] != _sum(data["settings"]):  # edited by anything but write_cached
+            return None
         return ResolvedSettings.from_json(data["settings"])
     except Exception as exc:  # corrupt, too deep, foreign: the cache must never cost more than itself
         log.debug("settings cache %s unusable: %r", name, exc)
@@ -203,10 +210,12 @@ def write_cached(directory: int, name: str, key: str, files: list[str], resolved
     """Atomically (a new file, then a rename, both inside ``directory``), readable by this user
     only; the temporary name is random and created with ``O_EXCL | O_NOFOLLOW``, so nothing
     planted under it is ever written through. A failure costs only the cache (logged at debug)."""
+    settings = resolved.to_json()
     body = {
         "key": key,
         "files": [[path, fingerprint(path)] for path in files],
-        "settings": resolved.to_json(),
+        "settings": settings,
+        "sum": _sum(settings),
     }
     tmp = f".{name}.{os.urandom(8).hex()}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -1,129 +1,85 @@
-"""The settings one plugin cycle reads, as a plain frozen dataclass: no pydantic.
+"""The validated settings one plugin cycle reads, without pydantic: ``Settings``' own values.
 
 Why it exists: falcon-agent forks the plugin every minute on every node, and
 importing pydantic and pydantic-settings and building :class:`~falcon_gpu.settings.Settings`
 costs about 200 ms, many times the interpreter's own start-up. The plugin validates
-with the real model once, keeps here the values its cycle reads, and later runs
-rebuild this from :mod:`falcon_gpu.settings_cache` without importing pydantic.
+with the real model once, keeps its values here, and later runs rebuild this from
+:mod:`falcon_gpu.settings_cache` without importing pydantic.
 
-It holds no sinks, policies or ``listen`` endpoint (the plugin's output is its
-stdout), so no secret a sink could carry (``headers``) is ever in it. Field names
-and types are those of ``Settings``, so the runtime reads either the same way.
+The fields are ``Settings``' (no second list of them): every one but :data:`LEFT_OUT`, the
+outputs a plugin has no use for (its output is its stdout), so no secret a sink or a policy
+carries (``headers``, a webhook's URL) is ever in the cache. To mypy the class *is* a
+``Settings`` (the attribute types are that model's); at run time it holds the values in its
+instance dictionary, and a left-out setting is an AttributeError, never a silent default:
+code that reads one first asks ``isinstance(settings, ResolvedSettings)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any
 
-from falcon_gpu.model.record import Record
-from falcon_gpu.schemas import registry
 from falcon_gpu.schemas.selection import MetricSelection
 
 if TYPE_CHECKING:
-    from falcon_gpu.settings import Settings
+    from typing import Self
 
-PATHS = (
-    "proc_root",
-    "kubelet_socket",
-    "log_root",
-    "docker_root",
-    "containers_root",
-    "passwd_file",
-    "jobs_dir",
-)
-FLAGS = ("pod_requests", "pod_uid", "process_metrics")
-STRING_LISTS = ("gpu_resources", "pod_labels", "job_labels")
-CHOICES: dict[str, tuple[str, ...]] = {
-    "schema_": registry.NAMES,
-    "log_level": ("debug", "info", "warning", "error"),
-    "kubernetes": ("auto", "on", "off"),
-}
+    from falcon_gpu.settings import Settings as _Settings
+else:
+    _Settings = object
+
+LEFT_OUT = frozenset(
+    ("sinks", "spool_dir", "spool_max_bytes", "policies", "listen", "listen_max_connections",
+     "listen_schema", "web_config_file")
+)  # fmt: skip
+"""Settings the plugin does not carry: sinks, their spool, policies and the ``listen`` endpoint."""
 
 
-class ResolvedSettings(Record):
-    """Immutable; a :class:`~falcon_gpu.model.record.Record` rather than a dataclass or a NamedTuple,
-    because this module is on every plugin start and a Record builds nothing at import."""
+class ResolvedSettings(_Settings):
+    """Immutable; equal by value. ``metrics`` holds the compiled ``[metrics]`` table
+    (:class:`~falcon_gpu.schemas.selection.MetricSelection`), ``explicit`` is a value."""
 
-    interval: float
-    node: str
-    labels: dict[str, str]
-    proc_root: Path
-    kubelet_socket: Path
-    log_root: Path
-    docker_root: Path
-    containers_root: Path
-    passwd_file: Path
-    gpu_resources: list[str]
-    pod_labels: list[str]
-    job_labels: list[str]
-    pod_requests: bool
-    pod_uid: bool
-    process_metrics: bool
-    schema_: str
-    metrics: MetricSelection
-    """The ``[metrics]`` table (:mod:`falcon_gpu.schemas.selection`): it applies to the plugin's items too."""
-    jobs_dir: Path
-    log_level: Literal["debug", "info", "warning", "error"]
-    kubernetes: Literal["auto", "on", "off"]
-    explicit: frozenset[str]
-    """Settings the user gave (``Settings.explicit``): the simulator lays out a host only for the others."""
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        vars(self).update(values)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; use model_copy(update=...)")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ResolvedSettings) and vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
     @classmethod
-    def of(cls, settings: Settings) -> ResolvedSettings:
-        """The plugin's part of validated settings (the one place that maps one to the other)."""
-        values = {name: getattr(settings, name) for name in cls._fields}
+    def of(cls, settings: _Settings) -> ResolvedSettings:
+        """The plugin's part of validated settings."""
+        names = type(settings).model_fields.keys() - LEFT_OUT
+        values: dict[str, Any] = {name: getattr(settings, name) for name in sorted(names)}
         values["metrics"] = MetricSelection(settings.metrics.include, settings.metrics.exclude)
-        return cls(**values)
+        values["explicit"] = settings.explicit
+        return cls(values)
 
-    def model_copy(self, *, update: Mapping[str, Any]) -> ResolvedSettings:
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """As ``Settings.model_copy(update=…)``: the runtime points host paths at a simulated host."""
-        return self._replace(**update)
+        return type(self)({**vars(self), **(update or {})})
 
     def to_json(self) -> dict[str, Any]:
-        out = self._asdict()
-        for name in PATHS:
-            out[name] = str(out[name])
-        out["explicit"] = sorted(self.explicit)
-        out["metrics"] = {"include": list(self.metrics.include), "exclude": list(self.metrics.exclude)}
-        return out
+        """The values as JSON, and which of them are paths."""
+        values = dict(vars(self))
+        paths = sorted(name for name, value in values.items() if isinstance(value, Path))
+        for name in paths:
+            values[name] = str(values[name])
+        values["explicit"] = sorted(self.explicit)
+        values["metrics"] = {"include": list(self.metrics.include), "exclude": list(self.metrics.exclude)}
+        return {"values": values, "paths": paths}
 
     @classmethod
     def from_json(cls, data: Any) -> ResolvedSettings:
-        """The inverse of :meth:`to_json`; ValueError on anything it would not have written."""
-        names = cls._fields
-        if not isinstance(data, dict) or sorted(data) != sorted(names):
-            raise ValueError("not the fields of this version")
-        for name in names:
-            _check(name, data[name])
-        values: dict[str, Any] = {name: Path(data[name]) if name in PATHS else data[name] for name in names}
-        values["interval"] = float(values["interval"])
+        """The inverse of :meth:`to_json` (the cache checks that what it reads is what it wrote)."""
+        values = dict(data["values"])
+        for name in data["paths"]:
+            values[name] = Path(values[name])
         values["explicit"] = frozenset(values["explicit"])
-        values["metrics"] = MetricSelection(data["metrics"]["include"], data["metrics"]["exclude"])
-        return cls(**values)
-
-
-def _is_strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _check(name: str, value: Any) -> None:
-    if name in PATHS or name == "node":
-        ok = isinstance(value, str) and value != ""
-    elif name in FLAGS:
-        ok = isinstance(value, bool)
-    elif name in STRING_LISTS or name == "explicit":
-        ok = _is_strings(value)
-    elif name in CHOICES:
-        ok = value in CHOICES[name]
-    elif name == "metrics":
-        tables = cast(dict[str, Any], value) if isinstance(value, dict) else {}
-        ok = sorted(tables) == ["exclude", "include"] and all(map(_is_strings, tables.values()))
-    elif name == "interval":
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-    else:  # labels
-        labels = cast(dict[str, Any], value) if isinstance(value, dict) else None
-        ok = labels is not None and all(isinstance(v, str) for v in labels.values())
-    if not ok:
-        raise ValueError(f"{name}: {value!r}")
+        values["metrics"] = MetricSelection(values["metrics"]["include"], values["metrics"]["exclude"])
+        return cls(values)

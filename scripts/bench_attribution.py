@@ -42,6 +42,7 @@ from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.kube_api import KubeApiConfig
 from falcon_gpu.attribution.sources.containers import PODMAN_FILE
 from falcon_gpu.model.snapshot import DeviceReading, ProcessReading, Snapshot
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.kube_api_server import KubeApiServer
 from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
@@ -54,7 +55,6 @@ from falcon_gpu.simulator.scenario.host_model import (
     PodResourcesDevice,
     PodResourcesPod,
 )
-from falcon_gpu.telemetry import Telemetry
 
 GPUS = 16
 PER_GPU = 16

@@ -15,12 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_scenario import scenario
 
 from falcon_gpu.agent.cycle import CycleRunner
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.simulator.scenario.parse import load_scenario
 from falcon_gpu.sinks.config import StdoutSinkConfig
 from falcon_gpu.sinks.stdout import StdoutSink
 from falcon_gpu.sources.nvml.library import load_nvml
 from falcon_gpu.sources.nvml.source import NvmlSource
-from falcon_gpu.telemetry import Telemetry
 
 
 def write_scenario(

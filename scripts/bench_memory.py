@@ -47,10 +47,10 @@ from gen_scenario import scenario
 
 from falcon_gpu.listen.latest import LatestCycle
 from falcon_gpu.model.samples import FalconItem, Family, PromBatch, Series
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
 from falcon_gpu.sinks.remote_write import RemoteWritePusher
-from falcon_gpu.telemetry import Telemetry
 
 REFUSED = Family("falcon_gpu_bench_info", "gauge", "", (Series((("bad-label", "x"),), 1.0),))
 

@@ -44,12 +44,10 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
 BREAKDOWN = (  # cumulative: each step's code runs after the steps above it, so its count is its own cost
     ("interpreter", "pass"),
     ("stdlib the plugin needs (logging, json, pathlib, typing, threading)",
-     "try:\n    from falcon_gpu import deferred_import as _d\nexcept ImportError:\n    _d = None\n"
-     "_d and (_d.import_logging(), _d.import_pathlib())\n"  # as the cli does (where it does)
      "import logging, json, pathlib, typing, threading"),
-    ("cli + settings from the cache",
+    ("cli (argparse) + settings from the cache",
      "import falcon_gpu.cli, falcon_gpu.settings_cache as sc; sc.plugin_settings(None, {})"),
-    ("pynvml", "_d and _d.import_pynvml()\nimport pynvml"),
+    ("pynvml", "import pynvml"),
     ("model/ (its value classes)", "import falcon_gpu.model.cycle"),
     ("sources/nvml/", "import falcon_gpu.sources.nvml.source, falcon_gpu.sources.nvml.xid"),
     ("attribution/", "import falcon_gpu.attribution"),

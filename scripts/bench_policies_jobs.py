@@ -23,9 +23,9 @@ from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.state import StateFile
 from falcon_gpu.jobs.tracker import JobTracker
 from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.policies import PolicyConfig, PolicyEngine
 from falcon_gpu.sources.nvml.source import NvmlSource
-from falcon_gpu.telemetry import Telemetry
 
 POLICIES = [
     {"name": "hot", "temperature_above": 85, "for": 60},

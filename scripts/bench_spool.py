@@ -31,11 +31,11 @@ from pathlib import Path
 from bench_common import make_runner, rss_kib, write_scenario
 
 from falcon_gpu.model.samples import FalconItem, PromBatch
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks import remote_write
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
 from falcon_gpu.sinks.context import SinkContext
-from falcon_gpu.telemetry import Telemetry
 
 INTERVAL_MS = 15_000
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pynvml
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sources.nvml.source import NvmlSource
-from falcon_gpu.telemetry import Telemetry
 
 METRICS = {"sm_active": 2, "sm_occupancy": 3, "tensor_active": 5, "dram_active": 10, "graphics_active": 1}
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from falcon_gpu.agent import outputs
 from falcon_gpu.agent.cycle import CycleRunner
 from falcon_gpu.agent.runtime import Runtime, build
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas.extra_labels import as_labels
-from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:  # the plugin's path never imports pydantic: Settings is only a type here
     from collections.abc import Sequence

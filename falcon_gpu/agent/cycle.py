@@ -25,10 +25,10 @@ from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas.render import RenderedCycle
 from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 from falcon_gpu.sinks.base import Sink
-from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:
     from falcon_gpu.jobs.tracker import JobTracker

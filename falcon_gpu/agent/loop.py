@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 
 from falcon_gpu.agent.signals import wait_for
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 

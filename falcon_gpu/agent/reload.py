@@ -10,7 +10,7 @@ job records) before the old one is closed, so a part that cannot be built (an un
   a restart: scrapers keep their target);
 - the spools: a sink's spool directory is only opened (locked) by its first batch, so the new sink
   takes the old one's directory, and backlog, once the old one has closed;
-- the agent's own counters (one :class:`~falcon_gpu.telemetry.Telemetry`).
+- the agent's own counters (one :class:`~falcon_gpu.model.telemetry.Telemetry`).
 
 The old runtime closes as at shutdown (its sinks get their ``timeout`` to deliver), then the job
 tracker is made again: it reads the open jobs the old one has just saved.

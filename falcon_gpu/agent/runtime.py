@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas.extra_labels import as_labels
 from falcon_gpu.settings_resolved import ResolvedSettings
 from falcon_gpu.settings_sources import ConfigError
 from falcon_gpu.sinks.base import Sink
-from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:  # the plugin's path never imports pydantic (the settings and policy models)
     import tempfile
@@ -45,6 +45,8 @@ if TYPE_CHECKING:  # the plugin's path never imports pydantic (the settings and 
 log = logging.getLogger(__name__)
 
 HOST_PATHS = ("proc_root", "kubelet_socket", "log_root", "docker_root", "containers_root", "passwd_file")
+"""The settings that point at the host's files: a simulated host lays out each (``HostPaths``) unless
+the user set one."""
 
 
 class Runtime:
@@ -187,16 +189,7 @@ def build(
             host = SimulatedHost(scenario.host, node=settings.node)
             paths = host.start()
             kube_api = paths.kube_api  # its API server, for pod_labels / pod_requests
-            settings = settings.model_copy(
-                update={
-                    "proc_root": paths.proc_root,
-                    "log_root": paths.log_root,
-                    "kubelet_socket": paths.kubelet_socket,
-                    "docker_root": paths.docker_root,
-                    "containers_root": paths.containers_root,
-                    "passwd_file": paths.passwd_file,
-                }
-            )
+            settings = settings.model_copy(update={name: getattr(paths, name) for name in HOST_PATHS})
     sinks: list[Sink] = []
     listener = None
     full = None if isinstance(settings, ResolvedSettings) else settings  # the plugin's have no outputs

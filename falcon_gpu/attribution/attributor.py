@@ -33,7 +33,7 @@ from falcon_gpu.attribution.source import AttributionSource, SourceContext, Sour
 from falcon_gpu.checks import Row
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.snapshot import Snapshot
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 
 def snapshot_pids(snapshot: Snapshot) -> list[int]:

@@ -31,7 +31,8 @@ device exactly, like energy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.chain import Chain
@@ -199,12 +200,24 @@ class Joiner:
         )
         self.energy.touch(usage.keys() | allocated.keys(), unattributed.keys(), now)
         self.energy.expire(now, (d.uuid for d in snapshot.devices))
-        containers = self._plain_rows(plain_usage, chain, self._named.plain_names(chain))
-        self.plain_energy.touch(plain_usage.keys(), (), now)
-        self.plain_energy.expire(now, ())
-        slurm_jobs = self._slurm_rows(slurm_usage, chain)
-        self.slurm_energy.touch(slurm_usage.keys(), (), now)
-        self.slurm_energy.expire(now, ())
+        names = self._named.plain_names(chain)
+
+        def container(box: ContainerKey) -> tuple[str, str, str]:
+            runtime, container_id, namespace = box
+            name = names.get(box)
+            if name is None:
+                name = names[box] = chain.plain_container_name(
+                    RuntimeContainer(runtime, container_id, namespace or None)
+                )
+            return runtime, container_id, name
+
+        def job_step(box: ContainerKey) -> tuple[str, str, int | None, str | None]:
+            job, step, uid_text = box
+            uid = int(uid_text) if uid_text else None
+            return job, step, uid, None if uid is None else chain.user_name(uid)
+
+        containers = _breakdown(ContainerUsage, plain_usage, self.plain_energy, now, container)
+        slurm_jobs = _breakdown(SlurmJobUsage, slurm_usage, self.slurm_energy, now, job_step)
         if chain.allocations is not None:
             self.idle.retain(allocated.keys())
         attribution = Attribution(
@@ -252,58 +265,6 @@ class Joiner:
             )
         return tuple(pods)
 
-    def _plain_rows(
-        self, plain_usage: Mapping[UsageKey, _Acc], chain: Chain, names: dict[ContainerKey, str]
-    ) -> tuple[ContainerUsage, ...]:
-        rows: list[ContainerUsage] = []
-        for key in sorted(plain_usage, key=_sort_key):
-            box, gpu, mig = key
-            runtime, container_id, namespace = box
-            acc = plain_usage[key]
-            utilization = acc.utilization()
-            name = names.get(box)
-            if name is None:
-                name = names[box] = chain.plain_container_name(
-                    RuntimeContainer(runtime, container_id, namespace or None)
-                )
-            rows.append(
-                ContainerUsage(
-                    runtime=runtime,
-                    container_id=container_id,
-                    name=name,
-                    gpu_uuid=gpu,
-                    mig_uuid=mig,
-                    memory_used_bytes=acc.memory,
-                    utilization_ratio=utilization,
-                    processes=acc.processes,
-                    energy_joules_total=None if utilization is None else self.plain_energy.pod_total(key),
-                )
-            )
-        return tuple(rows)
-
-    def _slurm_rows(self, slurm_usage: Mapping[UsageKey, _Acc], chain: Chain) -> tuple[SlurmJobUsage, ...]:
-        rows: list[SlurmJobUsage] = []
-        for key in sorted(slurm_usage, key=_sort_key):
-            (job, step, uid_text), gpu, mig = key
-            acc = slurm_usage[key]
-            uid = int(uid_text) if uid_text else None
-            utilization = acc.utilization()
-            rows.append(
-                SlurmJobUsage(
-                    job=job,
-                    step=step,
-                    uid=uid,
-                    user=None if uid is None else chain.user_name(uid),
-                    gpu_uuid=gpu,
-                    mig_uuid=mig,
-                    memory_used_bytes=acc.memory,
-                    utilization_ratio=utilization,
-                    processes=acc.processes,
-                    energy_joules_total=None if utilization is None else self.slurm_energy.pod_total(key),
-                )
-            )
-        return tuple(rows)
-
     def _ref(self, ckey: ContainerKey, chain: Chain, cache: dict[ContainerKey, ContainerRef]) -> ContainerRef:
         ref = cache.get(ckey)
         if ref is None:
@@ -324,6 +285,41 @@ class Joiner:
             )
             cache[ckey] = ref
         return ref
+
+
+_Row = TypeVar("_Row")
+
+
+def _breakdown(
+    kind: Callable[..., _Row],
+    usage: Mapping[UsageKey, _Acc],
+    ledger: EnergyLedger,
+    now: float,
+    owner: Callable[[ContainerKey], tuple[Any, ...]],
+) -> tuple[_Row, ...]:
+    """A breakdown of the unattributed share (plain containers, Slurm job steps), sorted: one row per
+    (owner, device) with processes, the owner's fields first (``owner`` maps the key to them), then
+    what its processes add up to and its energy share from ``ledger``, whose idle entries expire."""
+    rows: list[_Row] = []
+    for key in sorted(usage, key=_sort_key):
+        box, gpu, mig = key
+        acc = usage[key]
+        utilization = acc.utilization()
+        energy = None if utilization is None else ledger.pod_total(key)
+        rows.append(
+            kind(
+                *owner(box),
+                gpu_uuid=gpu,
+                mig_uuid=mig,
+                memory_used_bytes=acc.memory,
+                utilization_ratio=utilization,
+                processes=acc.processes,
+                energy_joules_total=energy,
+            )
+        )
+    ledger.touch(usage.keys(), (), now)
+    ledger.expire(now, ())
+    return tuple(rows)
 
 
 class _Named:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from falcon_gpu.model.attribution import DEFAULT_JOB_LABELS
 from falcon_gpu.model.record import Record
 
 if TYPE_CHECKING:  # a type here; its module (an HTTP client) is imported only where labels are read
@@ -20,15 +21,6 @@ if TYPE_CHECKING:  # a type here; its module (an HTTP client) is imported only w
     from falcon_gpu.settings_resolved import ResolvedSettings
 
 Kubernetes = Literal["auto", "on", "off"]
-
-DEFAULT_JOB_LABELS = (
-    "training.kubeflow.org/job-name",
-    "jobset.sigs.k8s.io/jobset-name",
-    "batch.kubernetes.io/job-name",
-    "volcano.sh/job-name",
-)
-"""Pod labels the job controllers set on every pod of one job (Kubeflow training operator, JobSet,
-Job, Volcano): pods that share one are one distributed job, whose GPUs should move together."""
 
 
 class AttributionSettings(Record):

@@ -37,7 +37,7 @@ from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.checks import Row
 from falcon_gpu.model.record import Record
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 PodKey = tuple[str, str]
 """(namespace, pod)."""

@@ -25,7 +25,7 @@ from falcon_gpu.delivery.pusher import StatePusher
 from falcon_gpu.delivery.settings import RetrySettings
 from falcon_gpu.delivery.settle import Settled, Settler, Wording
 from falcon_gpu.delivery.state import DeliveryState
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 R = TypeVar("R")
 S = TypeVar("S")

@@ -65,7 +65,7 @@ from falcon_gpu.delivery.settle import Settled, Settler, Wording
 from falcon_gpu.delivery.spool import Entry, Spool, SpoolBusy
 from falcon_gpu.delivery.spool_reader import Unreadable
 from falcon_gpu.delivery.state import DeliveryState
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 log = logging.getLogger("falcon_gpu.delivery")
 R = TypeVar("R")

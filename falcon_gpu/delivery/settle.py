@@ -22,7 +22,7 @@ from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError
 from falcon_gpu.delivery.retry import Interrupted, push_with_retry
 from falcon_gpu.delivery.settings import RetrySettings
 from falcon_gpu.delivery.state import DeliveryState
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 
 class Settled(Enum):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from falcon_gpu.jobs.record import HealthChange, JobRecord
+from falcon_gpu.model.jobs import HealthChange, JobRecord
 
 MAX_HEALTH_CHANGES = 64
 JobKey = tuple[str, str, str, str, str | None]

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from falcon_gpu.jobs.record import JobRecord
+from falcon_gpu.model.jobs import JobRecord
 
 FILE_NAME = "jobs.jsonl"
 MAX_BYTES = 16 << 20

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from falcon_gpu.jobs.open_job import OpenJob
-from falcon_gpu.jobs.record import JobRecord
+from falcon_gpu.model.jobs import JobRecord
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from falcon_gpu.jobs.record import JobRecord, iso
 from falcon_gpu.jobs.records_file import JobLog
+from falcon_gpu.model.jobs import JobRecord, iso
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -28,13 +28,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from falcon_gpu.jobs.open_job import JobKey, OpenJob
-from falcon_gpu.jobs.record import HEALTH_NAMES, HealthChange, JobGroup, JobRecord
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.state import StateFile
 from falcon_gpu.model.attribution import Attribution, PodUsage
 from falcon_gpu.model.cycle import HealthReport
+from falcon_gpu.model.jobs import HEALTH_NAMES, HealthChange, JobGroup, JobRecord
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 

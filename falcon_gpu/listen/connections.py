@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from falcon_gpu.listen.workers import Workers
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 

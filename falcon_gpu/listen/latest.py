@@ -27,8 +27,6 @@ GZIP_LEVEL = 6
 
 
 class LatestCycle(Sink):
-    consumes: Literal["prometheus", "falcon"] = "prometheus"
-
     def __init__(self, interval: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = "listen"
         self._interval = interval

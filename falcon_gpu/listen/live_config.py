@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from falcon_gpu.listen.web_config import WebConfig, WebConfigError, load_web_config, tls_context
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 

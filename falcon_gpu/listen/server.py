@@ -27,9 +27,9 @@ from falcon_gpu.listen.connections import REQUEST_DEADLINE_S, Connection, Connec
 from falcon_gpu.listen.latest import Format, LatestCycle
 from falcon_gpu.listen.live_config import LiveWebConfig, describe
 from falcon_gpu.listen.web_config import WebConfig, WebConfigError
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import ConfigError, split_listen
 from falcon_gpu.sinks.encoding import prom_text
-from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,15 @@ from typing import Final
 
 from falcon_gpu.model.record import Record
 
+DEFAULT_JOB_LABELS = (
+    "training.kubeflow.org/job-name",
+    "jobset.sigs.k8s.io/jobset-name",
+    "batch.kubernetes.io/job-name",
+    "volcano.sh/job-name",
+)
+"""Pod labels the job controllers set on every pod of one job (Kubeflow training operator, JobSet,
+Job, Volcano): pods that share one are one distributed job, whose GPUs should move together."""
+
 
 class ContainerRef(Record):
     """A container of a pod; ``labels`` are the copied pod labels (already sanitised names)."""

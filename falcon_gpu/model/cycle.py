@@ -9,10 +9,10 @@ from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.record import Record
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
-from falcon_gpu.telemetry import TelemetryView
+from falcon_gpu.model.telemetry import TelemetryView
 
 if TYPE_CHECKING:  # types only: the plugin (no job records unless jobs_dir is set) never builds them
-    from falcon_gpu.jobs.record import JobGroup, JobRecord
+    from falcon_gpu.model.jobs import JobGroup, JobRecord
 
 PASS, WARN, FAIL = 0, 1, 2
 

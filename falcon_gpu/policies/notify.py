@@ -30,8 +30,8 @@ from falcon_gpu.delivery.retry import Interrupted, push_with_retry
 from falcon_gpu.delivery.secrets import redact_url
 from falcon_gpu.delivery.settings import PlainHttp
 from falcon_gpu.delivery.state import DeliveryState
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.policies.engine import Alert
-from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger("falcon_gpu.policies")
 

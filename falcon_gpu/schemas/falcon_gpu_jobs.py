@@ -8,7 +8,7 @@ grouping labels, so the series carry only ``container`` and the device labels.
 
 from __future__ import annotations
 
-from falcon_gpu.jobs.record import JobGroup, JobRecord
+from falcon_gpu.model.jobs import JobGroup, JobRecord
 from falcon_gpu.model.samples import Labels, PromBatch, PromGroup
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from falcon_gpu.readings.units import BYTES, MIB, PERCENT, RATIO, converter
 
 if TYPE_CHECKING:  # types only: the plugin's start-up does not build the record classes
-    from falcon_gpu.jobs.record import JobRecord
+    from falcon_gpu.model.jobs import JobRecord
 
 _TO_MIB, _TO_PERCENT = converter(BYTES, MIB), converter(RATIO, PERCENT)
 Item = tuple[str, float | None, list[tuple[str, str]]]

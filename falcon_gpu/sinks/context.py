@@ -11,8 +11,8 @@ from falcon_gpu.delivery.latest import LatestDelivery
 from falcon_gpu.delivery.pusher import BatchPusher
 from falcon_gpu.delivery.queued import QueuedDelivery
 from falcon_gpu.delivery.settings import QueueSettings
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Rendered, Sink
-from falcon_gpu.telemetry import Telemetry
 
 T = TypeVar("T")
 

@@ -17,11 +17,11 @@ from falcon_gpu.delivery.http import HttpTransport, answer_text, classify
 from falcon_gpu.delivery.outcome import Ack, PermanentError, truncate
 from falcon_gpu.delivery.queued import QueuedDelivery
 from falcon_gpu.model.samples import FalconItem
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import FalconAgentSinkConfig
 from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.encoding import falcon_json
-from falcon_gpu.telemetry import Telemetry
 
 HEADERS = {"Content-Type": "application/json"}
 

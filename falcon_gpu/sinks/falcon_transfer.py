@@ -30,11 +30,11 @@ from typing import Any
 from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError, truncate
 from falcon_gpu.delivery.queued import QueuedDelivery
 from falcon_gpu.model.samples import FalconItem
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import FalconTransferSinkConfig
 from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.encoding import falcon_json
-from falcon_gpu.telemetry import Telemetry
 
 MAX_REPLY = 1 << 20
 

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.context import SinkContext
-from falcon_gpu.telemetry import Telemetry
 
 Builder = Callable[[Any, SinkContext], Sink]
 

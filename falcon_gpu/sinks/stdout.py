@@ -10,11 +10,11 @@ import json
 import sys
 from typing import TextIO
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Rendered, Sink
 from falcon_gpu.sinks.config import StdoutSinkConfig
 from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.encoding import falcon_json, prom_text
-from falcon_gpu.telemetry import Telemetry
 
 
 def encode(rendered: Rendered, fmt: str) -> str:

@@ -8,8 +8,8 @@ import pytest
 
 from falcon_gpu.agent.cycle import CycleRunner
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Rendered, Sink
-from falcon_gpu.telemetry import Telemetry
 
 
 class OneGpu:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from falcon_gpu.attribution import AttributionSettings, Attributor
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
-from falcon_gpu.telemetry import Telemetry
 from tests.attribution.helpers import gpu, proc, snapshot
 
 

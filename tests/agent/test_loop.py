@@ -13,7 +13,7 @@ import weakref
 from pathlib import Path
 
 from falcon_gpu.agent.loop import run_every, settle_heap
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
 

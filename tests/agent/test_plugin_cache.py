@@ -21,7 +21,7 @@ import falcon_gpu.settings
 import falcon_gpu.settings_cache
 from falcon_gpu.cli import main
 from falcon_gpu.settings_cache import cache_dir, plugin_settings
-from falcon_gpu.settings_resolved import ResolvedSettings
+from falcon_gpu.settings_resolved import LEFT_OUT, ResolvedSettings
 from falcon_gpu.settings_sources import ConfigError
 from falcon_gpu.simulator.scenario.parse import resolve_scenario
 from tests.agent.probe import run_probe
@@ -32,19 +32,14 @@ PLUGIN = ROOT / "plugins" / "60_gpu_monitor.py"
 HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "grpc", "requests", "google", "apscheduler",
          "tenacity", "cramjam", "asyncio", "tomllib", "urllib3")  # fmt: skip
 """Packages the plugin's cached path must not import (each is tens of ms of every start)."""
-LAZY = ("argparse", "falcon_gpu.attribution.sources.kubelet", "falcon_gpu.attribution.sources.logs",
+LAZY = ("falcon_gpu.attribution.sources.kubelet", "falcon_gpu.attribution.sources.logs",
         "falcon_gpu.attribution.sources.pod_labels", "falcon_gpu.attribution.sources.containers",
         "falcon_gpu.attribution.podresources", "falcon_gpu.attribution.dra_claims",
         "falcon_gpu.attribution.logdirs", "falcon_gpu.attribution.kube_api")  # fmt: skip
 """Modules the plugin path leaves alone unless it needs them (each was imported once; a top-level
-import coming back fails the guard): argparse, only for a flag the fast path leaves to it; the
-attribution sources that do not apply on a node without a kubelet, Docker, Podman or
-``pod_labels`` (the registry imports a source's module once it applies) and what they import."""
-DEFERRED = ("ctypes.util", "subprocess", "shutil", "tempfile", "traceback", "textwrap")
-"""What pynvml's unused ``from ctypes.util import find_library`` and logging's ``import traceback`` would
-load: the plugin imports both without them (:mod:`falcon_gpu.deferred_import`), about 19 ms of every
-start (pathlib without ``urllib.parse`` is checked in that module's tests: an editable install imports
-pathlib at start-up, and linecache is loaded there too)."""
+import coming back fails the guard): the attribution sources that do not apply on a node without a
+kubelet, Docker, Podman or ``pod_labels`` (the registry imports a source's module once it applies) and
+what they import."""
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +94,7 @@ def _probe(scenario: Path) -> dict[str, object]:
     env = {**os.environ, "FALCON_GPU_KUBELET_SOCKET": str(missing / "kubelet.sock"),
            "FALCON_GPU_LOG_ROOT": str(missing), "FALCON_GPU_DOCKER_ROOT": str(missing),
            "FALCON_GPU_CONTAINERS_ROOT": str(missing)}  # fmt: skip
-    return run_probe(PROBE, str(scenario), *HEAVY, *LAZY, *DEFERRED, env=env)
+    return run_probe(PROBE, str(scenario), *HEAVY, *LAZY, env=env)
 
 
 def test_second_run_loads_no_pydantic_grpc_or_requests(tmp_path: Path) -> None:
@@ -274,6 +269,15 @@ def test_no_secret_reaches_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert str(token) in text  # the path is named (its stat is part of the check), never the content
 
 
+def _edited(cached: Path, *, summed: bool = False, **values: object) -> str:
+    """The cache file with other values (``summed``: and their digest, as one who read the code would)."""
+    body = json.loads(cached.read_text())
+    body["settings"]["values"].update(values)
+    if summed:
+        body["sum"] = falcon_gpu.settings_cache._sum(body["settings"])
+    return json.dumps(body)
+
+
 def test_a_corrupt_cache_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
     plugin_settings(None, {})
     (cached,) = _cache_files()
@@ -281,6 +285,7 @@ def test_a_corrupt_cache_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
         "{",
         '{"key": 1}',
         json.dumps({**json.loads(cached.read_text()), "settings": {"node": 3}}),
+        _edited(cached, interval=True),  # parses, but is not what was written
     ):
         cached.write_text(garbage)
         assert plugin_settings(None, {}).node == "cache-node"
@@ -291,9 +296,7 @@ def test_a_corrupt_cache_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_cache_file_others_could_write_is_not_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
     plugin_settings(None, {})
     (cached,) = _cache_files()
-    body = json.loads(cached.read_text())
-    body["settings"]["node"] = "planted"
-    cached.write_text(json.dumps(body))
+    cached.write_text(_edited(cached, summed=True, node="planted"))
     cached.chmod(0o666)
     assert plugin_settings(None, {}).node == "cache-node"  # validated again, and rewritten 0600
     assert cached.stat().st_mode & 0o777 == 0o600
@@ -312,16 +315,30 @@ def test_an_unwritable_cache_dir_only_costs_the_cache(
     assert list(tmp_path.iterdir()) == [blocker]
 
 
-def test_resolved_settings_round_trip_and_refuse_what_they_did_not_write() -> None:
-    resolved = ResolvedSettings.of(falcon_gpu.settings.load_settings(None, labels={"a": "b"}))
+def test_resolved_settings_are_the_settings_but_the_outputs_and_round_trip() -> None:
+    """Derived from ``Settings`` (no second list): a setting added there reaches the plugin."""
+    settings = falcon_gpu.settings.load_settings(None, labels={"a": "b"}, log_level="debug")
+    resolved = ResolvedSettings.of(settings)
     assert ResolvedSettings.from_json(json.loads(json.dumps(resolved.to_json()))) == resolved
-    for broken in (
-        {"node": "x"},
-        {**resolved.to_json(), "schema_": "graphite"},
-        {**resolved.to_json(), "interval": True},
-    ):
-        with pytest.raises(ValueError):
-            ResolvedSettings.from_json(broken)
+    assert set(falcon_gpu.settings.Settings.model_fields) > LEFT_OUT
+    for name in falcon_gpu.settings.Settings.model_fields:
+        if name in LEFT_OUT:
+            assert not hasattr(resolved, name), name
+        elif name != "metrics":  # compiled: checked below
+            assert getattr(resolved, name) == getattr(settings, name), name
+    assert (resolved.metrics.include, resolved.metrics.exclude) == ((), ())
+    assert resolved.explicit == settings.explicit >= {"labels", "log_level"}
+    assert resolved.model_copy(update={"node": "b"}).node == "b" and resolved.node == "cache-node"
+
+
+def test_a_setting_added_to_settings_reaches_the_plugin_without_another_edit() -> None:
+    class Wider(falcon_gpu.settings.Settings):
+        new_reading_option: int = 7
+
+    resolved = ResolvedSettings.of(Wider())
+    assert getattr(resolved, "new_reading_option") == 7  # noqa: B009  # not a Settings field to mypy
+    back = ResolvedSettings.from_json(json.loads(json.dumps(resolved.to_json())))
+    assert getattr(back, "new_reading_option") == 7  # noqa: B009
 
 
 def test_the_cache_dir_under_falcon_agents_empty_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,25 +353,7 @@ def test_the_cache_dir_under_falcon_agents_empty_environment(monkeypatch: pytest
     assert cache_dir({"XDG_CACHE_HOME": "/c"}) == Path("/c/falcon-gpu")
 
 
-# -- the plugin's flags without the full parser ----------------------------------------------
-PLUGIN_ARGVS = [
-    [],
-    ["--simulate"],
-    ["--simulate", "shared-gpu", "--config", "c.toml", "--log-level", "DEBUG"],
-    ["--simulate", "--config", "c.toml"],
-    ["--config=c.toml", "--simulate=-odd-name", "--log-level=error"],
-    ["--config", "a.toml", "--config", "b.toml", "--config="],
-]
-
-
-@pytest.mark.parametrize("argv", PLUGIN_ARGVS, ids=" ".join)
-def test_the_fast_path_reads_flags_as_the_full_parser_does(argv: list[str]) -> None:
-    fast = falcon_gpu.cli._plugin_args(argv)
-    full = falcon_gpu.cli._parser().parse_args(["plugin", *argv])
-    assert fast is not None
-    assert (fast.config, fast.simulate, fast.log_level) == (full.config, full.simulate, full.log_level)
-
-
+# -- the plugin's flags -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
@@ -366,8 +365,7 @@ def test_the_fast_path_reads_flags_as_the_full_parser_does(argv: list[str]) -> N
     ],
 )
 def test_a_bad_plugin_flag_exits_2_naming_it(argv: list[str], named: str) -> None:
-    """falcon-agent's log is where a typo in the plugin's line shows: the full parser's message."""
-    assert falcon_gpu.cli._plugin_args(argv) is None  # left to the full parser
+    """falcon-agent's log is where a typo in the plugin's line shows: the parser's message."""
     proc = subprocess.run(
         [sys.executable, str(PLUGIN), *argv], capture_output=True, text=True, timeout=60, cwd=ROOT
     )

@@ -6,13 +6,11 @@ import threading
 import time
 
 from falcon_gpu.agent.runtime import Runtime
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Rendered, Sink
-from falcon_gpu.telemetry import Telemetry
 
 
 class SlowSink(Sink):
-    consumes = "falcon"
-
     def __init__(self, name: str, barrier: threading.Barrier | None, hang: threading.Event | None = None):
         self.name = name
         self._barrier = barrier

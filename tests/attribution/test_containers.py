@@ -16,9 +16,9 @@ from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer, parse_runtime_cgroup
 from falcon_gpu.attribution.sources.containers import PODMAN_FILE
 from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas import openfalcon
 from falcon_gpu.settings import Settings
-from falcon_gpu.telemetry import Telemetry
 from tests.attribution.conftest import run_once_into
 from tests.delivery.conftest import ManagedServer, prom_query
 

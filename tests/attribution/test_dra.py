@@ -16,6 +16,7 @@ import pytest
 
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.device_ids import DeviceRef, dra_profile, parse_dra_device
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.layout import SimulatedHost
 from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
@@ -26,7 +27,6 @@ from falcon_gpu.simulator.scenario.host_model import (
     PodResourcesPod,
 )
 from falcon_gpu.simulator.scenario.parse import load_scenario
-from falcon_gpu.telemetry import Telemetry
 from tests.attribution.conftest import run_once_into
 from tests.delivery.conftest import ManagedServer, prom_query
 

@@ -13,8 +13,8 @@ import pytest
 from falcon_gpu.attribution import AttributionSettings, Attributor, presence
 from falcon_gpu.attribution.kube_api import KubeApiConfig
 from falcon_gpu.model.attribution import Attribution
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
-from falcon_gpu.telemetry import Telemetry
 
 from .helpers import HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
 from .test_kube_api import TOKEN, FakeApiServer, pod_item

@@ -11,9 +11,9 @@ import pytest
 
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabelSource, sanitise_label
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.kube_api_server import KubeApiServer
-from falcon_gpu.telemetry import Telemetry
 
 from .helpers import HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
 

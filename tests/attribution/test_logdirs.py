@@ -13,8 +13,8 @@ from falcon_gpu.attribution.logdirs import ContainerName, LogDirScanner, PodName
 from falcon_gpu.attribution.refresher import Refresher
 from falcon_gpu.attribution.sources.kubelet import KubeletSource
 from falcon_gpu.attribution.sources.logs import LogDirSource
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
-from falcon_gpu.telemetry import Telemetry
 
 from .helpers import HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
 

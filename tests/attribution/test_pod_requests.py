@@ -12,9 +12,9 @@ from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.kube_api import KubeApiConfig, PodLabelSource
 from falcon_gpu.attribution.pod_requests import MIB, Requested, container_requested
 from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas import falcon_gpu
 from falcon_gpu.settings import Settings
-from falcon_gpu.telemetry import Telemetry
 
 from .helpers import HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
 from .test_kube_api import TOKEN, FakeApiServer, pod_item

@@ -16,6 +16,7 @@ from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.device_ids import DeviceRef, is_gpu_resource, parse_device_id, parse_device_ids
 from falcon_gpu.attribution.podresources import PodResourcesClient, PodResourcesError
 from falcon_gpu.attribution.sources.kubelet import KUBELET_STALE_GRACE
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
 from falcon_gpu.simulator.scenario.host_model import (
@@ -23,7 +24,6 @@ from falcon_gpu.simulator.scenario.host_model import (
     PodResourcesDevice,
     PodResourcesPod,
 )
-from falcon_gpu.telemetry import Telemetry
 
 from .helpers import GIB, HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
 

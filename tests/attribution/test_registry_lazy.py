@@ -13,7 +13,7 @@ from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.deferred import DeferredSource
 from falcon_gpu.attribution.registry import SOURCES, SourceEntry
 from falcon_gpu.attribution.source import EMPTY, SourceContext
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 from .helpers import HostTree, gpu, proc, snapshot
 from .test_containers import A, docker_container, podman_containers

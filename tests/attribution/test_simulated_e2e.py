@@ -15,10 +15,10 @@ import pytest
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.snapshot import Snapshot
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.layout import SimulatedHost
 from falcon_gpu.simulator.scenario.parse import Scenario, at, load_scenario, resolve_scenario
-from falcon_gpu.telemetry import Telemetry
 from tests.nvml.helpers import expected_processes
 
 nvml_source = pytest.importorskip("falcon_gpu.sources.nvml.source")

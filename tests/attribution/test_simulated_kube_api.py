@@ -14,6 +14,7 @@ import pytest
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.kube_api import KubeApiConfig, KubeApiError, PodLabelSource
 from falcon_gpu.attribution.pod_requests import MIB, Requested
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.layout import HostPaths, SimulatedHost
 from falcon_gpu.simulator.scenario.host_model import HostScenario
@@ -21,7 +22,6 @@ from falcon_gpu.simulator.scenario.parse import load_scenario, resolve_scenario
 from falcon_gpu.simulator.scenario.strict_json import ScenarioError
 from falcon_gpu.sources.nvml.library import load_nvml
 from falcon_gpu.sources.nvml.source import NvmlSource
-from falcon_gpu.telemetry import Telemetry
 
 NODE = "node-7"
 

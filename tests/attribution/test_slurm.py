@@ -17,9 +17,9 @@ from falcon_gpu.attribution.slurm_cgroup import SlurmStep, parse_slurm_cgroup
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.snapshot import Snapshot
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas import dcgm, openfalcon
 from falcon_gpu.settings import Settings
-from falcon_gpu.telemetry import Telemetry
 from tests.attribution.conftest import run_once_into
 from tests.delivery.conftest import ManagedServer, prom_query
 

@@ -17,8 +17,8 @@ from falcon_gpu.attribution.ledger import ContainerKey
 from falcon_gpu.attribution.registry import SOURCES, SourceFactory
 from falcon_gpu.attribution.source import EMPTY, SourceError, SourceView
 from falcon_gpu.checks import OK, Row
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import Settings
-from falcon_gpu.telemetry import Telemetry
 
 from .helpers import HostTree, container_id, gpu, pod_uid, proc, snapshot, systemd_cgroup
 

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from falcon_gpu.model.samples import FalconItem, Family, PromBatch, PromGroup, Series
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 HERE = Path(__file__).parent
 

@@ -16,6 +16,7 @@ import pytest
 
 from falcon_gpu.delivery.outcome import Ack, PermanentError, RetryableError
 from falcon_gpu.delivery.queued import QueuedDelivery
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import ConfigError, load_settings
 from falcon_gpu.sinks import pushgateway, remote_write
 from falcon_gpu.sinks.base import Rendered
@@ -27,7 +28,6 @@ from falcon_gpu.sinks.config import (
 )
 from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.registry import BUILDERS, builder
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import HttpPeer, falcon_cycle, outcomes, prom_cycle, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from falcon_gpu.model.samples import FalconItem, PromBatch
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks import falcon_agent, falcon_transfer
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import FalconAgentSinkConfig, FalconTransferSinkConfig
 from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.falcon_agent import parse_answer
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import (
     FakeRendered,
     HttpPeer,

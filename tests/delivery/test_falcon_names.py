@@ -9,8 +9,8 @@ from pathlib import Path
 
 from falcon_gpu.model.attribution import PodUsage
 from falcon_gpu.model.samples import FalconItem, PromBatch
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas import openfalcon
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import FakeRendered, TransferServer
 from tests.delivery.test_falcon import transfer_sink
 from tests.schemas.fixtures import TRAIN, cycle

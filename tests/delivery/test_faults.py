@@ -26,13 +26,13 @@ import pytest
 
 from falcon_gpu.delivery.http import HttpTransport
 from falcon_gpu.delivery.outcome import RetryableError
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import ConfigError, load_settings
 from falcon_gpu.sinks import falcon_agent, falcon_transfer
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import FalconAgentSinkConfig, FalconTransferSinkConfig
 from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.falcon_transfer import _RpcConnection
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import (
     HttpPeer,
     ManagedServer,

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from falcon_gpu.agent.cycle import CycleRunner
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.simulator.scenario.parse import parse_scenario
 from falcon_gpu.sources.nvml.library import load_nvml
 from falcon_gpu.sources.nvml.source import NvmlSource
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import ManagedServer, prom_query
 from tests.delivery.test_remote_write import sink_for
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks import falcon_agent, remote_write
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import FalconAgentSinkConfig, RemoteWriteSinkConfig
 from falcon_gpu.sinks.context import SinkContext
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import HttpPeer, falcon_cycle, outcomes, prom_cycle, wait_until
 
 

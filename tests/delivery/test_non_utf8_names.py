@@ -121,8 +121,8 @@ def test_hostile_label_values_reach_real_prometheus_and_pushgateway_intact(
     import time
 
     from falcon_gpu.model.samples import Family, PromBatch, Series
+    from falcon_gpu.model.telemetry import Telemetry
     from falcon_gpu.model.text import utf8_text
-    from falcon_gpu.telemetry import Telemetry
     from tests.delivery.conftest import FakeRendered, outcomes
     from tests.delivery.test_pushgateway import sink_for as pushgateway_sink
     from tests.delivery.test_remote_write import sink_for as remote_write_sink

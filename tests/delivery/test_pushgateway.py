@@ -7,12 +7,12 @@ import time
 
 import pytest
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks import pushgateway
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import PushgatewaySinkConfig
 from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.pushgateway import group_url
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import HttpPeer, ManagedServer, http_get, outcomes, prom_cycle, wait_until
 
 

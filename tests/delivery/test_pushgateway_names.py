@@ -14,8 +14,8 @@ import time
 import pytest
 
 from falcon_gpu.model.samples import Family, PromBatch, PromGroup, Series
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.pushgateway import path_segment
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import FakeRendered, ManagedServer, http_get, prom_cycle
 from tests.delivery.test_pushgateway import sink_for
 

@@ -12,6 +12,7 @@ import cramjam
 import pytest
 
 from falcon_gpu.model.samples import Family, PromBatch, Series
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import ConfigError, load_settings
 from falcon_gpu.sinks import remote_write
 from falcon_gpu.sinks.base import Sink
@@ -21,7 +22,6 @@ from falcon_gpu.sinks.remote_write import RemoteWritePusher, encode_v2
 from falcon_gpu.sinks.remote_write.encode_v1 import V1Encoder
 from falcon_gpu.sinks.remote_write.labels import InvalidSeries, LabelCache, Refused
 from falcon_gpu.sinks.remote_write.proto import remote_v1_pb2
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import (
     FakeRendered,
     HttpPeer,

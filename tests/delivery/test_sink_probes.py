@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Sink
 from falcon_gpu.sinks.config import SinkConfig
 from falcon_gpu.sinks.registry import build_sink
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import HttpPeer, ManagedServer, TransferServer, free_port, http_get, prom_query
 
 pytestmark = pytest.mark.servers

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from falcon_gpu.model.samples import Family, PromBatch, Series
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.simulator.scenario.parse import resolve_scenario
 from falcon_gpu.sinks.remote_write import encode_v2
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import (
     FakeRendered,
     HttpPeer,

@@ -29,11 +29,12 @@ from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from falcon_gpu.jobs.record import JobGroup, JobRecord
 from falcon_gpu.listen import openmetrics
 from falcon_gpu.model.attribution import ContainerRef, PodUsage, ProcessUsage
 from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.jobs import JobGroup, JobRecord
 from falcon_gpu.model.samples import Labels, PromBatch
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.model.text import utf8_text
 from falcon_gpu.schemas import dcgm, falcon_gpu, falcon_gpu_jobs, nvidia_smi, openfalcon
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
@@ -41,7 +42,6 @@ from falcon_gpu.sinks.encoding import falcon_json, prom_text
 from falcon_gpu.sinks.pushgateway import grouping_url
 from falcon_gpu.sinks.remote_write.proto import remote_v1_pb2, remote_v2_pb2
 from falcon_gpu.sinks.remote_write.sink import RemoteWritePusher
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import FakeRendered
 from tests.fuzz.strategies import FUZZ, NAMES
 from tests.schemas.fixtures import cycle

@@ -35,6 +35,7 @@ from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
+from falcon_gpu.model.telemetry import Telemetry, TelemetryView
 from falcon_gpu.policies import PolicyConfig, PolicyEngine
 from falcon_gpu.schemas import dcgm, falcon_gpu, nvidia_smi, openfalcon
 from falcon_gpu.settings import Settings
@@ -44,7 +45,6 @@ from falcon_gpu.sinks.encoding import prom_text
 from falcon_gpu.sources.nvml.library import load_nvml
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.sources.nvml.xid import XidWatcher
-from falcon_gpu.telemetry import Telemetry, TelemetryView
 
 GOLDEN = Path(__file__).resolve().parent
 SCENARIOS = Path(__file__).resolve().parents[2] / "falcon_gpu" / "simulator" / "scenarios"

@@ -10,7 +10,7 @@ from falcon_gpu.jobs.tracker import JobsUpdate, JobTracker
 from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage
 from falcon_gpu.model.cycle import PASS, HealthReport
 from falcon_gpu.model.snapshot import DeviceReading, EccCounts, MigReading, ProcessReading, Snapshot
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 UUID = "GPU-aaaa"
 MIG = "MIG-bbbb"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from falcon_gpu.model.samples import PromGroup
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas import falcon_gpu_jobs
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import FakeRendered, ManagedServer, http_get, prom_cycle
 from tests.delivery.test_pushgateway import sink_for
 from tests.jobs.helpers import MIG, Feeder, device, use

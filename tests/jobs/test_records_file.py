@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.jobs.record import HealthChange, JobRecord
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.stats import parse_duration, select, table
+from falcon_gpu.model.jobs import HealthChange, JobRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 

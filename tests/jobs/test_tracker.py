@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from falcon_gpu.jobs.record import JobRecord
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.model.cycle import FAIL, WARN
+from falcon_gpu.model.jobs import JobRecord
 from tests.jobs.helpers import MIG, UUID, Feeder, device, use
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from falcon_gpu.listen import LatestCycle, ListenServer, open_listener
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 from tests.delivery.conftest import http_get, prom_cycle, wait_until
 
 BURST = 1000

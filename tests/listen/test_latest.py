@@ -17,9 +17,9 @@ from falcon_gpu.agent.loop import run_every
 from falcon_gpu.listen import LatestCycle, ListenServer, open_listener
 from falcon_gpu.listen.server import wants_gzip, wants_openmetrics
 from falcon_gpu.model.snapshot import Snapshot
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import ConfigError
 from falcon_gpu.sinks.encoding import prom_text
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import prom_cycle, wait_until
 
 

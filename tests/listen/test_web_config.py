@@ -26,8 +26,8 @@ import bcrypt
 import pytest
 
 from falcon_gpu.listen import LatestCycle, ListenServer, open_listener
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.settings import ConfigError
-from falcon_gpu.telemetry import Telemetry
 from tests.delivery.conftest import (
     free_port,
     http_get,

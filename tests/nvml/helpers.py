@@ -11,6 +11,7 @@ import pynvml
 
 from falcon_gpu.model.fabric import FabricReading
 from falcon_gpu.model.snapshot import EccCounts, GpmReading, RemappedRows, RetiredPages
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.readings.device import READINGS
 from falcon_gpu.readings.spec import Reading
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
@@ -25,7 +26,6 @@ from falcon_gpu.simulator.scenario.parse import (
     resolve_scenario,
 )
 from falcon_gpu.sources.nvml.source import NvmlSource
-from falcon_gpu.telemetry import Telemetry
 
 GIB = 1 << 30
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.simulator.scenario.parse import at
 from falcon_gpu.sources.nvml.source import NvmlSource
 from falcon_gpu.sources.nvml.xid import XidWatcher
-from falcon_gpu.telemetry import Telemetry
 from tests.nvml.helpers import (
     FakeClock,
     expected_device,

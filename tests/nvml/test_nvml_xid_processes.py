@@ -11,12 +11,12 @@ from typing import Any
 import pynvml
 import pytest
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml.readers.clocks import reasons_from_mask
 from falcon_gpu.sources.nvml.readers.mig import profile_from_name
 from falcon_gpu.sources.nvml.session import cuda_version_text
 from falcon_gpu.sources.nvml.xid import XidWatcher
-from falcon_gpu.telemetry import Telemetry
 from tests.nvml.helpers import GIB, Quirky, gpu, raising, scenario_named, scenario_of, source_on
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import pynvml
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller
 from falcon_gpu.sources.nvml.direct import DirectCalls, FieldRequest
 from falcon_gpu.sources.nvml.field_values import FIELDS, VALUE_ATTR
@@ -30,7 +31,6 @@ from falcon_gpu.sources.nvml.readers.memory import MEMORY_FALLBACK
 from falcon_gpu.sources.nvml.readers.memory import _variants as _memory_variants
 from falcon_gpu.sources.nvml.readers.processes import _VARIANTS, LISTS
 from falcon_gpu.sources.nvml.source import NvmlSource
-from falcon_gpu.telemetry import Telemetry
 
 CALLS: Counter[str] = Counter()
 _pointer = pynvml._nvmlGetFunctionPointer

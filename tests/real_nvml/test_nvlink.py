@@ -34,7 +34,7 @@ from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
 from falcon_gpu.sinks.encoding import prom_text
 from falcon_gpu.sources.nvml.source import NvmlSource
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
 telemetry = Telemetry()

@@ -16,7 +16,7 @@ from falcon_gpu.model.snapshot import (
     RetiredPages,
     Snapshot,
 )
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 GIB = 1 << 30
 TS = 1_700_000_000.5

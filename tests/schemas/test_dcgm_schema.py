@@ -12,12 +12,12 @@ from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage
 from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.model.snapshot import MigReading, Snapshot
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas import dcgm
 from falcon_gpu.schemas.xid_catalog import UNKNOWN, xid_message
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.simulator.scenario.parse import resolve_scenario
 from falcon_gpu.sources.nvml.xid import XidWatcher
-from falcon_gpu.telemetry import Telemetry
 from tests.agent.test_cli_e2e import cli, first, parse_prom
 from tests.nvml.helpers import gpu, scenario_of, source_on
 from tests.schemas.fixtures import GIB, INFER, cycle, mig_device

@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas.render import RenderedCycle
 from falcon_gpu.sinks.config import StdoutSinkConfig
 from falcon_gpu.sinks.stdout import StdoutSink
-from falcon_gpu.telemetry import Telemetry
 from tests.schemas.fixtures import cycle
 
 

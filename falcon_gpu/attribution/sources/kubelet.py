@@ -26,7 +26,7 @@ from falcon_gpu.attribution.registry import MISS_REFRESH_GAP
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.attribution.source import EMPTY, Allocation, PodKey, SourceContext, SourceError, SourceView
 from falcon_gpu.checks import FAIL, OK, SKIP, Row
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 KUBELET_STALE_GRACE = 120.0
 

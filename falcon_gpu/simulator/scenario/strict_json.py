@@ -120,12 +120,6 @@ class Obj:
             raise ScenarioError(f"{self.sub(key)}: expected true or false, {what}")
         return value
 
-    def opt_boolean(self, key: str) -> bool | None:
-        if self.has(key):
-            return self.boolean(key)
-        self.raw(key)
-        return None
-
     def series(self, key: str) -> tuple[float, ...] | None:
         """A number, or a non-empty list of numbers (one per cycle); None when absent."""
         value = self.raw(key)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from falcon_gpu.model.samples import FalconItem
-from falcon_gpu.telemetry import Telemetry
+from falcon_gpu.model.telemetry import Telemetry
 
 if TYPE_CHECKING:
     from falcon_gpu.sinks.base import Rendered

@@ -40,13 +40,13 @@ from falcon_gpu.delivery.outcome import Ack, PermanentError
 from falcon_gpu.delivery.queued import QueuedDelivery
 from falcon_gpu.delivery.secrets import redact_url
 from falcon_gpu.model.samples import Labels, MetricKind
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sinks.base import Rendered
 from falcon_gpu.sinks.config import RemoteWriteSinkConfig
 from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.remote_write import encode_v2
 from falcon_gpu.sinks.remote_write.encode_v1 import RwSample, V1Encoder
 from falcon_gpu.sinks.remote_write.labels import LabelCache, Refused
-from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger("falcon_gpu.sinks")
 

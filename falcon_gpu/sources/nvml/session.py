@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import pynvml
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller, NvmlFailure, text
-from falcon_gpu.telemetry import Telemetry
 
 INITIAL_DELAY_S = 1.0
 MAX_DELAY_S = 300.0

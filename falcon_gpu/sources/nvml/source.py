@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller, text
 from falcon_gpu.sources.nvml.direct import device_calls
 from falcon_gpu.sources.nvml.field_values import FieldValues
@@ -47,7 +48,6 @@ from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields, Read
 from falcon_gpu.sources.nvml.readers.base import CHECKED_SHAPES, SHAPES_KEPT
 from falcon_gpu.sources.nvml.session import NvmlSession
 from falcon_gpu.sources.nvml.slow import SlowReadings
-from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:
     from falcon_gpu.sources.nvml.xid import XidWatcher

@@ -39,9 +39,9 @@ from typing import Any
 
 import pynvml
 
+from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sources.nvml.calls import DEVICE_FATAL, NvmlCaller, NvmlFailure, text
 from falcon_gpu.sources.nvml.library import NvmlLibrary
-from falcon_gpu.telemetry import Telemetry
 
 log = logging.getLogger("falcon_gpu.nvml")
 
