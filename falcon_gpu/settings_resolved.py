@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from falcon_gpu.model.record import Record
+import msgspec
+
 from falcon_gpu.schemas import registry
 from falcon_gpu.schemas.selection import MetricSelection
 
@@ -42,9 +43,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-class ResolvedSettings(Record):
-    """Immutable; a :class:`~falcon_gpu.model.record.Record` rather than a dataclass or a NamedTuple,
-    because this module is on every plugin start and a Record builds nothing at import."""
+class ResolvedSettings(msgspec.Struct, frozen=True):
+    """Immutable; a ``msgspec.Struct`` rather than a dataclass or a NamedTuple, because this module
+    is on every plugin start and a Struct compiles nothing at import."""
 
     interval: float
     node: str
@@ -72,16 +73,16 @@ class ResolvedSettings(Record):
     @classmethod
     def of(cls, settings: Settings) -> ResolvedSettings:
         """The plugin's part of validated settings (the one place that maps one to the other)."""
-        values = {name: getattr(settings, name) for name in cls._fields}
+        values = {name: getattr(settings, name) for name in cls.__struct_fields__}
         values["metrics"] = MetricSelection(settings.metrics.include, settings.metrics.exclude)
         return cls(**values)
 
     def model_copy(self, *, update: Mapping[str, Any]) -> ResolvedSettings:
         """As ``Settings.model_copy(update=…)``: the runtime points host paths at a simulated host."""
-        return self._replace(**update)
+        return msgspec.structs.replace(self, **update)
 
     def to_json(self) -> dict[str, Any]:
-        out = self._asdict()
+        out = msgspec.structs.asdict(self)
         for name in PATHS:
             out[name] = str(out[name])
         out["explicit"] = sorted(self.explicit)
@@ -91,7 +92,7 @@ class ResolvedSettings(Record):
     @classmethod
     def from_json(cls, data: Any) -> ResolvedSettings:
         """The inverse of :meth:`to_json`; ValueError on anything it would not have written."""
-        names = cls._fields
+        names = cls.__struct_fields__
         if not isinstance(data, dict) or sorted(data) != sorted(names):
             raise ValueError("not the fields of this version")
         for name in names:

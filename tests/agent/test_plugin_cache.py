@@ -40,11 +40,11 @@ LAZY = ("argparse", "falcon_gpu.attribution.sources.kubelet", "falcon_gpu.attrib
 import coming back fails the guard): argparse, only for a flag the fast path leaves to it; the
 attribution sources that do not apply on a node without a kubelet, Docker, Podman or
 ``pod_labels`` (the registry imports a source's module once it applies) and what they import."""
-DEFERRED = ("ctypes.util", "subprocess", "shutil", "tempfile", "traceback", "textwrap")
+DEFERRED = ("ctypes.util", "subprocess", "shutil", "tempfile", "traceback")
 """What pynvml's unused ``from ctypes.util import find_library`` and logging's ``import traceback`` would
 load: the plugin imports both without them (:mod:`falcon_gpu.deferred_import`), about 19 ms of every
 start (pathlib without ``urllib.parse`` is checked in that module's tests: an editable install imports
-pathlib at start-up, and linecache is loaded there too)."""
+pathlib at start-up, and linecache is loaded there too). ``textwrap`` is not one of them: msgspec loads it."""
 
 
 @pytest.fixture(autouse=True)
