@@ -43,7 +43,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-class ResolvedSettings(msgspec.Struct, frozen=True):
+class ResolvedSettings(msgspec.Struct, frozen=True):  # collected: MetricSelection keeps a cache
     """Immutable; a ``msgspec.Struct`` rather than a dataclass or a NamedTuple, because this module
     is on every plugin start and a Struct compiles nothing at import."""
 

@@ -45,7 +45,7 @@ PodKey = tuple[str, str]
 Labels = tuple[tuple[str, str], ...]
 
 
-class SourceContext(msgspec.Struct, frozen=True):
+class SourceContext(msgspec.Struct, frozen=True):  # collected: holds a clock and the Telemetry
     """What a source's ``build`` gets: its settings, the clock, and telemetry for problems that
     are not a failed refresh (an unknown DRA driver: counted and logged once, the refresh goes on)."""
 

@@ -76,7 +76,7 @@ class Publish(msgspec.Struct, frozen=True, gc=False):
     conversion from here, but the table-driven device loop leaves it out."""
 
 
-class Reading(msgspec.Struct, frozen=True, dict=True):
+class Reading(msgspec.Struct, frozen=True, dict=True):  # collected: its __dict__ holds closures
     """One scalar per-device reading, declared once.
 
     Its conversions are worked out on first use (``cached_property``, kept in the instance's

@@ -27,7 +27,7 @@ from falcon_gpu.simulator.nvml.core import NvmlStruct, SimCore, SimDevice, SimMi
 from falcon_gpu.simulator.scenario.parse import at
 
 
-class Served(msgspec.Struct, frozen=True):
+class Served(msgspec.Struct, frozen=True):  # collected: holds a conversion function
     """What the simulator needs to answer one table reading: where the scenario holds it, and how."""
 
     key: str

@@ -72,7 +72,7 @@ def profile_from_name(name: str) -> str:
     return name.rsplit(MIG_NAME_MARK, 1)[1].strip() if MIG_NAME_MARK in name else ""
 
 
-class MigSlot(msgspec.Struct, frozen=True):
+class MigSlot(msgspec.Struct, frozen=True):  # collected: holds an NVML handle object
     """One populated MIG slot: what stays true until the instance is destroyed."""
 
     slot: int
