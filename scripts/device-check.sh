@@ -19,7 +19,7 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 #     -d .whl nvidia-ml-py tenacity pydantic-settings pydantic pydantic-core typing-extensions \
 #     typing-inspection annotated-types python-dotenv requests urllib3 idna certifi \
-#     charset-normalizer protobuf cramjam grpcio pytest pluggy iniconfig packaging pyyaml
+#     charset-normalizer protobuf cramjam grpcio pytest pluggy iniconfig packaging pyyaml msgspec
 #   python3 -m pip wheel --no-deps -w .whl .
 # then run this script there with `.whl` carried. Output lands in $OUT (or ./out).
 set -uo pipefail

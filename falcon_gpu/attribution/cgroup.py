@@ -30,9 +30,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TypeVar
 
-from falcon_gpu.model.record import Record
+import msgspec
 
 T = TypeVar("T")
 
@@ -45,18 +45,11 @@ _CONTAINER_SEGMENT = re.compile(
 _CONMON = "crio-conmon-"
 
 
-class CgroupIdentity(Record):
+class CgroupIdentity(msgspec.Struct, frozen=True, gc=False):
     """Where a process lives: always a pod UID (dashed, lower case), a container ID when known."""
 
-    __slots__ = _fields = ("pod_uid", "container_id")
-
-    def __init__(
-        self,
-        pod_uid: str,
-        container_id: str | None,
-    ) -> None:
-        self.pod_uid: Final = pod_uid
-        self.container_id: Final = container_id
+    pod_uid: str
+    container_id: str | None
 
 
 def parse_cgroup_path(path: str) -> CgroupIdentity | None:

@@ -27,9 +27,8 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from typing import Final
 
-from falcon_gpu.model.record import Record
+import msgspec
 
 # Patterns as strings: ``re`` compiles one on its first use and keeps it (its own cache), so a
 # process that never meets such a path (every plugin start on a node without them) compiles none.
@@ -40,37 +39,19 @@ _DRA_MIG = r"^gpu-(?P<minor>\d+)-mig-(?P<profile>[0-9a-z][0-9a-z-]*?)-(?P<profil
 _NOT_IN_DRA_NAME = r"[^0-9a-z]+"
 
 
-class DeviceRef(Record):
+class DeviceRef(msgspec.Struct, frozen=True, gc=False):
     """One parsed device ID. Exactly one way of naming is set."""
 
-    __slots__ = _fields = (
-        "gpu_uuid",
-        "mig_uuid",
-        "gpu_index",
-        "gpu_instance_id",
-        "mig_profile",
-        "mig_placement",
-    )
-
-    def __init__(
-        self,
-        gpu_uuid: str | None = None,
-        mig_uuid: str | None = None,
-        gpu_index: int | None = None,
-        gpu_instance_id: int | None = None,
-        mig_profile: str | None = None,
-        mig_placement: int | None = None,
-    ) -> None:
-        self.gpu_uuid: Final = gpu_uuid
-        self.mig_uuid: Final = mig_uuid
-        self.gpu_index: Final = gpu_index
-        """GKE's ``nvidia<N>``: the device node minor N (matched against NVML's minor number)."""
-        self.gpu_instance_id: Final = gpu_instance_id
-        """With ``gpu_uuid`` or ``gpu_index``: the MIG GPU instance on that GPU."""
-        self.mig_profile: Final = mig_profile
-        """With ``gpu_index`` (DRA): a MIG instance of this profile, in DRA spelling (:func:`dra_profile`)."""
-        self.mig_placement: Final = mig_placement
-        """With ``mig_profile``: the instance's placement start slot on its GPU."""
+    gpu_uuid: str | None = None
+    mig_uuid: str | None = None
+    gpu_index: int | None = None
+    """GKE's ``nvidia<N>``: the device node minor N (matched against NVML's minor number)."""
+    gpu_instance_id: int | None = None
+    """With ``gpu_uuid`` or ``gpu_index``: the MIG GPU instance on that GPU."""
+    mig_profile: str | None = None
+    """With ``gpu_index`` (DRA): a MIG instance of this profile, in DRA spelling (:func:`dra_profile`)."""
+    mig_placement: int | None = None
+    """With ``mig_profile``: the instance's placement start slot on its GPU."""
 
 
 def parse_device_id(device_id: str) -> DeviceRef | None:

@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import msgspec
+
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.chain import Chain
 from falcon_gpu.attribution.device_index import DeviceIndex, DeviceKey, place_processes
@@ -50,7 +52,6 @@ from falcon_gpu.model.attribution import (
     SlurmJobUsage,
     UnattributedUsage,
 )
-from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import ProcessReading, Snapshot
 
 
@@ -76,7 +77,7 @@ class _Acc:
         self.processes += 1
 
 
-class JoinResult(Record):
+class JoinResult(msgspec.Struct, frozen=True, gc=False):
     attribution: Attribution
     misses: frozenset[str]
     """Container IDs (or pod UIDs) seen in cgroups that could not be named (yet)."""

@@ -24,11 +24,12 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from falcon_gpu.attribution.pod_requests import Requested, pod_requested
 from falcon_gpu.attribution.presence import SERVICE_ACCOUNT
-from falcon_gpu.model.record import Record
 from falcon_gpu.model.text import utf8_text
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def sanitise_label(name: str) -> str:
     return "label_" + _INVALID.sub("_", name)
 
 
-class KubeApiConfig(Record):
+class KubeApiConfig(msgspec.Struct, frozen=True, gc=False):
     url: str
     token_file: Path | None
     ca_file: Path | None
@@ -69,23 +70,14 @@ class KubeApiConfig(Record):
         return cls(f"https://{host}:{port}", SERVICE_ACCOUNT / "token", SERVICE_ACCOUNT / "ca.crt")
 
 
-class PodLabels(Record):
-    __slots__ = _fields = ("by_uid", "by_name", "requested", "uids")
-
-    def __init__(
-        self,
-        by_uid: dict[str, Labels],
-        by_name: dict[tuple[str, str], Labels],
-        requested: dict[tuple[str, str, str], Requested] | None = None,
-        uids: dict[tuple[str, str], str] | None = None,
-    ) -> None:
-        self.by_uid: Final = by_uid
-        self.by_name: Final = by_name
-        """(namespace, pod) -> labels, for allocations (which carry no UID)."""
-        self.requested: Final = {} if requested is None else requested
-        """(namespace, pod, container) -> its GPU quota; filled only with ``pod_requests``."""
-        self.uids: Final = {} if uids is None else uids
-        """(namespace, pod) -> UID, for the ``pod_uid`` label."""
+class PodLabels(msgspec.Struct, frozen=True, gc=False):
+    by_uid: dict[str, Labels]
+    by_name: dict[tuple[str, str], Labels]
+    """(namespace, pod) -> labels, for allocations (which carry no UID)."""
+    requested: dict[tuple[str, str, str], Requested] = {}
+    """(namespace, pod, container) -> its GPU quota; filled only with ``pod_requests``."""
+    uids: dict[tuple[str, str], str] = {}
+    """(namespace, pod) -> UID, for the ``pod_uid`` label."""
 
 
 def _unique_by_label(allow: Sequence[str]) -> tuple[str, ...]:

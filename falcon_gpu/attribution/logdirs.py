@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Final
 
-from falcon_gpu.model.record import Record
+import msgspec
+
 from falcon_gpu.model.text import host_name
 
 _CONTAINER_LOG = re.compile(
@@ -28,45 +28,24 @@ _CONTAINER_LOG = re.compile(
 )
 
 
-class PodName(Record):
-    __slots__ = _fields = ("namespace", "pod")
-
-    def __init__(
-        self,
-        namespace: str,
-        pod: str,
-    ) -> None:
-        self.namespace: Final = namespace
-        self.pod: Final = pod
+class PodName(msgspec.Struct, frozen=True, gc=False):
+    namespace: str
+    pod: str
 
 
-class ContainerName(Record):
-    __slots__ = _fields = ("namespace", "pod", "container", "pod_uid")
-
-    def __init__(
-        self,
-        namespace: str,
-        pod: str,
-        container: str,
-        pod_uid: str | None = None,
-    ) -> None:
-        self.namespace: Final = namespace
-        self.pod: Final = pod
-        self.container: Final = container
-        self.pod_uid: Final = pod_uid
-        """From the log link's target, when the link is readable."""
+class ContainerName(msgspec.Struct, frozen=True, gc=False):
+    namespace: str
+    pod: str
+    container: str
+    pod_uid: str | None = None
+    """From the log link's target, when the link is readable."""
 
 
-class NameMaps(Record):
-    __slots__ = _fields = ("pods", "containers")
-
-    def __init__(
-        self, pods: dict[str, PodName] | None = None, containers: dict[str, ContainerName] | None = None
-    ) -> None:
-        self.pods: Final = {} if pods is None else pods
-        """pod UID -> namespace and name."""
-        self.containers: Final = {} if containers is None else containers
-        """container ID -> namespace, pod and container name."""
+class NameMaps(msgspec.Struct, frozen=True, gc=False):
+    pods: dict[str, PodName] = {}
+    """pod UID -> namespace and name."""
+    containers: dict[str, ContainerName] = {}
+    """container ID -> namespace, pod and container name."""
 
 
 def parse_pod_dir(name: str) -> tuple[str, PodName] | None:

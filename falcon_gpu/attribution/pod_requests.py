@@ -31,9 +31,9 @@ for none of these gets no entry: its requested series are absent, not 0.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
-from falcon_gpu.model.record import Record
+import msgspec
 
 MIB = 1 << 20
 VCUDA_MEMORY_UNIT = 256 * MIB
@@ -46,18 +46,11 @@ WHOLE_GPU = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 """Whole GPUs, and time-sliced replicas (the device plugin's renamed ``.shared`` resource)."""
 
 
-class Requested(Record):
+class Requested(msgspec.Struct, frozen=True, gc=False):
     """One container's quota on each GPU it is on; None: it asked for no such quota."""
 
-    __slots__ = _fields = ("memory_bytes", "compute_ratio")
-
-    def __init__(
-        self,
-        memory_bytes: int | None = None,
-        compute_ratio: float | None = None,
-    ) -> None:
-        self.memory_bytes: Final = memory_bytes
-        self.compute_ratio: Final = compute_ratio
+    memory_bytes: int | None = None
+    compute_ratio: float | None = None
 
 
 def _amount(resources: Mapping[str, Any], name: str) -> int | None:

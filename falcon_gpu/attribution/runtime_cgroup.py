@@ -17,10 +17,10 @@ cgroup v2 ``0::`` line over the v1 controller lines.
 from __future__ import annotations
 
 import re
-from typing import Final
+
+import msgspec
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
-from falcon_gpu.model.record import Record
 
 _ID = "[0-9a-f]{64}"
 # Patterns as strings: ``re`` compiles one on its first use and keeps it (its own cache), so a
@@ -31,21 +31,13 @@ _RUNTIME = {"docker": "docker", "libpod": "podman", "nerdctl": "containerd"}
 _NOT_A_NAMESPACE = ("system.slice", "user.slice", "machine.slice", "libpod_parent", "docker")
 
 
-class RuntimeContainer(Record):
+class RuntimeContainer(msgspec.Struct, frozen=True, gc=False):
     """A container a process runs in, outside any pod: ``docker``, ``podman`` or ``containerd``."""
 
-    __slots__ = _fields = ("runtime", "container_id", "namespace")
-
-    def __init__(
-        self,
-        runtime: str,
-        container_id: str,
-        namespace: str | None = None,
-    ) -> None:
-        self.runtime: Final = runtime
-        self.container_id: Final = container_id
-        self.namespace: Final = namespace
-        """containerd's namespace, when the path gives it."""
+    runtime: str
+    container_id: str
+    namespace: str | None = None
+    """containerd's namespace, when the path gives it."""
 
 
 def parse_runtime_path(path: str) -> RuntimeContainer | None:

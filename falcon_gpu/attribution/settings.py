@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import msgspec
+
 from falcon_gpu.model.attribution import DEFAULT_JOB_LABELS
-from falcon_gpu.model.record import Record
 
 if TYPE_CHECKING:  # a type here; its module (an HTTP client) is imported only where labels are read
     from falcon_gpu.attribution.kube_api import KubeApiConfig
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # a type here; its module (an HTTP client) is imported only w
 Kubernetes = Literal["auto", "on", "off"]
 
 
-class AttributionSettings(Record):
+class AttributionSettings(msgspec.Struct, frozen=True, gc=False):
     node: str
     interval: float = 30.0
     proc_root: Path = Path("/proc")

@@ -17,10 +17,10 @@ scans segment by segment, never raises, and prefers the v2 ``0::`` line.
 from __future__ import annotations
 
 import re
-from typing import Final
+
+import msgspec
 
 from falcon_gpu.attribution.cgroup import first_in_cgroup
-from falcon_gpu.model.record import Record
 
 # Patterns as strings: ``re`` compiles one on its first use and keeps it (its own cache), so a
 # process that never meets such a path (every plugin start on a node without them) compiles none.
@@ -29,20 +29,12 @@ _STEP = r"^step_(?P<step>[0-9]+|batch|extern|interactive)$"
 _UID = r"^uid_(?P<uid>[0-9]+)$"
 
 
-class SlurmStep(Record):
+class SlurmStep(msgspec.Struct, frozen=True, gc=False):
     """A Slurm job step a process runs in; ``uid`` None where the path does not say (v2)."""
 
-    __slots__ = _fields = ("job", "step", "uid")
-
-    def __init__(
-        self,
-        job: str,
-        step: str,
-        uid: int | None = None,
-    ) -> None:
-        self.job: Final = job
-        self.step: Final = step
-        self.uid: Final = uid
+    job: str
+    step: str
+    uid: int | None = None
 
 
 def _is_root(segment: str) -> bool:

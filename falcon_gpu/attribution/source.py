@@ -27,7 +27,9 @@ views in registry order and takes the first answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final, Protocol
+from typing import Protocol
+
+import msgspec
 
 from falcon_gpu.attribution.cgroup import CgroupIdentity
 from falcon_gpu.attribution.device_ids import DeviceRef
@@ -36,7 +38,6 @@ from falcon_gpu.attribution.pod_requests import Requested
 from falcon_gpu.attribution.runtime_cgroup import RuntimeContainer
 from falcon_gpu.attribution.settings import AttributionSettings
 from falcon_gpu.checks import Row
-from falcon_gpu.model.record import Record
 from falcon_gpu.model.telemetry import Telemetry
 
 PodKey = tuple[str, str]
@@ -44,7 +45,7 @@ PodKey = tuple[str, str]
 Labels = tuple[tuple[str, str], ...]
 
 
-class SourceContext(Record):
+class SourceContext(msgspec.Struct, frozen=True):  # collected: holds a clock and the Telemetry
     """What a source's ``build`` gets: its settings, the clock, and telemetry for problems that
     are not a failed refresh (an unknown DRA driver: counted and logged once, the refresh goes on)."""
 
@@ -57,7 +58,7 @@ class SourceError(Exception):
     """A refresh failed; the message is logged once and says what to check."""
 
 
-class SourceHealth(Record):
+class SourceHealth(msgspec.Struct, frozen=True, gc=False):
     """A source's own state: did its last refresh work, and if not, why."""
 
     ok: bool = False
@@ -65,38 +66,18 @@ class SourceHealth(Record):
     last_error: str | None = None
 
 
-class Allocation(Record):
+class Allocation(msgspec.Struct, frozen=True, gc=False):
     """Devices given to one container for one resource (device plugins, DRA claims)."""
 
-    __slots__ = _fields = (
-        "namespace",
-        "pod",
-        "container",
-        "resource",
-        "devices",
-        "claim_name",
-        "claim_namespace",
-    )
-
-    def __init__(
-        self,
-        namespace: str,
-        pod: str,
-        container: str,
-        resource: str,
-        devices: tuple[DeviceRef, ...],
-        claim_name: str | None = None,
-        claim_namespace: str | None = None,
-    ) -> None:
-        self.namespace: Final = namespace
-        self.pod: Final = pod
-        self.container: Final = container
-        self.resource: Final = resource
-        """The kubelet resource name (``nvidia.com/gpu``), or ``dra:<driver>`` for a DRA claim."""
-        self.devices: Final = devices
-        self.claim_name: Final = claim_name
-        """DRA: the ResourceClaim the devices come from."""
-        self.claim_namespace: Final = claim_namespace
+    namespace: str
+    pod: str
+    container: str
+    resource: str
+    """The kubelet resource name (``nvidia.com/gpu``), or ``dra:<driver>`` for a DRA claim."""
+    devices: tuple[DeviceRef, ...]
+    claim_name: str | None = None
+    """DRA: the ResourceClaim the devices come from."""
+    claim_namespace: str | None = None
 
 
 class SourceView:

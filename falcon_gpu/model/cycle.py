@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.policy import PolicyStatus
-from falcon_gpu.model.record import Record
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.model.telemetry import TelemetryView
@@ -17,29 +18,21 @@ if TYPE_CHECKING:  # types only: the plugin (no job records unless jobs_dir is s
 PASS, WARN, FAIL = 0, 1, 2
 
 
-class HealthReport(Record):
+class HealthReport(msgspec.Struct, frozen=True, gc=False):
     """One device's health: ``checks`` maps a check name to PASS/WARN/FAIL."""
 
-    __slots__ = _fields = ("checks", "xid_in_interval", "last_xid")
-
-    def __init__(
-        self,
-        checks: dict[str, int],
-        xid_in_interval: dict[int, int] | None = None,
-        last_xid: int | None = None,
-    ) -> None:
-        self.checks: Final = checks
-        self.xid_in_interval: Final = {} if xid_in_interval is None else xid_in_interval
-        """XID events that arrived since the previous cycle, per XID code."""
-        self.last_xid: Final = last_xid
-        """The most recent XID seen since the agent started (dcgm-exporter's ``XID_ERRORS``)."""
+    checks: dict[str, int]
+    xid_in_interval: dict[int, int] = {}
+    """XID events that arrived since the previous cycle, per XID code."""
+    last_xid: int | None = None
+    """The most recent XID seen since the agent started (dcgm-exporter's ``XID_ERRORS``)."""
 
     @property
     def overall(self) -> int:
         return max(self.checks.values(), default=PASS)
 
 
-class CycleData(Record):
+class CycleData(msgspec.Struct, frozen=True, gc=False):
     node: str
     step: int
     """Open-Falcon ``step``: the interval in whole seconds (the plugin uses 60)."""

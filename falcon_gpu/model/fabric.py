@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from falcon_gpu.model.record import Record
+import msgspec
 
 FABRIC_STATES: Final = ("not_supported", "not_started", "in_progress", "completed")
 """``NVML_GPU_FABRIC_STATE_*`` by value (0..3)."""
@@ -53,7 +53,7 @@ def decode_health(mask: int) -> tuple[tuple[str, bool], ...]:
     return tuple(out)
 
 
-class FabricReading(Record):
+class FabricReading(msgspec.Struct, frozen=True, gc=False):
     """One GPU's fabric attachment as NVML answered it (asked once a minute, with the slow readings)."""
 
     state: int

@@ -5,10 +5,10 @@ Produced by :mod:`falcon_gpu.policies`; kept here so the schemas need not import
 
 from __future__ import annotations
 
-from falcon_gpu.model.record import Record
+import msgspec
 
 
-class PolicyStatus(Record):
+class PolicyStatus(msgspec.Struct, frozen=True, gc=False):
     policy: str
     gpu_uuid: str
     violating: bool

@@ -11,42 +11,25 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from typing import Final
 
-from falcon_gpu.model.record import Record
+import msgspec
 
 log = logging.getLogger("falcon_gpu")
 
 OUTCOMES = ("sent", "spooled", "dropped")
 
 
-class TelemetryView(Record):
-    """A consistent copy of the counters, for the schemas (one a cycle: its own ``__init__``, a
-    tenth of the generic one's loop of ``setattr``)."""
+class TelemetryView(msgspec.Struct, frozen=True, gc=False):
+    """A consistent copy of the counters, for the schemas (one a cycle)."""
 
-    __slots__ = _fields = (
-        "cycles_total", "cycles_skipped_total", "last_cycle_seconds", "errors_total", "samples_total",
-        "spool_bytes", "readers",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        cycles_total: int,
-        cycles_skipped_total: int,
-        last_cycle_seconds: float | None,
-        errors_total: dict[str, int],
-        samples_total: dict[tuple[str, str], int],
-        spool_bytes: dict[str, int],
-        readers: dict[str, tuple[bool, float]],
-    ) -> None:
-        self.cycles_total: Final = cycles_total
-        self.cycles_skipped_total: Final = cycles_skipped_total
-        self.last_cycle_seconds: Final = last_cycle_seconds
-        self.errors_total: Final = errors_total
-        self.samples_total: Final = samples_total
-        self.spool_bytes: Final = spool_bytes
-        self.readers: Final = readers
-        """Per NVML reader, the last cycle: (succeeded on every GPU, seconds over all GPUs)."""
+    cycles_total: int
+    cycles_skipped_total: int
+    last_cycle_seconds: float | None
+    errors_total: dict[str, int]
+    samples_total: dict[tuple[str, str], int]
+    spool_bytes: dict[str, int]
+    readers: dict[str, tuple[bool, float]]
+    """Per NVML reader, the last cycle: (succeeded on every GPU, seconds over all GPUs)."""
 
 
 class Telemetry:

@@ -10,11 +10,12 @@ what they need from that one record; the conversions between its units are built
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any, Final, Literal
 
+import msgspec
 import pynvml
 
-from falcon_gpu.model.record import Record
 from falcon_gpu.model.samples import MetricKind
 from falcon_gpu.readings.units import Convert, Unit, converter, divisor, multiplier, same
 
@@ -26,7 +27,7 @@ ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 SINT: Final = pynvml.NVML_VALUE_TYPE_SIGNED_INT
 
 
-class Nvml(Record):
+class Nvml(msgspec.Struct, frozen=True, gc=False):
     """Where NVML has the reading, and in which unit it answers."""
 
     unit: Unit
@@ -45,7 +46,7 @@ class Nvml(Record):
     one field ID, no fallback, no logic of its own; its reader has no line for it."""
 
 
-class Simulated(Record):
+class Simulated(msgspec.Struct, frozen=True, gc=False):
     """Where a scenario holds it (CONTRACT section 6; public: keys never change)."""
 
     key: str
@@ -60,7 +61,7 @@ class Simulated(Record):
         return self.group or self.key
 
 
-class Publish(Record):
+class Publish(msgspec.Struct, frozen=True, gc=False):
     """How one schema publishes the reading."""
 
     name: str
@@ -75,63 +76,47 @@ class Publish(Record):
     conversion from here, but the table-driven device loop leaves it out."""
 
 
-class Reading(Record):
+class Reading(msgspec.Struct, frozen=True, dict=True):  # collected: its __dict__ holds closures
     """One scalar per-device reading, declared once.
 
-    A plain slotted class (see :mod:`falcon_gpu.model.record`): it computes its conversions in
-    ``__init__``; equal, hashed and replaced by its declared fields, not by those conversions."""
+    Its conversions are worked out on first use (``cached_property``, kept in the instance's
+    ``__dict__``): equal, hashed and replaced by its declared fields, not by those conversions."""
 
-    _fields = (
-        "field", "type", "unit", "reader", "doc", "nvml", "derived", "sim",
-        "falcon_gpu", "dcgm", "openfalcon", "nvidia_smi",
-    )  # fmt: skip
-    __slots__ = (*_fields, "from_nvml", "sim_to_nvml", "sim_to_base")
+    field: str
+    """The :class:`~falcon_gpu.model.snapshot.DeviceReading` field (and ``Fields`` key)."""
+    type: type[int] | type[float]
+    unit: Unit
+    """Its base unit in the snapshot."""
+    reader: str
+    """The reader (``readers.READERS`` name, the ``reader`` label) that produces it."""
+    doc: str
+    nvml: Nvml | None = None
+    """None: derived by its reader from other answers (``derived`` says how)."""
+    derived: str | None = None
+    sim: Simulated | None = None
+    """None: the simulator has no key of its own for it (NVML computes it, or ``derived``)."""
+    falcon_gpu: Publish | None = None
+    dcgm: Publish | None = None
+    openfalcon: Publish | None = None
+    nvidia_smi: Publish | None = None
+    """None in a schema: not published in that schema."""
 
-    def __init__(
-        self,
-        field: str,
-        type: type[int] | type[float],
-        unit: Unit,
-        reader: str,
-        doc: str,
-        nvml: Nvml | None = None,
-        derived: str | None = None,
-        sim: Simulated | None = None,
-        falcon_gpu: Publish | None = None,
-        dcgm: Publish | None = None,
-        openfalcon: Publish | None = None,
-        nvidia_smi: Publish | None = None,
-    ) -> None:
-        self.field: Final = field
-        """The :class:`~falcon_gpu.model.snapshot.DeviceReading` field (and ``Fields`` key)."""
-        self.type: Final = type
-        self.unit: Final = unit
-        """Its base unit in the snapshot."""
-        self.reader: Final = reader
-        """The reader (``readers.READERS`` name, the ``reader`` label) that produces it."""
-        self.doc: Final = doc
-        self.nvml: Final = nvml
-        """None: derived by its reader from other answers (``derived`` says how)."""
-        self.derived: Final = derived
-        self.sim: Final = sim
-        """None: the simulator has no key of its own for it (NVML computes it, or ``derived``)."""
-        self.falcon_gpu: Final = falcon_gpu
-        self.dcgm: Final = dcgm
-        self.openfalcon: Final = openfalcon
-        self.nvidia_smi: Final = nvidia_smi
-        """None in a schema: not published in that schema."""
-        nvml_unit = nvml.unit if nvml else unit
-        sim_unit = sim.unit if sim else unit
-        to_base, kind = converter(nvml_unit, unit), type
-        self.from_nvml: Final[Callable[[Any], Any]] = (
-            kind if to_base is same else lambda value: kind(to_base(value))
-        )
+    @cached_property
+    def from_nvml(self) -> Callable[[Any], Any]:
         """NVML's answer -> the base unit, as ``type`` (for its reader; where the units are one, the
         type itself, ``float(value)``: the same number without a call of ours around it)."""
-        self.sim_to_nvml: Final = converter(sim_unit, nvml_unit)
+        to_base, kind = converter(self.nvml.unit if self.nvml else self.unit, self.unit), self.type
+        return kind if to_base is same else lambda value: kind(to_base(value))
+
+    @cached_property
+    def sim_to_nvml(self) -> Convert:
         """The scenario's unit -> NVML's (for the simulator's answer)."""
-        self.sim_to_base: Final = converter(sim_unit, unit)
+        return converter(self.sim.unit if self.sim else self.unit, self.nvml.unit if self.nvml else self.unit)
+
+    @cached_property
+    def sim_to_base(self) -> Convert:
         """The scenario's unit -> the base unit (for the tests' expected values)."""
+        return converter(self.sim.unit if self.sim else self.unit, self.unit)
 
     def published(self, schema: SchemaName) -> Publish | None:
         out: Publish | None = getattr(self, schema)

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from falcon_gpu.model.record import Record
+import msgspec
 
 Convert = Callable[[float], float]
 """A number in one unit -> the same quantity in another."""
 
 
-class Unit(Record):
+class Unit(msgspec.Struct, frozen=True, gc=False):
     """A unit, as a whole number of its base unit or of which one base unit holds a whole number."""
 
     symbol: str

@@ -19,11 +19,12 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
-from falcon_gpu.model.record import Record
+import msgspec
+
 from falcon_gpu.model.samples import Family, Labels, MetricKind, Series
 
 
-class MetricSpec(Record):
+class MetricSpec(msgspec.Struct, frozen=True, gc=False):
     name: str
     kind: MetricKind
     help: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from falcon_gpu.attribution import AttributionSettings, Attributor, presence
 from falcon_gpu.attribution.kube_api import KubeApiConfig
@@ -88,9 +89,9 @@ def test_job_labels_alone_ask_the_api_only_where_the_agent_has_access(
     account.mkdir()
     (account / "token").write_text("t")
     assert presence.kube_api_wanted(base)
-    assert not presence.kube_api_wanted(base._replace(job_labels=()))
-    assert presence.kube_api_wanted(base._replace(job_labels=(), pod_requests=True))
-    given = base._replace(kube_api=KubeApiConfig("http://127.0.0.1:1", None, None))
+    assert not presence.kube_api_wanted(replace(base, job_labels=()))
+    assert presence.kube_api_wanted(replace(base, job_labels=(), pod_requests=True))
+    given = replace(base, kube_api=KubeApiConfig("http://127.0.0.1:1", None, None))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
     assert presence.kube_api_wanted(given)  # an API server given to it (the simulator's)
 

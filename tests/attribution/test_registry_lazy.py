@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.attribution.deferred import DeferredSource
@@ -84,7 +85,7 @@ def test_a_source_that_does_not_apply_is_a_quiet_stand_in(entry: SourceEntry, tm
 def test_docker_installed_after_start_up_is_picked_up_on_the_next_refresh(tmp_path: Path) -> None:
     tree = HostTree(tmp_path)
     tree.process(10, f"0::/system.slice/docker-{A}.scope\n")
-    settings = _settings(tmp_path, kubernetes="off")._replace(proc_root=tree.proc)
+    settings = replace(_settings(tmp_path, kubernetes="off"), proc_root=tree.proc)
     snap = snapshot(gpu(0, (proc(10, 1, 0.5),)))
     attributor = Attributor(settings, Telemetry())
     try:

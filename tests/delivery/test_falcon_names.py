@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from msgspec.structs import replace
+
 from falcon_gpu.model.attribution import PodUsage
 from falcon_gpu.model.samples import FalconItem, PromBatch
 from falcon_gpu.model.telemetry import Telemetry
@@ -22,10 +24,10 @@ def items_for_pods() -> tuple[FalconItem, ...]:
     c = cycle()
     base = c.attribution.pods[0]
     pods = tuple(
-        PodUsage(TRAIN._replace(pod=name), base.gpu_uuid, memory_used_bytes=i << 30, processes=1)
+        PodUsage(replace(TRAIN, pod=name), base.gpu_uuid, memory_used_bytes=i << 30, processes=1)
         for i, name in enumerate(NAMES, 1)
     )
-    return openfalcon.render(c._replace(attribution=c.attribution._replace(pods=pods)))
+    return openfalcon.render(replace(c, attribution=replace(c.attribution, pods=pods)))
 
 
 def test_pods_that_sanitise_alike_reach_transfer_as_distinct_tag_sets(

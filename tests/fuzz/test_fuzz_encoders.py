@@ -26,6 +26,7 @@ from urllib.parse import unquote, urlsplit
 import cramjam
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec.structs import replace
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -68,9 +69,9 @@ def hostile_cycles(draw: st.DrawFn) -> CycleData:
     )
     devices = list(c.snapshot.devices)
     devices[0] = devices[0]._replace(name=draw(NAMES))
-    snapshot = c.snapshot._replace(devices=tuple(devices))
-    attribution = c.attribution._replace(pods=pods, processes=processes)
-    return c._replace(snapshot=snapshot, attribution=attribution)
+    snapshot = replace(c.snapshot, devices=tuple(devices))
+    attribution = replace(c.attribution, pods=pods, processes=processes)
+    return replace(c, snapshot=snapshot, attribution=attribution)
 
 
 def rendered_series(batch: PromBatch, *, extra: Labels = ()) -> Counter[Key]:

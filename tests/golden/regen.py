@@ -31,6 +31,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from msgspec.structs import replace
+
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution
@@ -71,7 +73,7 @@ def scenario_names() -> list[str]:
 def _normalised(view: TelemetryView) -> TelemetryView:
     """Wall times -> 0, so that the output is the same on every machine and run."""
     readers = {name: (ok, 0.0) for name, (ok, _) in view.readers.items()}
-    return view._replace(last_cycle_seconds=0.0, readers=readers)
+    return replace(view, last_cycle_seconds=0.0, readers=readers)
 
 
 def _cycles(name: str) -> list[CycleData]:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage
@@ -118,8 +119,8 @@ def two_instance_cycle() -> tuple[CycleData, ContainerRef, ContainerRef]:
         for who, mig in ((a, "MIG-1"), (b_, "MIG-2a"), (c, "MIG-2b"))
     )
     base = cycle()
-    snap = base.snapshot._replace(devices=(dev,))
-    return base._replace(snapshot=snap, attribution=Attribution(pods=pods)), a, b_
+    snap = replace(base.snapshot, devices=(dev,))
+    return replace(base, snapshot=snap, attribution=Attribution(pods=pods)), a, b_
 
 
 def test_compute_instances_of_one_gpu_instance_are_one_series_shared_so_no_pod() -> None:
@@ -136,8 +137,8 @@ def test_compute_instances_of_one_gpu_instance_are_one_series_shared_so_no_pod()
 
 def test_mig_enabled_gpu_without_instances_reports_its_own_memory() -> None:
     base = cycle()
-    snap = base.snapshot._replace(devices=(mig_device()._replace(mig=()),))
-    used = matching(series_of(dcgm.render(base._replace(snapshot=snap))), "DCGM_FI_DEV_FB_USED")
+    snap = replace(base.snapshot, devices=(mig_device()._replace(mig=()),))
+    used = matching(series_of(dcgm.render(replace(base, snapshot=snap))), "DCGM_FI_DEV_FB_USED")
     assert [(("GPU_I_ID" in keys(lb)), v) for lb, v in used.items()] == [(False, 2048)]
 
 
@@ -196,7 +197,7 @@ def test_xid_catalogue(code: int, text: str) -> None:
 def test_unknown_xid_keeps_its_code_and_reads_unknown() -> None:
     base = cycle()
     health = {**base.health, "GPU-aaaa": HealthReport({"xid": 1}, last_xid=201)}
-    vals = series_of(dcgm.render(base._replace(health=health)))
+    vals = series_of(dcgm.render(replace(base, health=health)))
     (lb,) = matching(vals, "DCGM_FI_DEV_XID_ERRORS", UUID="GPU-aaaa")
     assert ("err_code", "201") in lb and ("err_msg", "Unknown Error") in lb
     assert vals[("DCGM_FI_DEV_XID_ERRORS", lb)] == 201
@@ -218,7 +219,7 @@ def test_xid_errors_is_the_most_recent_xid_not_the_most_critical() -> None:
     # 31 is the newest, but 79's 5-minute hold still fails the check
     assert seen == [(None, None, 0), (13, 13, 2), (13, 13, 2), (31, 31, 2)]
     base = cycle()
-    snap_cycle = base._replace(snapshot=snap, attribution=Attribution(), health={"GPU-x": report})
+    snap_cycle = replace(base, snapshot=snap, attribution=Attribution(), health={"GPU-x": report})
     vals = series_of(dcgm.render(snap_cycle))
     (lb,) = matching(vals, "DCGM_FI_DEV_XID_ERRORS", UUID="GPU-x")
     assert ("err_code", "31") in lb and ("err_msg", "GPU memory page fault") in lb
@@ -228,6 +229,6 @@ def test_instance_pod_labels_come_only_from_kubelet_allocations() -> None:
     """A container seen running on an instance but not allocated it names no pod (dcgm-exporter's rule)."""
     base = cycle()
     seen_only = PodUsage(INFER, "GPU-bbbb", "MIG-1111", allocated=False, memory_used_bytes=GIB)
-    vals = series_of(dcgm.render(base._replace(attribution=Attribution(pods=(seen_only,)))))
+    vals = series_of(dcgm.render(replace(base, attribution=Attribution(pods=(seen_only,)))))
     (lb,) = matching(vals, "DCGM_FI_DEV_FB_USED", UUID="GPU-bbbb")
     assert "pod" not in keys(lb) and ("GPU_I_ID", "1") in lb

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from falcon_gpu.model.attribution import ProcessUsage
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
@@ -35,7 +37,7 @@ def test_no_prometheus_schema_emits_an_empty_label_and_unowned_gpus_keep_their_s
         ]
         assert empty == []
     pid = ProcessUsage(900, "Xorg", "GPU-aaaa", memory_used_bytes=1, utilization_ratio=None, container=None)
-    data = data._replace(attribution=data.attribution._replace(pods=(), processes=(pid,)))
+    data = replace(data, attribution=replace(data.attribution, pods=(), processes=(pid,)))
     (proc,) = [s for f in falcon_gpu.render(data).families if f.name.startswith(PROC) for s in f.series]
     assert "pod" not in dict(proc.labels) and dict(proc.labels)["pid"] == "900", "a process in no pod"
     xid = [s for f in dcgm.render(data).families if f.name == "DCGM_FI_DEV_XID_ERRORS" for s in f.series]

@@ -5,10 +5,10 @@ exactly what fresh caches write for each cycle."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+import msgspec
 import pytest
 
 from falcon_gpu.model.cycle import CycleData, HealthReport
@@ -26,10 +26,10 @@ Row = tuple[str, Labels, float]
 
 
 def replaced(value: T, **changes: Any) -> T:
-    """A changed copy of a model value (a record or a NamedTuple, whichever the model declares)."""
-    if hasattr(value, "_replace"):
-        return value._replace(**changes)  # type: ignore[no-any-return]
-    return dataclasses.replace(value, **changes)  # type: ignore[type-var]
+    """A changed copy of a model value (a ``msgspec.Struct``, or a ``DeviceReading`` record)."""
+    if isinstance(value, msgspec.Struct):
+        return msgspec.structs.replace(value, **changes)
+    return value._replace(**changes)  # type: ignore[attr-defined,no-any-return]
 
 
 def built(

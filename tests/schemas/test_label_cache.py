@@ -3,6 +3,8 @@ holds, new when it changes, bounded; and the output they give is the output fres
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.model.snapshot import MigReading, NvlinkErrors, NvlinkReading
@@ -30,7 +32,7 @@ def labels_of(batch: PromBatch, name: str) -> list[dict[str, str]]:
 
 def with_device(c: CycleData, **changes: object) -> CycleData:
     devices = (c.snapshot.devices[0]._replace(**changes), *c.snapshot.devices[1:])
-    return c._replace(snapshot=c.snapshot._replace(devices=devices))
+    return replace(c, snapshot=replace(c.snapshot, devices=devices))
 
 
 def assert_same_label_objects(one: PromBatch, two: PromBatch, *names: str) -> None:
@@ -63,7 +65,7 @@ def test_a_changed_identity_changes_every_label_it_is_in() -> None:
     c = cycle()
     before = device_labels(c.base_labels, c.snapshot.devices[0])
     renamed = with_device(c, uuid="GPU-eeee", name="NVIDIA H200")
-    renamed = renamed._replace(health={**c.health, "GPU-eeee": c.health["GPU-aaaa"]})
+    renamed = replace(renamed, health={**c.health, "GPU-eeee": c.health["GPU-aaaa"]})
     out = falcon_gpu.render(renamed)
     assert device_labels(renamed.base_labels, renamed.snapshot.devices[0]) is not before
     for name in PER_DEVICE:
@@ -74,8 +76,8 @@ def test_a_changed_identity_changes_every_label_it_is_in() -> None:
 
 
 def test_node_labels_driver_and_pci_bus_are_part_of_the_identity() -> None:
-    c = cycle()._replace(node_labels=(("node", "node-b"), ("site", "x")))
-    c = c._replace(snapshot=c.snapshot._replace(driver_version="560.1"))
+    c = replace(cycle(), node_labels=(("node", "node-b"), ("site", "x")))
+    c = replace(c, snapshot=replace(c.snapshot, driver_version="560.1"))
     c = with_device(c, pci_bus_id="00000000:99:00.0")
     (info,) = [lb for lb in labels_of(falcon_gpu.render(c), "falcon_gpu_info") if lb["gpu"] == "0"]
     assert info["node"] == "node-b" and info["site"] == "x"
@@ -124,7 +126,7 @@ def test_a_device_added_later_gets_labels_without_its_empty_values() -> None:
 
 
 def with_attribution(c: CycleData, **changes: object) -> CycleData:
-    return c._replace(attribution=c.attribution._replace(**changes))
+    return replace(c, attribution=replace(c.attribution, **changes))
 
 
 def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
@@ -138,11 +140,12 @@ def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
         "falcon_gpu_process_memory_used_bytes",
     )
     pod = c.attribution.pods[0]
-    moved = pod._replace(
-        container=pod.container._replace(pod="train-1", labels=(("label_team", "nlp"),)),
+    moved = replace(
+        pod,
+        container=replace(pod.container, pod="train-1", labels=(("label_team", "nlp"),)),
         claim_name="gpu-claim",
     )
-    proc = c.attribution.processes[0]._replace(pid=5151, command="torchrun", container=moved.container)
+    proc = replace(c.attribution.processes[0], pid=5151, command="torchrun", container=moved.container)
     out = falcon_gpu.render(with_attribution(c, pods=(moved, *c.attribution.pods[1:]), processes=(proc,)))
     mem = [lb for lb in labels_of(out, "falcon_gpu_pod_memory_used_bytes") if lb["gpu"] == "0"]
     assert [(lb["pod"], lb["label_team"]) for lb in mem] == [("train-1", "nlp")]
@@ -160,10 +163,10 @@ def test_dcgm_labels_are_reused_and_follow_the_gpu_its_pod_and_its_xid() -> None
         one, two, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_USED"
     )
     pod = c.attribution.pods[0]
-    moved = pod._replace(gpu_uuid="GPU-eeee", container=pod.container._replace(pod="train-1"))
+    moved = replace(pod, gpu_uuid="GPU-eeee", container=replace(pod.container, pod="train-1"))
     changed = with_device(with_attribution(c, pods=(moved, *c.attribution.pods[1:])), uuid="GPU-eeee")
     health = {**c.health, "GPU-eeee": HealthReport({"xid": 2}, {48: 1}, last_xid=48)}
-    out = dcgm.render(changed._replace(health=health))
+    out = dcgm.render(replace(changed, health=health))
     (temp,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_GPU_TEMP") if lb["gpu"] == "0"]
     assert (temp["UUID"], temp["pod"]) == ("GPU-eeee", "train-1")
     (xid,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_XID_ERRORS") if lb["gpu"] == "0"]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.readings.device import READINGS
 from falcon_gpu.schemas import nvidia_smi
@@ -69,8 +71,8 @@ def test_readings_carry_uuid_alone_gpu_info_the_identity_and_the_one_owner() -> 
 def test_a_gpu_shared_by_two_containers_carries_no_pod() -> None:
     c = cycle()
     first = c.attribution.pods[0]
-    shared = c.attribution._replace(pods=(*c.attribution.pods, first._replace(container=INFER)))
-    vals = series_of(nvidia_smi.render(c._replace(attribution=shared)))
+    shared = replace(c.attribution, pods=(*c.attribution.pods, replace(first, container=INFER)))
+    vals = series_of(nvidia_smi.render(replace(c, attribution=shared)))
     assert "pod" not in one(vals, "nvidia_smi_gpu_info", uuid="aaaa")[0]
 
 

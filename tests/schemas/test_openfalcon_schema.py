@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from falcon_gpu.model.samples import FalconItem
 from falcon_gpu.schemas import openfalcon
 from tests.schemas.fixtures import TRAIN, cycle
@@ -62,10 +64,10 @@ def test_pod_items() -> None:
 
 
 def test_tags_sanitised_and_bounded() -> None:
-    long_pod = TRAIN._replace(pod="p" * 300, namespace="ns with space/x")
+    long_pod = replace(TRAIN, pod="p" * 300, namespace="ns with space/x")
     c = cycle()
-    pods = (c.attribution.pods[0]._replace(container=long_pod),)
-    c = c._replace(attribution=c.attribution._replace(pods=pods))
+    pods = (replace(c.attribution.pods[0], container=long_pod),)
+    c = replace(c, attribution=replace(c.attribution, pods=pods))
     items = openfalcon.render(c)
     assert_valid_falcon(items)
     pod_items = [i for i in items if i.metric == "PodFBUsed"]
@@ -82,8 +84,8 @@ def test_distinct_long_values_stay_distinct() -> None:
 def test_non_finite_readings_are_left_out() -> None:
     c = cycle()
     dev = c.snapshot.devices[0]._replace(power_watts=float("nan"), temperature_celsius=float("inf"))
-    snap = c.snapshot._replace(devices=(dev, *c.snapshot.devices[1:]))
-    items = openfalcon.render(c._replace(snapshot=snap))
+    snap = replace(c.snapshot, devices=(dev, *c.snapshot.devices[1:]))
+    items = openfalcon.render(replace(c, snapshot=snap))
     metrics = {i.metric for i in items if i.tags == "GpuId=0,uuid=GPU-aaaa"}
     assert "PowerUsed" not in metrics and "DeviceTemperature" not in metrics and "GPUUtils" in metrics
 
@@ -102,11 +104,12 @@ def test_gpu_count_per_model_beside_the_total() -> None:
 def test_tags_formatted_once_per_device_equal_formatting_each_item() -> None:
     """One device's (or pod's) items share their tags, formatted once; each item must still get exactly
     what formatting it alone gives, including the shortening that depends on the metric's length."""
-    pod = TRAIN._replace(pod="p" * 190)  # fits beside PodFBUsed, too long beside PodGPUUtils
+    pod = replace(TRAIN, pod="p" * 190)  # fits beside PodFBUsed, too long beside PodGPUUtils
     c = cycle()
-    pods = (c.attribution.pods[0]._replace(container=pod),)
-    c = c._replace(
-        attribution=c.attribution._replace(pods=pods),
+    pods = (replace(c.attribution.pods[0], container=pod),)
+    c = replace(
+        c,
+        attribution=replace(c.attribution, pods=pods),
         extra_labels=(("cluster", "eu 1"),),
     )
     items = openfalcon.render(c)

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import grpc
 
+import msgspec
+
 from falcon_gpu.attribution.device_ids import DeviceRef, is_gpu_resource, parse_device_ids
 from falcon_gpu.attribution.source import Allocation
-from falcon_gpu.model.record import Record
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The kubelet's own client limit; a node's full List fits well under it."""
@@ -34,7 +35,7 @@ class PodResourcesError(Exception):
     """
 
 
-class ClaimDevice(Record):
+class ClaimDevice(msgspec.Struct, frozen=True, gc=False):
     """One device of a DRA claim used by one container, as PodResources List reports it."""
 
     namespace: str
@@ -47,7 +48,7 @@ class ClaimDevice(Record):
     device: str
 
 
-class KubeletAllocations(Record):
+class KubeletAllocations(msgspec.Struct, frozen=True, gc=False):
     allocations: tuple[Allocation, ...] = ()
     allocatable: tuple[tuple[str, DeviceRef], ...] = ()
     """(resource, device) pairs the kubelet can hand out; empty when the kubelet has no such call."""

@@ -33,10 +33,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import msgspec
+
 from falcon_gpu.attribution.kube_api import KubeApiConfig
 from falcon_gpu.attribution.logdirs import parse_container_log, parse_pod_dir
 from falcon_gpu.attribution.presence import PODMAN_FILE
-from falcon_gpu.model.record import Record
 from falcon_gpu.simulator.node.kube_api_server import KubeApiServer
 from falcon_gpu.simulator.node.podresources_server import PodResourcesServer
 from falcon_gpu.simulator.scenario.host_model import HostScenario
@@ -44,7 +45,7 @@ from falcon_gpu.simulator.scenario.host_model import HostScenario
 _MAX_SOCKET_PATH = 100
 
 
-class HostPaths(Record):
+class HostPaths(msgspec.Struct, frozen=True, gc=False):
     proc_root: Path
     log_root: Path
     kubelet_socket: Path

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import msgspec
 import pynvml
 
-from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
 from falcon_gpu.readings.device import READINGS
 from falcon_gpu.readings.spec import SINT, Reading
@@ -27,7 +27,7 @@ from falcon_gpu.simulator.nvml.core import NvmlStruct, SimCore, SimDevice, SimMi
 from falcon_gpu.simulator.scenario.parse import at
 
 
-class Served(Record):
+class Served(msgspec.Struct, frozen=True):  # collected: holds a conversion function
     """What the simulator needs to answer one table reading: where the scenario holds it, and how."""
 
     key: str

@@ -21,9 +21,9 @@ import ctypes
 import struct
 from typing import Any
 
+import msgspec
 import pynvml
 
-from falcon_gpu.model.record import Record
 from falcon_gpu.simulator.nvml.core import SimCore, SimDevice, fail
 from falcon_gpu.simulator.scenario.model import GPM_KEYS, Gpm
 from falcon_gpu.simulator.scenario.parse import at
@@ -41,7 +41,7 @@ _KEY_OF_METRIC: dict[int, str] = {
 assert set(_KEY_OF_METRIC.values()) == set(GPM_KEYS)
 
 
-class _Taken(Record):
+class _Taken(msgspec.Struct, frozen=True, gc=False):
     """What a sample holds: whose activity, as of which cycle."""
 
     gpm: Gpm

@@ -2,20 +2,20 @@
 
 Parsed by :mod:`falcon_gpu.simulator.scenario.parse`, laid out on disk (proc tree, log
 dirs, a real PodResources gRPC server) by :mod:`falcon_gpu.simulator.node.layout`.
-``Record`` values, as in :mod:`~falcon_gpu.simulator.scenario.model`.
+Frozen ``msgspec.Struct`` values, as in :mod:`~falcon_gpu.simulator.scenario.model`.
 """
 
 from __future__ import annotations
 
-from falcon_gpu.model.record import Record
+import msgspec
 
 
-class PodResourcesDevice(Record):
+class PodResourcesDevice(msgspec.Struct, frozen=True, gc=False):
     resource_name: str
     device_ids: tuple[str, ...]
 
 
-class PodResourcesClaimDevice(Record):
+class PodResourcesClaimDevice(msgspec.Struct, frozen=True, gc=False):
     """One device of a DRA claim: the driver, its pool (the node) and its device name."""
 
     driver_name: str
@@ -23,7 +23,7 @@ class PodResourcesClaimDevice(Record):
     device_name: str
 
 
-class PodResourcesClaim(Record):
+class PodResourcesClaim(msgspec.Struct, frozen=True, gc=False):
     """A DRA ResourceClaim a container uses, as PodResources ``dynamic_resources`` lists it."""
 
     claim_name: str
@@ -31,19 +31,19 @@ class PodResourcesClaim(Record):
     claim_resources: tuple[PodResourcesClaimDevice, ...]
 
 
-class PodResourcesContainer(Record):
+class PodResourcesContainer(msgspec.Struct, frozen=True, gc=False):
     name: str
     devices: tuple[PodResourcesDevice, ...]
     dynamic_resources: tuple[PodResourcesClaim, ...] = ()
 
 
-class PodResourcesPod(Record):
+class PodResourcesPod(msgspec.Struct, frozen=True, gc=False):
     namespace: str
     name: str
     containers: tuple[PodResourcesContainer, ...]
 
 
-class ApiContainer(Record):
+class ApiContainer(msgspec.Struct, frozen=True, gc=False):
     """A container of a pod's spec: its ``resources`` limits and requests (quantities as text)."""
 
     name: str
@@ -51,7 +51,7 @@ class ApiContainer(Record):
     requests: tuple[tuple[str, str], ...] = ()
 
 
-class ApiPod(Record):
+class ApiPod(msgspec.Struct, frozen=True, gc=False):
     """One pod of the API server's pod list (``GET /api/v1/pods``) on the simulated node."""
 
     namespace: str
@@ -61,7 +61,7 @@ class ApiPod(Record):
     containers: tuple[ApiContainer, ...]
 
 
-class HostScenario(Record):
+class HostScenario(msgspec.Struct, frozen=True, gc=False):
     proc_cgroups: dict[int, str]
     """host PID -> the text of ``/proc/<pid>/cgroup``."""
     pod_resources: tuple[PodResourcesPod, ...]

@@ -1,7 +1,7 @@
 """The typed scenario that :mod:`falcon_gpu.simulator.scenario.parse` parses and the simulator serves.
 
-Plain :class:`~falcon_gpu.model.record.Record` values (nothing compiled at import, unlike a
-dataclass or a NamedTuple: the plugin's start-up pays for every class on its import path), with no
+Frozen ``msgspec.Struct`` values (nothing compiled at import, unlike a dataclass or a
+NamedTuple: the plugin's start-up pays for every class on its import path), with no
 behaviour beyond :func:`at` (a per-cycle list, the last value repeating), the ``present`` checks and
 :meth:`GpuScenario.supports`; kept apart from the parser so that the simulator depends on the data,
 not on JSON handling.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from falcon_gpu.model.record import Record
+import msgspec
 
 if TYPE_CHECKING:  # parse imports it only for a scenario with a host (else the plugin start pays for it)
     from falcon_gpu.simulator.scenario.host_model import HostScenario
@@ -27,7 +27,7 @@ def at(series: Series, cycle: int) -> float:
     return series[min(max(cycle, 0), len(series) - 1)]
 
 
-class ProcessScenario(Record):
+class ProcessScenario(msgspec.Struct, frozen=True, gc=False):
     pid: int
     name: str | None
     types: tuple[str, ...]
@@ -51,7 +51,7 @@ Gpm = dict[str, Series]
 """The ``gpm`` keys present (each a percent, averaged over a cycle)."""
 
 
-class NvlinkScenario(Record):
+class NvlinkScenario(msgspec.Struct, frozen=True, gc=False):
     """One NVLink: data counters in bytes (served in KiB, as NVML does) and error counters."""
 
     link: int
@@ -65,7 +65,7 @@ class NvlinkScenario(Record):
     """1 (the link is up, the default) or 0 per cycle: what ``nvmlDeviceGetNvLinkState`` answers."""
 
 
-class MigScenario(Record):
+class MigScenario(msgspec.Struct, frozen=True, gc=False):
     gpu_instance_id: int
     compute_instance_id: int
     profile: str
@@ -86,27 +86,27 @@ class MigScenario(Record):
         return self.from_cycle <= cycle and (self.until_cycle is None or cycle < self.until_cycle)
 
 
-class EccScenario(Record):
+class EccScenario(msgspec.Struct, frozen=True, gc=False):
     corrected_volatile: Series | None
     uncorrected_volatile: Series | None
     corrected_aggregate: Series | None
     uncorrected_aggregate: Series | None
 
 
-class RetiredPagesScenario(Record):
+class RetiredPagesScenario(msgspec.Struct, frozen=True, gc=False):
     single_bit: Series
     double_bit: Series
     pending: bool
 
 
-class RemappedRowsScenario(Record):
+class RemappedRowsScenario(msgspec.Struct, frozen=True, gc=False):
     correctable: Series
     uncorrectable: Series
     pending: bool
     failed: bool
 
 
-class FabricScenario(Record):
+class FabricScenario(msgspec.Struct, frozen=True, gc=False):
     """A GPU's NVLink fabric attachment (``nvmlDeviceGetGpuFabricInfoV``), in NVML's encoding."""
 
     state: Series
@@ -118,12 +118,12 @@ class FabricScenario(Record):
     health_mask: int
 
 
-class XidEvent(Record):
+class XidEvent(msgspec.Struct, frozen=True, gc=False):
     cycle: int
     xid: int
 
 
-class GpuScenario(Record):
+class GpuScenario(msgspec.Struct, frozen=True, gc=False):
     uuid: str
     name: str
     pci_bus_id: str
@@ -154,7 +154,7 @@ class GpuScenario(Record):
         return name not in self.not_supported
 
 
-class Scenario(Record):
+class Scenario(msgspec.Struct, frozen=True, gc=False):
     driver_version: str
     cuda_version: str
     gpus: tuple[GpuScenario, ...]
@@ -174,8 +174,8 @@ def settled_cycle(gpu: GpuScenario) -> int:
         item = stack.pop()
         if isinstance(item, dict):
             stack += item.values()
-        elif isinstance(item, Record):  # a scenario value
-            for name, value in zip(item._fields, type(item)._values(item), strict=True):
+        elif isinstance(item, msgspec.Struct):  # a scenario value
+            for name, value in zip(item.__struct_fields__, msgspec.structs.astuple(item), strict=True):
                 if name.endswith("cycle") and isinstance(value, int):
                     last = max(last, value)
                 else:

@@ -169,7 +169,7 @@ def _mig_mode(o: Obj) -> Series | None:
 
 
 def _ecc(o: Obj) -> EccScenario:
-    ecc = EccScenario(*(o.series(k) for k in EccScenario._fields))
+    ecc = EccScenario(*(o.series(k) for k in EccScenario.__struct_fields__))
     o.done()
     return ecc
 

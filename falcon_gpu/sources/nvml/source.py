@@ -34,7 +34,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from falcon_gpu.model.record import Record
+import msgspec
+
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
 from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller, text
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("falcon_gpu.nvml")
 
 
-class Identity(Record):
+class Identity(msgspec.Struct, frozen=True, gc=False):
     uuid: str
     name: str
     pci_bus_id: str

@@ -16,8 +16,9 @@ import typing
 from collections.abc import Callable
 from typing import Any, Final, TypedDict
 
+import msgspec
+
 from falcon_gpu.model.fabric import FabricReading
-from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import (
     EccCounts,
     GpmReading,
@@ -196,21 +197,15 @@ class DeviceContext:
         self.samples = None
 
 
-class ProcessSamples(Record):
-    """What one cycle's ``nvmlDeviceGetProcessUtilization`` samples say (one per GPU and cycle:
-    its own ``__init__``, see :mod:`falcon_gpu.model.record`)."""
+class ProcessSamples(msgspec.Struct, frozen=True, gc=False):
+    """What one cycle's ``nvmlDeviceGetProcessUtilization`` samples say (one per GPU and cycle)."""
 
-    __slots__ = _fields = ("sm_by_pid", "encoder_in_use", "decoder_in_use")
-
-    def __init__(
-        self, sm_by_pid: dict[int, float] | None, encoder_in_use: bool, decoder_in_use: bool
-    ) -> None:
-        self.sm_by_pid: Final = sm_by_pid
-        """PID -> mean SM share; None where NVML gives no per-process utilisation (MIG, some boards)."""
-        self.encoder_in_use: Final = encoder_in_use
-        """A sample showed the encoder busy (``encUtil`` > 0); True where there are no samples at all."""
-        self.decoder_in_use: Final = decoder_in_use
-        """The same for the decoder (``decUtil``)."""
+    sm_by_pid: dict[int, float] | None
+    """PID -> mean SM share; None where NVML gives no per-process utilisation (MIG, some boards)."""
+    encoder_in_use: bool
+    """A sample showed the encoder busy (``encUtil`` > 0); True where there are no samples at all."""
+    decoder_in_use: bool
+    """The same for the decoder (``decUtil``)."""
 
 
 Reader = Callable[[DeviceContext], Fields]

@@ -12,6 +12,8 @@ Runs after ``mig`` (it needs the instances and their processes).
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from falcon_gpu.model.snapshot import GpmReading, MigReading, ProcessReading
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
@@ -26,7 +28,7 @@ def _instance_gpm(ctx: DeviceContext, instances: tuple[MigReading, ...]) -> tupl
             scope = gpm.instance_scope(ctx.scope, gi)
             by_gi[gi] = gpm.sample(scope, "nvmlGpmMigSampleGet", ctx.handle, gi, parent=ctx.scope)
     gpm.retain(ctx.scope, {gpm.instance_scope(ctx.scope, gi) for gi in by_gi})
-    return tuple(m if by_gi[m.gpu_instance_id] is None else m._replace(gpm=by_gi[m.gpu_instance_id])
+    return tuple(m if by_gi[m.gpu_instance_id] is None else replace(m, gpm=by_gi[m.gpu_instance_id])
                  for m in instances)  # fmt: skip
 
 
@@ -66,7 +68,7 @@ def _with_share(
     for p in processes:
         instance = p.gpu_instance_id if gi is None else gi
         share = shares.get((p.pid, instance)) if p.sm_util_ratio is None and instance is not None else None
-        out.append(p if share is None else p._replace(sm_util_ratio=share))
+        out.append(p if share is None else replace(p, sm_util_ratio=share))
     return tuple(out)
 
 
@@ -79,7 +81,7 @@ def read_gpm(ctx: DeviceContext) -> Fields:
         instances = _instance_gpm(ctx, instances)
         shares = _instance_shares(instances)
         if shares:
-            instances = tuple(m._replace(processes=_with_share(m.processes, shares, m.gpu_instance_id))
+            instances = tuple(replace(m, processes=_with_share(m.processes, shares, m.gpu_instance_id))
                               for m in instances)  # fmt: skip
             out["processes"] = _with_share(ctx.fields.get("processes", ()), shares, None)
         out["mig"] = instances

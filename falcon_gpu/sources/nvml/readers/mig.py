@@ -49,9 +49,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+import msgspec
 import pynvml
+from msgspec.structs import replace
 
-from falcon_gpu.model.record import Record
 from falcon_gpu.model.snapshot import MigReading, ProcessReading
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, text
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
@@ -71,7 +72,7 @@ def profile_from_name(name: str) -> str:
     return name.rsplit(MIG_NAME_MARK, 1)[1].strip() if MIG_NAME_MARK in name else ""
 
 
-class MigSlot(Record):
+class MigSlot(msgspec.Struct, frozen=True):  # collected: holds an NVML handle object
     """One populated MIG slot: what stays true until the instance is destroyed."""
 
     slot: int
@@ -144,7 +145,8 @@ def _instances(ctx: DeviceContext) -> list[MigReading] | None:
 def _instance(ctx: DeviceContext, s: MigSlot, memory: Any) -> MigReading:
     scope, gi, ci = s.uuid, s.gpu_instance_id, s.compute_instance_id
     processes = tuple(
-        p._replace(
+        replace(
+            p,
             gpu_instance_id=p.gpu_instance_id if p.gpu_instance_id is not None else gi,
             compute_instance_id=p.compute_instance_id if p.compute_instance_id is not None else ci,
         )

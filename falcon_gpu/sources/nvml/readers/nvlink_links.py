@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+import msgspec
 import pynvml
 
-from falcon_gpu.model.record import Record
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
 from falcon_gpu.sources.nvml.field_values import NVLINK_LINKS, FieldSpec
 from falcon_gpu.sources.nvml.readers.base import DeviceContext
@@ -64,16 +64,13 @@ DlCounts = tuple[tuple[int | None, ...] | None, ...]
 where no active link answers the kind (the older fields count it, if any)."""
 
 
-class DlErrors(Record):
+class DlErrors(msgspec.Struct, frozen=True, gc=False):
     """What one read of the data-link error counters found (kept until they are read again)."""
 
-    __slots__ = _fields = ("kinds", "counted")
-
-    def __init__(self, kinds: DlCounts, counted: bool) -> None:
-        self.kinds: Final = kinds
-        """Per DL kind, the links' counters (:data:`DlCounts`)."""
-        self.counted: Final = counted
-        """Whether a link counted an error (the steady cycle of a healthy GPU looks at this alone)."""
+    kinds: DlCounts
+    """Per DL kind, the links' counters (:data:`DlCounts`)."""
+    counted: bool
+    """Whether a link counted an error (the steady cycle of a healthy GPU looks at this alone)."""
 
 
 NO_DL_ERRORS: Final = DlErrors((None, None, None), False)
