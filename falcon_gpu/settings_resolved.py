@@ -66,6 +66,8 @@ class ResolvedSettings(Record):
     jobs_dir: Path
     log_level: Literal["debug", "info", "warning", "error"]
     kubernetes: Literal["auto", "on", "off"]
+    carbon_intensity: float | str | None
+    """gCO2e per kWh, or a series name (:mod:`falcon_gpu.carbon`): what job records' emissions need."""
     explicit: frozenset[str]
     """Settings the user gave (``Settings.explicit``): the simulator lays out a host only for the others."""
 
@@ -98,6 +100,8 @@ class ResolvedSettings(Record):
             _check(name, data[name])
         values: dict[str, Any] = {name: Path(data[name]) if name in PATHS else data[name] for name in names}
         values["interval"] = float(values["interval"])
+        if isinstance(values["carbon_intensity"], int):
+            values["carbon_intensity"] = float(values["carbon_intensity"])
         values["explicit"] = frozenset(values["explicit"])
         values["metrics"] = MetricSelection(data["metrics"]["include"], data["metrics"]["exclude"])
         return cls(**values)
@@ -119,6 +123,12 @@ def _check(name: str, value: Any) -> None:
     elif name == "metrics":
         tables = cast(dict[str, Any], value) if isinstance(value, dict) else {}
         ok = sorted(tables) == ["exclude", "include"] and all(map(_is_strings, tables.values()))
+    elif name == "carbon_intensity":
+        ok = (
+            value is None
+            or isinstance(value, str)
+            or (isinstance(value, int | float) and not isinstance(value, bool))
+        )
     elif name == "interval":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     else:  # labels

@@ -2,7 +2,7 @@
 
 One table (:mod:`falcon_gpu.risk.table`) declares every reason: what it reads, the level at
 which it counts fully and its weight. The store computes the score with recording rules written
-from that table (:mod:`falcon_gpu.risk.rules`, ``scripts/gen_risk_rules.py``: trends need the
+from that table (:mod:`falcon_gpu.risk.rules`, ``scripts/gen_answer_rules.py``: trends need the
 history a store keeps), and ``falcon-gpu doctor`` computes the same reasons from what the agent
 holds (:mod:`falcon_gpu.risk.score`).
 """

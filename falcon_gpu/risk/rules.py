@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from falcon_gpu.risk.table import GPU, REASONS, Reason
 
-BEGIN = "  # -- BEGIN risk rules: written by scripts/gen_risk_rules.py from falcon_gpu/risk/table.py --"
+BEGIN = "  # -- BEGIN risk rules: written by scripts/gen_answer_rules.py from falcon_gpu/risk/table.py --"
 END = "  # -- END risk rules --"
 
 REASON_SERIES = "gpu:falcon_gpu_risk_reason:ratio"
@@ -57,12 +57,3 @@ def group_text() -> str:
         END,
     ]
     return "\n".join(lines) + "\n"
-
-
-def splice(text: str) -> str:
-    """``text`` (recording.yml) with the group between the markers replaced, or appended."""
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END + "\n", 1)
-        return head + group_text() + tail
-    return text.rstrip("\n") + "\n\n" + group_text()

@@ -22,7 +22,7 @@ RULES = ROOT / "conf" / "prometheus"
 
 def test_the_committed_rules_are_what_the_table_writes() -> None:
     answer = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen_risk_rules.py"), "--check"],
+        [sys.executable, str(ROOT / "scripts" / "gen_answer_rules.py"), "--check"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert answer.returncode == 0, answer.stderr
