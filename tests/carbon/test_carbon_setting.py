@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from falcon_gpu.carbon import check_carbon_intensity, emissions_grams, grams_per_kwh
-from falcon_gpu.jobs.record import JobRecord
+from falcon_gpu.jobs.record import JobGroup, JobRecord
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.state import StateFile
 from falcon_gpu.jobs.tracker import JobTracker
+from falcon_gpu.schemas import falcon_gpu_jobs
 from falcon_gpu.settings import Settings
 from falcon_gpu.settings_resolved import ResolvedSettings
 from tests.jobs.helpers import Feeder, use
@@ -88,3 +90,21 @@ def test_the_committed_rules_are_what_the_generator_writes() -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert answer.returncode == 0, answer.stderr
+
+
+def test_the_job_groups_carry_the_emissions_only_when_known(tmp_path: Path) -> None:
+    feeder = Feeder(tmp_path)
+    feeder.tracker = JobTracker(
+        "node-a", JobLog(tmp_path), StateFile(tmp_path), feeder.telemetry, carbon_intensity=250.0
+    )
+    for joules in (0.0, 7_200_000.0):
+        feeder.cycle([use("main", energy=joules)])
+    update = feeder.cycle([])
+    (group,) = falcon_gpu_jobs.render(update.groups, 1000.0)
+    families = {f.name: f for f in group.batch.families}
+    assert [s.value for s in families["falcon_gpu_job_record_emissions_grams"].series] == [
+        500.0
+    ]  # 2 kWh x 250 g
+    plain = replace(update.finished[0], emissions_grams=None)
+    unknown = falcon_gpu_jobs.group(JobGroup("ml", "train-0", (plain,)), 0).batch.families
+    assert "falcon_gpu_job_record_emissions_grams" not in {f.name for f in unknown}

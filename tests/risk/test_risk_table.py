@@ -11,7 +11,14 @@ import pytest
 import yaml
 
 from falcon_gpu.health.evaluator import CRITICAL_XIDS
-from falcon_gpu.model.snapshot import DeviceReading, EccCounts, RemappedRows, Snapshot
+from falcon_gpu.model.snapshot import (
+    DeviceReading,
+    EccCounts,
+    NvlinkErrors,
+    RemappedRows,
+    RetiredPages,
+    Snapshot,
+)
 from falcon_gpu.risk import REASONS, RiskHistory
 from falcon_gpu.risk.rules import REASON_SERIES
 from falcon_gpu.risk.table import DRAIN_AT, PRECURSOR_XIDS
@@ -91,3 +98,29 @@ def test_history_is_bounded() -> None:
         history.add(Snapshot(timestamp=float(n), nvml_ok=True, devices=devs))
     assert history.report("GPU-a").reasons == (("ecc_corrected_rate", 0.1),)  # the last 3 samples: 7, 8, 9
     assert history.report("GPU-b").score == 0.0
+
+
+def test_throttling_links_and_pages_as_the_rules_weigh_them() -> None:
+    """GPU-5, -6 and -7 of conf/prometheus/tests/risk_test.yml, from readings."""
+    hot = [
+        DeviceReading(
+            index=0, uuid="GPU-a", name="H100", pci_bus_id="0",
+            clock_event_reasons=frozenset({"hw_thermal" if n <= 30 else "sw_power_cap"}),
+        )
+        for n in range(61)
+    ]  # fmt: skip
+    assert _history(hot).report("GPU-a").reasons == (("throttled", 0.3 * 30 * 60 / 3600),)
+    links = [
+        DeviceReading(
+            index=0, uuid="GPU-a", name="H100", pci_bus_id="0",
+            nvlink_errors=NvlinkErrors(replay=n, crc_flit=0), pcie_replays=2 * n,
+        )
+        for n in range(61)
+    ]  # fmt: skip
+    assert dict(_history(links).report("GPU-a").reasons) == pytest.approx(
+        {"nvlink_error_rate": 0.18, "pcie_replay_rate": 0.2}
+    )
+    pages = DeviceReading(
+        index=0, uuid="GPU-a", name="H100", pci_bus_id="0", retired_pages=RetiredPages(30, 0, True)
+    )
+    assert _history([pages]).report("GPU-a").score == 0.5
