@@ -100,9 +100,9 @@ REASONS: tuple[Reason, ...] = (
     ),
     Reason(
         "throttled", 0.3, 1, HOUR,
-        f"sum_over_time((max by ({GPU}) ({_THROTTLED}) > bool 0)[1h:])"
-        " / scalar(count_over_time(vector(1)[1h:]))",
-        "share of the last hour thermally throttled or power-braked",
+        f"sum_over_time((max by ({GPU}) ({_THROTTLED}) > bool 0)[1h:1m])"
+        " / scalar(count_over_time(vector(1)[1h:1m]))",
+        "share of the last hour thermally throttled or power-braked (sampled each minute)",
     ),
 )  # fmt: skip
 
