@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.delivery.conftest import ManagedServer, wait_until
+from tests.delivery.conftest import ManagedServer, http_get, wait_until
 from tests.deploy.live import ROOT, query, start_prometheus, stop, values
 
 pytestmark = pytest.mark.servers
@@ -100,6 +100,11 @@ def test_a_failed_row_remap_is_a_drain_candidate_at_once(node: tuple[ManagedServ
     assert scores(store)[REMAP_FAILED] == 1.0
     reasons = values(query(store, f'gpu:falcon_gpu_risk_reason:ratio{{uuid="{REMAP_FAILED}"}}'), "reason")
     assert reasons == {("row_remap_failure",): 1.0}
+    everything = json.loads(http_get(f"{store.url}/api/v1/alerts"))["data"]["alerts"]
+    (alert,) = [a for a in everything if a["labels"]["alertname"] == "FalconGpuDrainCandidate"]
+    assert alert["annotations"]["reasons"] == "row_remap_failure=1.00 "
+    described = f"NVIDIA H100 80GB HBM3 {REMAP_FAILED}: row_remap_failure 1.00;"
+    assert alert["annotations"]["description"].startswith(described)
 
 
 def test_climbing_ecc_ranks_above_a_healthy_gpu_and_one_old_xid(node: tuple[ManagedServer, Path]) -> None:
