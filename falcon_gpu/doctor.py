@@ -21,6 +21,8 @@ from falcon_gpu.health import HealthEvaluator
 from falcon_gpu.model.cycle import FAIL as HEALTH_FAIL
 from falcon_gpu.model.cycle import WARN as HEALTH_WARN
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
+from falcon_gpu.risk import RiskHistory, RiskReport
+from falcon_gpu.risk.table import DRAIN_AT
 from falcon_gpu.settings import Settings
 
 HEALTH_FIX = {
@@ -40,14 +42,17 @@ def _fix(check: str) -> str:
     return f" ({HEALTH_FIX[check]})" if check in HEALTH_FIX else ""
 
 
-def _gpu_row(d: DeviceReading, checks: dict[str, int]) -> Row:
+def _gpu_row(d: DeviceReading, checks: dict[str, int], risk: RiskReport) -> Row:
+    """The GPU's health, and its risk score with the reasons when it has any (docs/HEALTH.md)."""
     failing = sorted(c for c, level in checks.items() if level == HEALTH_FAIL)
     warning = sorted(c for c, level in checks.items() if level == HEALTH_WARN)
-    status: Status = FAIL if failing else WARN if warning else OK
+    status: Status = FAIL if failing else WARN if warning or risk.score >= DRAIN_AT else OK
     detail = f"{d.name} {d.uuid}"
     if not d.up:
         return (f"GPU {d.index}", FAIL, f"{detail}: {d.error}; fix: {HEALTH_FIX['lost']}")
     parts = [f"failing {c}{_fix(c)}" for c in failing] + [f"warning {c}{_fix(c)}" for c in warning]
+    if risk.reasons:
+        parts.append(risk.text() + (" (a drain candidate)" if risk.score >= DRAIN_AT else ""))
     return (f"GPU {d.index}", status, detail + (": " + "; ".join(parts) if parts else ": healthy"))
 
 
@@ -62,7 +67,9 @@ def _nvml_rows(snapshot: Snapshot) -> list[Row]:
         )
     ]
     health = HealthEvaluator().evaluate(snapshot)
-    rows += [_gpu_row(d, health[d.uuid].checks) for d in snapshot.devices]
+    risk = RiskHistory()
+    risk.add(snapshot)  # one look: the levels count now, the trends need the store's history
+    rows += [_gpu_row(d, health[d.uuid].checks, risk.report(d.uuid)) for d in snapshot.devices]
     return rows
 
 

@@ -22,6 +22,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from falcon_gpu.carbon import check_carbon_intensity
 from falcon_gpu.model.attribution import DEFAULT_JOB_LABELS
 from falcon_gpu.model.text import encodable
 from falcon_gpu.policies.config import PolicyConfig, check_policies
@@ -118,6 +119,9 @@ class Settings(BaseSettings):
         "auto", description="auto: attribute to pods when the kubelet socket or log dirs exist"
     )
     policies: list[PolicyConfig] = Field(default_factory=list)
+    carbon_intensity: float | str | None = Field(
+        None, description="gCO2e per kWh: a number, or the name of a series in the store the rules join"
+    )
 
     listen: str = Field("", description="host:port of the /metrics, /healthz, /readyz endpoint; empty: off")
     listen_max_connections: int = Field(
@@ -174,6 +178,11 @@ class Settings(BaseSettings):
     @classmethod
     def _extra_labels(cls, labels: dict[str, str]) -> dict[str, str]:
         return check_extra_labels(labels)
+
+    @field_validator("carbon_intensity", mode="before")
+    @classmethod
+    def _carbon_intensity(cls, value: Any) -> float | str | None:
+        return check_carbon_intensity(value)
 
     @field_validator("policies", mode="before")
     @classmethod

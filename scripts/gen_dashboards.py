@@ -37,6 +37,11 @@ REQUESTED_NOTE = (
     " and none of a quota of 0. 1 = it uses all it asked for."
 )
 
+CARBON_NOTE = (
+    "The pods' attributed energy times each node's carbon_intensity (docs/DASHBOARDS.md, Energy and"
+    " carbon per team); empty until the agents have the setting. Slurm: slurm_user: and slurm_job: rules."
+)
+
 
 def hours(series: str) -> str:
     """GPU-hours over the dashboard's time range from a gauge of GPUs held or busy.
@@ -514,6 +519,21 @@ def health() -> Dashboard:
                 width=24,
             ),
             Panel(
+                "GPUs at risk, riskiest first (score 0-1)",
+                "table",
+                (f"sort_desc(gpu:falcon_gpu_risk_score:ratio{{{CNU}}} > 0)",),
+                description="The risk score of each GPU with any reason (docs/HEALTH.md, GPUs at risk);"
+                " 0.8 or more raises FalconGpuDrainCandidate. Its reasons are in the next panel.",
+            ),
+            Panel(
+                "Risk reasons (each one's part of the score)",
+                "table",
+                (f"sort_desc(gpu:falcon_gpu_risk_reason:ratio{{{CNU}}})",),
+                description="Weight x how close the reason is to counting fully: climbing ECC,"
+                " recurring XIDs, retired pages, pending or failed row remaps, NVLink and PCIe"
+                " errors, time throttled. `falcon-gpu doctor` on the node lists the same.",
+            ),
+            Panel(
                 "Uncorrectable ECC errors",
                 "table",
                 (f'max by ({by_gpu}, scope) (falcon_gpu_ecc_errors_total{{{CNU},type="uncorrected"}})',),
@@ -644,6 +664,34 @@ def cost() -> Dashboard:
                 "GPU-hours allocated per pod",
                 "table",
                 (hours(f"namespace_pod:falcon_gpu_allocated:sum{{{CP}}}"),),
+            ),
+            Panel(
+                "Energy (kWh) and emissions (gCO2e), last day, per namespace",
+                "table",
+                (
+                    f"namespace:falcon_gpu_energy_kwh:1d{{{CS}}}",
+                    f"namespace:falcon_gpu_emissions_grams:1d{{{CS}}}",
+                ),
+                width=8,
+                description=CARBON_NOTE,
+            ),
+            Panel(
+                "Emissions per namespace (gCO2e in the last hour)",
+                "timeseries",
+                (f"namespace:falcon_gpu_emissions_grams:1h{{{CS}}}",),
+                legend="{{cluster}} {{namespace}}",
+                width=8,
+                description=CARBON_NOTE,
+            ),
+            Panel(
+                "Energy (kWh) and emissions (gCO2e), last day, per pod",
+                "table",
+                (
+                    f"namespace_pod:falcon_gpu_energy_kwh:1d{{{CP}}}",
+                    f"namespace_pod:falcon_gpu_emissions_grams:1d{{{CP}}}",
+                ),
+                width=8,
+                description=CARBON_NOTE,
             ),
             Panel(
                 "Last hour: GPU-hours allocated and used, energy (J)",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from falcon_gpu.agent import outputs
 from falcon_gpu.agent.cycle import CycleRunner
 from falcon_gpu.agent.runtime import Runtime, build
+from falcon_gpu.carbon import grams_per_kwh
 from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.schemas.extra_labels import as_labels
 
@@ -50,6 +51,7 @@ def _runner(rt: Runtime, *, step: int) -> CycleRunner:
         labels=as_labels(s.labels),
         policies=rt.policies,
         jobs=rt.jobs,
+        carbon_intensity=grams_per_kwh(s.carbon_intensity),
     )
 
 

@@ -81,6 +81,7 @@ class CycleRunner:
         clock: Callable[[], float] = time.time,
         jobs: JobTracker | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        carbon_intensity: float | None = None,
     ) -> None:
         """``labels``: the ``labels`` setting (validated), added to every series. ``clock`` gives the
         samples' timestamps; ``monotonic`` what every duration is measured on (job records, throttled
@@ -103,6 +104,7 @@ class CycleRunner:
         self._clock = clock
         self._monotonic = monotonic
         self.jobs = jobs
+        self.carbon_intensity = carbon_intensity
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
@@ -134,6 +136,7 @@ class CycleRunner:
             extra_labels=self.labels,
             jobs_finished=jobs.finished if jobs else (),
             job_groups=jobs.groups if jobs else (),
+            carbon_intensity=self.carbon_intensity,
         )
         rendered = RenderedCycle(cycle, self.schema, self.selection)
         schemas = self.sink_schemas

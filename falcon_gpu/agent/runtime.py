@@ -329,6 +329,7 @@ def job_tracker(settings: Settings | ResolvedSettings, telemetry: Telemetry) -> 
     """Raises ConfigError naming ``jobs_dir`` when one the user set cannot be created or written;
     the default one (``/var/lib/…``, not writable for a user trying the agent out) only costs the
     job records, with a warning."""
+    from falcon_gpu.carbon import grams_per_kwh
     from falcon_gpu.jobs.records_file import JobLog, prepare_dir
     from falcon_gpu.jobs.state import StateFile
     from falcon_gpu.jobs.tracker import JobTracker
@@ -341,4 +342,10 @@ def job_tracker(settings: Settings | ResolvedSettings, telemetry: Telemetry) -> 
             raise ConfigError(f"setting 'jobs_dir': {reason}") from None
         log.warning("no job records: the default jobs_dir %s; set jobs_dir to a writable directory", reason)
         return None
-    return JobTracker(settings.node, JobLog(settings.jobs_dir), StateFile(settings.jobs_dir), telemetry)
+    return JobTracker(
+        settings.node,
+        JobLog(settings.jobs_dir),
+        StateFile(settings.jobs_dir),
+        telemetry,
+        carbon_intensity=grams_per_kwh(settings.carbon_intensity),
+    )

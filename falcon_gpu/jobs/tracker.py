@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from falcon_gpu.carbon import emissions_grams
 from falcon_gpu.jobs.open_job import JobKey, OpenJob
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.state import StateFile
@@ -108,9 +109,13 @@ class JobTracker:
         telemetry: Telemetry,
         *,
         save_every: int = SAVE_EVERY,
+        carbon_intensity: float | None = None,
     ) -> None:
+        """``carbon_intensity``: gCO2e per kWh, when the setting is a number: each record carries
+        its emissions (:func:`falcon_gpu.carbon.emissions_grams`)."""
         self.node, self._log, self._state, self._telemetry = node, records, state, telemetry
         self._save_every = save_every
+        self._intensity = carbon_intensity
         self._groups: OrderedDict[tuple[str, str], dict[tuple[str, str, str | None], JobRecord]] = (
             OrderedDict()
         )
@@ -190,7 +195,7 @@ class JobTracker:
                 continue
             if key not in self._restored and (iv := intervals.get(key[3])) is not None:
                 job.device_events(iv.xids, iv.ecc, iv.changes)  # the interval in which it ended
-            finished.append(job.close())
+            finished.append(self._with_emissions(job.close()))
             del self._open[key]
         for key, use in running.items():
             if (dev := devices.get(use.gpu_uuid)) is not None:
@@ -244,6 +249,11 @@ class JobTracker:
             changes=changes,
             reasons=(dev.clock_event_reasons or frozenset()) if dev.up else frozenset(),
         )
+
+    def _with_emissions(self, record: JobRecord) -> JobRecord:
+        if self._intensity is None:
+            return record
+        return replace(record, emissions_grams=emissions_grams(record.energy_joules, self._intensity))
 
     def _write(self, finished: list[JobRecord]) -> None:
         if not finished:

@@ -53,6 +53,8 @@ class CycleData(msgspec.Struct, frozen=True, gc=False):
     """Job records written this cycle (containers whose processes left a GPU)."""
     job_groups: tuple[JobGroup, ...] = ()
     """The latest records of each pod in ``jobs_finished`` (its whole Pushgateway group)."""
+    carbon_intensity: float | None = None
+    """gCO2e per kWh when the ``carbon_intensity`` setting is a number (:mod:`falcon_gpu.carbon`)."""
 
     @property
     def base_labels(self) -> Labels:

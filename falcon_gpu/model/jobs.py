@@ -61,6 +61,8 @@ class JobRecord:
     """Seconds each clock event reason was active while the job ran (reason x cycle time)."""
     restarts: int = 0
     """Agent restarts the job spanned."""
+    emissions_grams: float | None = None
+    """gCO2e of ``energy_joules`` at the ``carbon_intensity`` setting; None unless it is a number."""
 
     @property
     def duration_seconds(self) -> float:

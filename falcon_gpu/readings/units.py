@@ -55,6 +55,8 @@ MILLIWATTS: Final = Unit("mW", "W", parts=1000)
 MILLIJOULES: Final = Unit("mJ", "J", parts=1000)
 MEGAHERTZ: Final = Unit("MHz", "Hz", size=1_000_000)
 PERCENT: Final = Unit("percent", "ratio", parts=100)
+KILOWATT_HOURS: Final = Unit("kWh", "J", size=3_600_000)
+"""Energy as the grid bills it and carbon intensities are quoted (gCO2e per kWh)."""
 
 
 def same(value: float) -> float:

@@ -27,6 +27,7 @@ SPECS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(P + "mean_utilization_ratio", "gauge", "Mean SM share of the container during the job."),
     MetricSpec(P + "end_timestamp_seconds", "gauge", "When the job was last seen (Unix seconds)."),
+    MetricSpec(P + "emissions_grams", "gauge", "gCO2e of the job's energy at the carbon_intensity setting."),
 )
 
 
@@ -47,6 +48,7 @@ def group(g: JobGroup, timestamp_ms: int) -> PromGroup:
         b.add(P + "max_memory_bytes", lb, r.memory_max_bytes)
         b.add(P + "mean_utilization_ratio", lb, r.utilization_mean_ratio)
         b.add(P + "end_timestamp_seconds", lb, r.end)
+        b.add(P + "emissions_grams", lb, r.emissions_grams)  # None (no series) unless a number is set
     grouping = (("job", JOB), ("namespace", g.namespace), ("pod", g.pod))
     return PromGroup(grouping, PromBatch(timestamp_ms, b.families()))
 

@@ -115,6 +115,8 @@ def agent_config(root: Path, agent: Agent, write_url: str, listen: str, pushgate
         lines.append(f'listen = "{listen}"')
     if agent.has_api_pods:
         lines.append("pod_requests = true")
+    if "carbon_intensity" in Settings.model_fields:  # the energy and carbon rules' emissions
+        lines.append("carbon_intensity = 400")
     lines += ["[[sinks]]", 'type = "remote_write"', f'url = "{write_url}"']
     if pushgateway_url:
         lines += ["[[sinks]]", 'type = "pushgateway"', f'url = "{pushgateway_url}"']

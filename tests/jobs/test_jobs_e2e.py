@@ -148,13 +148,14 @@ def test_a_finished_job_adds_up_and_reaches_every_output(
     )
     assert shown.returncode == 0, shown.stderr
     _, row = shown.stdout.splitlines()
-    assert row.split()[1:8] == [
+    assert row.split()[1:9] == [
         "ml",
         "train-job-0",
         "trainer",
         "0",
         "0m0" + str(round(rec["duration_seconds"])) + "s",
         f"{rec['energy_joules']:.1f}",
+        "-",  # CO2E_G: no carbon_intensity
         "30720",
     ]
     nothing = subprocess.run(

@@ -85,7 +85,7 @@ def test_select_filters_and_puts_the_newest_first() -> None:
     header, row = table([record()]).splitlines()
     assert (
         " ".join(header.split())
-        == "END NAMESPACE POD CONTAINER GPU DURATION ENERGY_J MAX_MEM_MIB AVG_UTIL XIDS THROTTLED"
+        == "END NAMESPACE POD CONTAINER GPU DURATION ENERGY_J CO2E_G MAX_MEM_MIB AVG_UTIL XIDS THROTTLED"
     )
     assert row.split() == [
         "1970-01-01T00:33:20Z",
@@ -95,6 +95,7 @@ def test_select_filters_and_puts_the_newest_first() -> None:
         "1",
         "1h02m05s",
         "1234.6",
+        "-",  # no carbon_intensity
         "3072",
         "42%",
         "13x2,79",
