@@ -97,7 +97,10 @@ def start_prometheus(
     return server
 
 
-def agent_config(root: Path, agent: Agent, write_url: str, listen: str, pushgateway_url: str = "") -> Path:
+def agent_config(
+    root: Path, agent: Agent, write_url: str, listen: str, pushgateway_url: str = "", profile: str = ""
+) -> Path:
+    """``profile``: the ``[metrics] profile`` (none: the agent's default)."""
     lines = [
         f'node = "{agent.node}"',
         "interval = 1",
@@ -109,6 +112,8 @@ def agent_config(root: Path, agent: Agent, write_url: str, listen: str, pushgate
         lines.append(f'listen = "{listen}"')
     if agent.has_api_pods:
         lines.append("pod_requests = true")
+    if profile:
+        lines += ["[metrics]", f'profile = "{profile}"']
     lines += ["[[sinks]]", 'type = "remote_write"', f'url = "{write_url}"']
     if pushgateway_url:
         lines += ["[[sinks]]", 'type = "pushgateway"', f'url = "{pushgateway_url}"']
