@@ -1,8 +1,9 @@
 """The ``[metrics] profile`` setting: which families a schema emits when no ``include`` says otherwise.
 
 ``full`` is every family, each as dense as it always was. ``default`` is a lean set, sized so that a
-GPU costs at most 30 device-level series in the ``falcon_gpu`` schema (8 H100s: 23 a GPU, 28 with
-GPM and PCIe counters) while every shipped dashboard panel, recording rule and alert still answers:
+healthy GPU costs at most 30 device-level series in the ``falcon_gpu`` schema (8 H100s on the NVML
+mock: 24 a GPU, 29 with GPM and PCIe counters) while every shipped dashboard panel, recording rule
+and alert still answers:
 
 - ``falcon_gpu``: the families of :data:`FALCON_GPU_FULL_ONLY` are left out (emitted on request,
   through ``include``), and the families of :data:`SPARSE` have a series only while it is not 0: a
