@@ -57,6 +57,7 @@ def test_a_pattern_matching_nothing_warns_with_the_nearest_family(
         ('[metrics]\ninclude = "falcon_gpu_*"', "'metrics.include'"),
         ("[metrics]\nexclude = [1]", "'metrics.exclude.0'"),
         ('[metrics]\nincluded = ["x"]', "'metrics.included'"),
+        ('[metrics]\nprofile = "lean"', "'metrics.profile': Input should be 'default' or 'full'"),
         ('schema = "nvidia"', "'schema'"),
         ('listen = "127.0.0.1:0"\nlisten_schema = "dcgn"', "'listen_schema'"),
         ('listen_schema = "dcgm"', "'listen_schema': applies to the 'listen' endpoint"),
