@@ -28,6 +28,7 @@ from falcon_gpu.model.text import encodable
 from falcon_gpu.policies.config import PolicyConfig, check_policies
 from falcon_gpu.schemas import registry
 from falcon_gpu.schemas.extra_labels import check_extra_labels
+from falcon_gpu.schemas.profiles import Profile
 from falcon_gpu.settings_sources import (
     DEFAULT_CONFIG_FILE,
     ConfigError,
@@ -60,12 +61,15 @@ def _default_node() -> str:
 
 
 class MetricsTable(BaseModel):
-    """``[metrics]``: fnmatch globs over family names, in every schema (Open-Falcon's too); no
-    ``include`` is every family, ``exclude`` applies after it (:mod:`falcon_gpu.schemas.selection`)."""
+    """``[metrics]``: ``profile`` (:mod:`falcon_gpu.schemas.profiles`) and fnmatch globs over family
+    names, in every schema (Open-Falcon's too): ``include`` adds to the default profile's lean set
+    (under ``full``: keeps only what it names), ``exclude`` applies after it
+    (:mod:`falcon_gpu.schemas.selection`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    include: list[str] = Field(default_factory=list, description="families kept; empty: all")
+    profile: Profile = Field(default="default", description="default: the lean set; full: every family")
+    include: list[str] = Field(default_factory=list, description="families added (full: kept); empty: none")
     exclude: list[str] = Field(default_factory=list, description="families dropped from those kept")
 
     @field_validator("include", "exclude")

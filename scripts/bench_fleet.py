@@ -20,7 +20,9 @@ whole intervals in the last half of the run (Prometheus's count includes what th
 write). Rules: ``/api/v1/rules`` ``evaluationTime``, polled through the last half: the median of
 each group's evaluations, summed over the groups.
 
-Usage: python scripts/bench_fleet.py --schema falcon_gpu [--agents 50] [--seconds 210] [--interval 30]
+Usage: python scripts/bench_fleet.py --schema falcon_gpu [--profile default|full] [--agents 50]
+[--seconds 210] [--interval 30] (``--include dcgm-exporter``: that list as ``[metrics] include``;
+with ``--profile full``, only it)
 Prints one Markdown table row and, with ``--json``, every figure as JSON.
 """
 
@@ -50,6 +52,8 @@ from typing import Any
 
 import cramjam
 
+from falcon_gpu.schemas import profiles
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_prometheusrule import RULE_FILES
 from gen_scenario import scenario
@@ -58,17 +62,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "conf" / "prometheus"
 GPUS = 8
 
-DCGM_EXPORTER_DEFAULT = (
-    "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
-    "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_GPU_UTIL",
-    "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-    "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-)  # fmt: skip
-"""The uncommented fields of dcgm-exporter's ``etc/default-counters.csv`` (NVIDIA/dcgm-exporter,
-commit b54068a9): dcgm-exporter emits one series per field per GPU, so 21 series a GPU."""
+DCGM_EXPORTER_DEFAULT = profiles.DCGM_EXPORTER_DEFAULT
+"""The uncommented ``DCGM_FI_DEV_*`` fields of dcgm-exporter's ``etc/default-counters.csv``
+(NVIDIA/dcgm-exporter, commit b54068a9): dcgm-exporter emits one series per field per GPU, 21 a GPU."""
 
 
 # -- pure parts (unit-tested) ---------------------------------------------------------------------
@@ -256,8 +252,9 @@ def agent_config(root: Path, i: int, args: argparse.Namespace, proxy: str) -> Pa
         f'spool_dir = "{root / node / "spool"}"',
         f'jobs_dir = "{root / node / "jobs"}"',
     ]
+    lines += ["[metrics]", f'profile = "{args.metrics_profile}"']
     if args.include:
-        lines += ["[metrics]", f"include = {json.dumps(args.include.split(','))}"]
+        lines.append(f"include = {json.dumps(args.include.split(','))}")
     for store in ("vm", "prom"):
         lines += ["[[sinks]]", 'type = "remote_write"', f'name = "{store}"']
         lines.append(f'url = "{proxy}/{store}/{node}/api/v1/write"')
@@ -449,9 +446,12 @@ def main() -> None:
         default="",
         help="[metrics] include: comma-separated globs; 'dcgm-exporter': its default fields",
     )
+    ap.add_argument(
+        "--profile", dest="metrics_profile", choices=("default", "full"), default="default", help="[metrics]"
+    )
     ap.add_argument("--json", type=Path, help="write every figure here")
     args = ap.parse_args()
-    args.profile = f"full, include {args.include}" if args.include else "full"
+    args.profile = f"{args.metrics_profile}, include {args.include}" if args.include else args.metrics_profile
     if args.include == "dcgm-exporter":
         args.include = ",".join(DCGM_EXPORTER_DEFAULT)
     root = Path(tempfile.mkdtemp(prefix="bench-fleet-"))

@@ -354,11 +354,13 @@ def node() -> Dashboard:
                 "Throttle reasons active",
                 "table",
                 (f"max by ({by_gpu}, reason) (falcon_gpu_clock_event_active{{{CNU}}}) == 1",),
+                description="The default profile has a reason's series only while it is active.",
             ),
             Panel(
                 "ECC errors",
                 "table",
                 (f"max by ({by_gpu}, type, scope) (falcon_gpu_ecc_errors_total{{{CNU}}})",),
+                description="The default profile has a counter only once it has counted an error.",
             ),
             Panel(
                 "XID events",
@@ -368,7 +370,12 @@ def node() -> Dashboard:
             Panel(
                 "Health (0 pass, 1 warn, 2 fail)",
                 "table",
-                (f"max by ({by_gpu}, check) (falcon_gpu_health{{{CNU}}})",),
+                (
+                    f"max by ({by_gpu}, check) (falcon_gpu_health{{{CNU}}}"
+                    f' or label_replace(falcon_gpu_health_worst{{{CNU}}}, "check", "worst", "", ""))',
+                ),
+                description="Profile full: every check. Default profile: the checks not passing and"
+                " check=worst, the GPU's worst check (a passing check has no series there).",
             ),
         ],
     )

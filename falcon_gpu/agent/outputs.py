@@ -21,9 +21,9 @@ FALCON_SINKS = ("falcon_agent", "falcon_transfer")
 
 def selection_of(settings: Settings | ResolvedSettings) -> MetricSelection:
     metrics = settings.metrics
-    if isinstance(metrics, MetricSelection):  # the plugin's resolved settings hold it compiled
+    if isinstance(metrics, MetricSelection):  # the plugin's: Open-Falcon only, which has no lean set
         return metrics
-    return MetricSelection(metrics.include, metrics.exclude)
+    return MetricSelection(metrics.include, metrics.exclude, metrics.profile)
 
 
 def sink_schemas(settings: Settings | ResolvedSettings) -> dict[str, str]:

@@ -42,7 +42,7 @@ from falcon_gpu.model.cycle import CycleData, HealthReport
 from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
-from falcon_gpu.schemas import agent, fabric, falcon_gpu_pod, falcon_gpu_policy
+from falcon_gpu.schemas import agent, fabric, falcon_gpu_pod, falcon_gpu_policy, profiles
 from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec, without_empty
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
@@ -264,10 +264,12 @@ def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading | None) -> None:
 
 
 NAMES = tuple(spec.name for spec in SPECS)
+LEAN = profiles.lean_set(NAMES)
+"""The default profile: dcgm-exporter's default counters, and the ``falcon_gpu_*`` default families."""
 
 
 def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBatch:
-    b = FamilyBuilder(SPECS, _MEMO, selection.chosen(NAMES))
+    b = FamilyBuilder(SPECS, _MEMO, selection.chosen(NAMES, LEAN))
     owners = Owners(cycle)
     node, driver, extra = cycle.node, cycle.snapshot.driver_version or "", cycle.extra_labels
     for dev in cycle.snapshot.devices:

@@ -59,14 +59,16 @@ _DCGM: LabelCache[tuple[Labels, str], Labels] = LabelCache(
 )
 
 
-def add_falcon_gpu(b: FamilyBuilder, lb: Labels, fabric: FabricReading) -> None:
-    """``lb``: the GPU's labels, no empty value (from a label cache)."""
+def add_falcon_gpu(b: FamilyBuilder, lb: Labels, fabric: FabricReading, sparse: bool = False) -> None:
+    """``lb``: the GPU's labels, no empty value (from a label cache). ``sparse`` (the default
+    profile): a ``fault`` series only while its condition holds."""
     b.put(P + "info", _INFO.get((lb, fabric.clique_id, fabric.cluster_uuid)), 1)
     b.put(P + "state", lb, fabric.state)
     b.put(P + "status", lb, fabric.status)
     b.put(P + "health_mask", lb, fabric.health_mask)
     for condition, holds in fabric.health:
-        b.put(P + "fault", _FAULT.get((lb, condition)), holds)
+        if holds or not sparse:
+            b.put(P + "fault", _FAULT.get((lb, condition)), holds)
 
 
 def dcgm_status(fabric: FabricReading) -> int:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import PromBatch
-from falcon_gpu.schemas import agent, falcon_gpu_carbon, falcon_gpu_device, falcon_gpu_pod, falcon_gpu_policy
+from falcon_gpu.schemas import (
+    agent,
+    falcon_gpu_carbon,
+    falcon_gpu_device,
+    falcon_gpu_pod,
+    falcon_gpu_policy,
+    profiles,
+)
 from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo
 from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 
@@ -20,11 +27,13 @@ _MEMO = FamilyMemo()
 
 
 NAMES = tuple(spec.name for spec in SPECS)
+LEAN = profiles.lean_set(NAMES)
+"""The families of the default profile (:mod:`falcon_gpu.schemas.profiles`)."""
 
 
 def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBatch:
-    b = FamilyBuilder(SPECS, _MEMO, selection.chosen(NAMES))
-    falcon_gpu_device.add_devices(b, cycle)
+    b = FamilyBuilder(SPECS, _MEMO, selection.chosen(NAMES, LEAN))
+    falcon_gpu_device.add_devices(b, cycle, selection.sparse)
     falcon_gpu_policy.add_policies(b, cycle)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
     agent.add_agent(b, cycle)

@@ -3,10 +3,14 @@
 The scalar readings' series come from the reading table (:mod:`falcon_gpu.readings.device`);
 what is written here is the structured ones (ECC, pages, rows, clock events, GPM, NVLink errors,
 MIG instances) and the order of the families.
+
+``sparse`` (the default profile, :mod:`falcon_gpu.schemas.profiles`): the structured error and
+health series are added only while not 0, and ``health_worst`` sums the checks up per GPU.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from operator import attrgetter
 
 from falcon_gpu.model.cycle import CycleData
@@ -43,6 +47,7 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(P + "xid_errors_total", "counter", "XID error events seen since the agent started."),
     MetricSpec(P + "clock_event_active", "gauge", "1 while a clock event (throttle) reason is active."),
     MetricSpec(P + "health", "gauge", "Health check result: 0 pass, 1 warn, 2 fail."),
+    MetricSpec(P + "health_worst", "gauge", "The worst health check of the GPU: 0 pass, 1 warn, 2 fail."),
     MetricSpec(
         P + "sm_active_ratio", "gauge", "GPM: fraction of time the SMs had a warp resident (Hopper+)."
     ),
@@ -166,14 +171,16 @@ def _mig_labels(base: Labels, gpu_instance: int, compute_instance: int, profile:
     )
 
 
-def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
+def add_devices(b: FamilyBuilder, cycle: CycleData, sparse: bool = False) -> None:
+    """``sparse``: the default profile's rendering (module docstring)."""
     snap = cycle.snapshot
     base = cycle.base_labels
     driver, cuda = snap.driver_version or "", snap.cuda_version or ""
     info_labels, info_values = b.column(P + "info")
     up_labels, up_values = b.column(P + "up")
     health_labels, health_values = b.column(P + "health")
-    want_health, want_reasons = b.wants(P + "health"), b.wants(P + "clock_event_active")
+    want_reasons = b.wants(P + "clock_event_active")
+    want_health = b.wants(P + "health") or (sparse and b.wants(P + "health_worst"))
     for dev in snap.devices:
         ls = _DEVICES.get((base, dev.index, dev.uuid, dev.name))
         lb = ls.device
@@ -184,14 +191,18 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
         health = cycle.health.get(dev.uuid) if want_health else None
         if health is not None:
             labels, values = ls.health_series(health.checks)
-            health_labels.extend(labels)
-            health_values.extend(values)
+            if sparse:
+                _nonzero(health_labels, health_values, labels, values)
+                b.put(P + "health_worst", lb, max(values, default=0.0))
+            else:
+                health_labels.extend(labels)
+                health_values.extend(values)
         if dev.xid_counts:
             xids = ls.xids.get
             for xid, n in sorted(dev.xid_counts.items()):
                 b.put(P + "xid_errors_total", xids(xid), n)
         if dev.up:
-            _readings(b, ls, dev, want_reasons)
+            _readings(b, ls, dev, want_reasons, sparse)
 
 
 _STRUCTURED = (
@@ -201,10 +212,54 @@ _STRUCTURED = (
 """The structured device series that :func:`_readings` appends to directly, in its order."""
 
 
-def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading, want_reasons: bool) -> None:
-    """``want_reasons``: ``clock_event_active`` is emitted (the ``[metrics]`` table)."""
+def _nonzero(
+    labels_out: list[Labels],
+    values_out: list[float],
+    labels: Sequence[Labels],
+    values: Iterable[float | None],
+) -> None:
+    """Append the series of ``labels``/``values`` whose value is neither absent nor 0 (sparse)."""
+    for labels_of, value in zip(labels, values):  # noqa: B905 (hot path)
+        if value:
+            labels_out.append(labels_of)
+            values_out.append(float(value))
+
+
+def _readings(
+    b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading, want_reasons: bool, sparse: bool
+) -> None:
+    """``want_reasons``: ``clock_event_active`` is emitted (the ``[metrics]`` table); ``sparse``: the
+    default profile's structured series, only those not 0."""
     lb = ls.device
     SCALARS.add_to(b, lb, dev)
+    (_sparse_errors if sparse else _dense_errors)(b, ls, dev, want_reasons)
+    if dev.gpm is not None:
+        _gpm(b, lb, dev.gpm)
+    # only links that counted errors: 18 links x 4 types of zeros would double the output
+    if dev.nvlink:
+        links = ls.links.get
+        for link in dev.nvlink:
+            for labels, value in zip(links(link.link), _NVLINK_VALUES(link.errors)):  # noqa: B905 (hot)
+                b.put(P + "nvlink_errors_total", labels, value)
+    if dev.fabric is not None:
+        fabric.add_falcon_gpu(b, lb, dev.fabric, sparse)
+    for mig in dev.mig:
+        ml = ls.migs.get(mig_key(mig))
+        if mig.gpm is not None:
+            _gpm(b, ml, mig.gpm)
+        used, total = mig.memory_used_bytes, mig.memory_total_bytes
+        SCALARS.add_fields(
+            b,
+            ml,
+            memory_used_bytes=used,
+            memory_total_bytes=total,
+            memory_free_bytes=None if total is None or used is None else total - used,
+        )
+
+
+def _dense_errors(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading, want_reasons: bool) -> None:
+    """The structured error series, every one (the full profile)."""
+    lb = ls.device
     (ecc_l, pages_l, pending_l, rows_l, rpending_l, failed_l, reason_l), (
         ecc_v, pages_v, pending_v, rows_v, rpending_v, failed_v, reason_v
     ) = b.columns_of(_STRUCTURED)  # fmt: skip
@@ -236,28 +291,28 @@ def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading, want_reaso
     if dev.clock_event_reasons is not None and want_reasons:
         reason_l.extend(ls.reason_labels)
         reason_v.extend(ls.reason_values.get(dev.clock_event_reasons))
-    if dev.gpm is not None:
-        _gpm(b, lb, dev.gpm)
-    # only links that counted errors: 18 links x 4 types of zeros would double the output
-    if dev.nvlink:
-        links = ls.links.get
-        for link in dev.nvlink:
-            for labels, value in zip(links(link.link), _NVLINK_VALUES(link.errors)):  # noqa: B905 (hot)
-                b.put(P + "nvlink_errors_total", labels, value)
-    if dev.fabric is not None:
-        fabric.add_falcon_gpu(b, lb, dev.fabric)
-    for mig in dev.mig:
-        ml = ls.migs.get(mig_key(mig))
-        if mig.gpm is not None:
-            _gpm(b, ml, mig.gpm)
-        used, total = mig.memory_used_bytes, mig.memory_total_bytes
-        SCALARS.add_fields(
-            b,
-            ml,
-            memory_used_bytes=used,
-            memory_total_bytes=total,
-            memory_free_bytes=None if total is None or used is None else total - used,
-        )
+
+
+def _sparse_errors(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading, want_reasons: bool) -> None:
+    """The structured error series of the default profile: only those not 0 (``_readings``' dense
+    ones, filtered), so a healthy GPU has none of them."""
+    lb = ls.device
+    (ecc_l, pages_l, pending_l, rows_l, rpending_l, failed_l, reason_l), (
+        ecc_v, pages_v, pending_v, rows_v, rpending_v, failed_v, reason_v
+    ) = b.columns_of(_STRUCTURED)  # fmt: skip
+    if dev.ecc is not None:
+        _nonzero(ecc_l, ecc_v, ls.ecc, _ECC_VALUES(dev.ecc))
+    rp = dev.retired_pages
+    if rp is not None:
+        _nonzero(pages_l, pages_v, ls.retired, (rp.single_bit, rp.double_bit))
+        _nonzero(pending_l, pending_v, (lb,), (rp.pending,))
+    rr = dev.remapped_rows
+    if rr is not None:
+        _nonzero(rows_l, rows_v, ls.remapped, (rr.correctable, rr.uncorrectable))
+        _nonzero(rpending_l, rpending_v, (lb,), (rr.pending,))
+        _nonzero(failed_l, failed_v, (lb,), (rr.failed,))
+    if dev.clock_event_reasons and want_reasons:
+        _nonzero(reason_l, reason_v, ls.reason_labels, ls.reason_values.get(dev.clock_event_reasons))
 
 
 def _gpm(b: FamilyBuilder, lb: Labels, gpm: GpmReading) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from falcon_gpu.cli import main
-from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon
+from falcon_gpu.schemas import dcgm, falcon_gpu, openfalcon, profiles
 from falcon_gpu.schemas.selection import ALWAYS_KEPT, MetricSelection
 from tests.schemas.fixtures import cycle
 
@@ -57,6 +57,7 @@ def test_a_pattern_matching_nothing_warns_with_the_nearest_family(
         ('[metrics]\ninclude = "falcon_gpu_*"', "'metrics.include'"),
         ("[metrics]\nexclude = [1]", "'metrics.exclude.0'"),
         ('[metrics]\nincluded = ["x"]', "'metrics.included'"),
+        ('[metrics]\nprofile = "lean"', "'metrics.profile': Input should be 'default' or 'full'"),
         ('schema = "nvidia"', "'schema'"),
         ('listen = "127.0.0.1:0"\nlisten_schema = "dcgn"', "'listen_schema'"),
         ('listen_schema = "dcgm"', "'listen_schema': applies to the 'listen' endpoint"),
@@ -88,6 +89,47 @@ def test_selection_semantics() -> None:
         "PodGPUUtils",
         "PodFBUsed",
         "PodProcesses",
+    }
+
+
+def test_the_default_profile_is_the_lean_set_and_include_adds_to_it() -> None:
+    lean = MetricSelection(profile="default")
+    assert lean.chosen(falcon_gpu.NAMES, falcon_gpu.LEAN) == falcon_gpu.LEAN
+    assert "falcon_gpu_performance_state" not in falcon_gpu.LEAN
+    assert "falcon_gpu_health_worst" in falcon_gpu.LEAN and "falcon_gpu_health" in falcon_gpu.LEAN
+    assert {n for n in dcgm.LEAN if n.startswith("DCGM_FI_")} == set(dcgm.NAMES) & set(
+        profiles.DCGM_EXPORTER_DEFAULT + profiles.DCGM_EXPORTER_DEFAULT_PROF
+    )
+    more = MetricSelection(
+        include=["falcon_gpu_performance_state"],
+        exclude=["falcon_gpu_power_*", "falcon_gpu_agent_*"],
+        profile="default",
+    )
+    kept = more.chosen(falcon_gpu.NAMES, falcon_gpu.LEAN)
+    assert kept is not None
+    assert kept - falcon_gpu.LEAN == {"falcon_gpu_performance_state"}
+    dropped = {
+        n for n in falcon_gpu.LEAN if n.startswith(("falcon_gpu_power_", "falcon_gpu_agent_"))
+    } - ALWAYS_KEPT
+    assert falcon_gpu.LEAN - kept == dropped and dropped
+    # a schema with no lean set (nvidia_smi, Open-Falcon): the default profile is its full set
+    assert lean.chosen(openfalcon.NAMES) is None
+    assert MetricSelection(include=["GPU*"], profile="default").chosen(openfalcon.NAMES) == {
+        n for n in openfalcon.NAMES if n.startswith("GPU")
+    }
+
+
+def test_every_name_a_profile_lists_is_a_family() -> None:
+    """A misspelt name in profiles.py would silently keep a family in the default set."""
+    families = set(falcon_gpu.NAMES) | set(dcgm.NAMES)
+    named = profiles.FALCON_GPU_FULL_ONLY | profiles.SPARSE | profiles.DEFAULT_ONLY
+    assert not named - set(falcon_gpu.NAMES)
+    missing = set(profiles.DCGM_EXPORTER_DEFAULT + profiles.DCGM_EXPORTER_DEFAULT_PROF) - families
+    # dcgm-exporter fields this schema has no reading for
+    assert missing == {
+        "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
+        "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
     }
 
 

@@ -9,12 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from falcon_gpu.model.jobs import JobGroup, JobRecord
 
 from falcon_gpu.carbon import check_carbon_intensity, emissions_grams, grams_per_kwh
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.state import StateFile
 from falcon_gpu.jobs.tracker import JobTracker
+from falcon_gpu.model.jobs import JobGroup, JobRecord
 from falcon_gpu.schemas import falcon_gpu_jobs
 from falcon_gpu.settings import Settings
 from falcon_gpu.settings_resolved import ResolvedSettings

@@ -111,9 +111,10 @@ def test_a_schema_no_sink_reads_is_never_rendered(tmp_path: Path, monkeypatch: p
 
 
 def test_include_and_exclude_reach_prometheus(prometheus: ManagedServer, tmp_path: Path) -> None:
+    """Under ``profile = "full"`` an ``include`` keeps only the families it names."""
     config = write_config(
         tmp_path,
-        "[metrics]\n"
+        '[metrics]\nprofile = "full"\n'
         'include = ["falcon_gpu_utilization_ratio", "falcon_gpu_temperature_*", "falcon_gpu_health",'
         ' "falcon_gpu_agent_*"]\n'
         'exclude = ["falcon_gpu_health", "falcon_gpu_agent_cycle_*", "falcon_gpu_agent_cycles_total"]',
@@ -129,6 +130,21 @@ def test_include_and_exclude_reach_prometheus(prometheus: ManagedServer, tmp_pat
     assert all(
         n.startswith(("falcon_gpu_utilization", "falcon_gpu_temperature", "falcon_gpu_agent_")) for n in names
     )
+
+
+def test_the_default_profile_include_adds_to_the_lean_set(prometheus: ManagedServer, tmp_path: Path) -> None:
+    """The default profile leaves ``performance_state`` and ``memory_reserved_bytes`` out; an
+    ``include`` brings one back and keeps the rest of the lean set, ``exclude`` drops one of it."""
+    config = write_config(
+        tmp_path,
+        '[metrics]\ninclude = ["falcon_gpu_performance_state"]\nexclude = ["falcon_gpu_power_limit_watts"]',
+        [remote_write(prometheus.url)],
+    )
+    run_agent(config)
+    lean = {"falcon_gpu_info", "falcon_gpu_memory_used_bytes", "falcon_gpu_health_worst"}
+    names = names_in(prometheus, lean | {"falcon_gpu_performance_state"})
+    assert "falcon_gpu_memory_reserved_bytes" not in names  # full only, not included
+    assert "falcon_gpu_power_limit_watts" not in names  # lean, excluded
 
 
 def test_listen_serves_its_own_schema_beside_a_sink_in_another(

@@ -103,7 +103,10 @@ def start_prometheus(
     return server
 
 
-def agent_config(root: Path, agent: Agent, write_url: str, listen: str, pushgateway_url: str = "") -> Path:
+def agent_config(
+    root: Path, agent: Agent, write_url: str, listen: str, pushgateway_url: str = "", profile: str = ""
+) -> Path:
+    """``profile``: the ``[metrics] profile`` (none: the agent's default)."""
     lines = [
         f'node = "{agent.node}"',
         "interval = 1",
@@ -117,6 +120,8 @@ def agent_config(root: Path, agent: Agent, write_url: str, listen: str, pushgate
         lines.append("pod_requests = true")
     if "carbon_intensity" in Settings.model_fields:  # the energy and carbon rules' emissions
         lines.append("carbon_intensity = 400")
+    if profile:
+        lines += ["[metrics]", f'profile = "{profile}"']
     lines += ["[[sinks]]", 'type = "remote_write"', f'url = "{write_url}"']
     if pushgateway_url:
         lines += ["[[sinks]]", 'type = "pushgateway"', f'url = "{pushgateway_url}"']

@@ -92,4 +92,4 @@ def test_two_agents_reach_both_stores_and_the_figures_add_up(tmp_path: Path) -> 
     assert 0.4 * vm["series"] / 2 < vm["samples_per_s"] < 1.6 * vm["series"] / 2
     assert prom["rules"]["rules"] == shipped_rules()
     assert prom["rules"]["eval_ms_all_groups"] > 0
-    assert "| falcon_gpu | full | 2 x 8 |" in done.stdout
+    assert "| falcon_gpu | default | 2 x 8 |" in done.stdout

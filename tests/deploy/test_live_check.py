@@ -10,6 +10,11 @@ answer, and the key answers must equal the figures computed from the scenario JS
 (tests/deploy/expected.py). A second Prometheus scrapes the same agents' ``listen`` endpoints
 and must agree on device and pod series.
 
+The agents run in their default configuration, so the default ``[metrics] profile`` (the lean
+set) is what every panel and rule must answer from; a second set of the same agents with
+``profile = "full"`` feeds a second Prometheus, and whatever answers there (panels, rules, alerts)
+must answer here too, and the lean store must hold at most 30 device series per GPU.
+
 Parts that need a setting the agent does not have yet are skipped with the reason, detected
 at run time: ``labels`` (the cluster label; without it every cluster is ""), ``listen`` (the
 scrape store) and ``falcon_gpu_allocatable_devices`` (free devices).
@@ -20,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -31,6 +37,7 @@ import pytest
 import yaml
 
 from falcon_gpu.health.evaluator import CRITICAL_XIDS
+from falcon_gpu.schemas import profiles
 from tests.delivery.conftest import ManagedServer, free_port, http_get, wait_until
 from tests.deploy.expected import Expected, last
 from tests.deploy.live import (
@@ -136,8 +143,28 @@ def needs_slurm(expr: str, rules: dict[str, str]) -> bool:
     return reads("falcon_gpu_slurm_job_energy_joules_total", expr, rules)
 
 
+def _agents_running(root: Path, procs: list[subprocess.Popen[bytes]]) -> None:
+    for agent, proc in zip(AGENTS, procs, strict=True):
+        if proc.poll() is not None:
+            log = (root / f"{agent.node}.log").read_text()[-3000:]
+            raise AssertionError(f"agent {agent.node} exited {proc.returncode}: {log}")
+
+
+def _everything_arrived(store: ManagedServer) -> bool:
+    gpus = sum(len(expected(a).gpus) for a in AGENTS)
+    allocated = allocated_by_cluster_namespace()
+    seen = values(query(store, "count(max by (node, uuid) (falcon_gpu_info))"))
+    held = values(query(store, "namespace:falcon_gpu_allocated:sum"), "cluster", "namespace")
+    return (
+        seen == {(): gpus}
+        and held.keys() == allocated.keys()
+        and all(math.isclose(held[k], v, rel_tol=1e-9) for k, v in allocated.items())
+    )
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """The agents in their default configuration (the default ``[metrics] profile``)."""
     root: Path = tmp_path_factory.mktemp("live")
     pushgateway = start_pushgateway(root)
     store = start_prometheus(root, "store", [], pushgateway.url.removeprefix("http://"))
@@ -152,28 +179,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         if HAS_LISTEN:
             scraper = start_prometheus(root, "scraper", listens)
 
-        def running() -> None:
-            for agent, proc in zip(AGENTS, procs, strict=True):
-                if proc.poll() is not None:
-                    log = (root / f"{agent.node}.log").read_text()[-3000:]
-                    raise AssertionError(f"agent {agent.node} exited {proc.returncode}: {log}")
+        def arrived() -> bool:
+            _agents_running(root, procs)
+            return _everything_arrived(store)
 
-        gpus = sum(len(expected(a).gpus) for a in AGENTS)
-        allocated = allocated_by_cluster_namespace()
-
-        def everything_arrived() -> bool:
-            running()
-            seen = values(query(store, "count(max by (node, uuid) (falcon_gpu_info))"))
-            held = values(query(store, "namespace:falcon_gpu_allocated:sum"), "cluster", "namespace")
-            return (
-                seen == {(): gpus}
-                and held.keys() == allocated.keys()
-                and all(math.isclose(held[k], v, rel_tol=1e-9) for k, v in allocated.items())
-            )
-
-        wait_until(everything_arrived, 90, "every GPU and every namespace's allocation in the store")
+        wait_until(arrived, 90, "every GPU and every namespace's allocation in the store")
         time.sleep(WINDOW + 2)  # one whole cost window of steady allocations
-        running()
+        _agents_running(root, procs)
         yield Live(store, scraper, float(int(time.time()) - 1))
     finally:
         for proc in procs:
@@ -181,6 +193,32 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         for server in (store, scraper, pushgateway):
             if server is not None:
                 server.stop()
+
+
+@pytest.fixture(scope="module")
+def live_full(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """The same agents with ``[metrics] profile = "full"`` (today's every series), remote-writing
+    into a Prometheus of their own: what answered before the lean default existed."""
+    root: Path = tmp_path_factory.mktemp("live-full")
+    store = start_prometheus(root, "store", [])
+    procs = []
+    try:
+        for agent in AGENTS:
+            config = agent_config(root, agent, f"{store.url}/api/v1/write", "", profile="full")
+            procs.append(start_agent(root, agent, config))
+
+        def arrived() -> bool:
+            _agents_running(root, procs)
+            return _everything_arrived(store)
+
+        wait_until(arrived, 90, "every GPU and every namespace's allocation in the full-profile store")
+        time.sleep(5)  # a few evaluations of every rule
+        _agents_running(root, procs)
+        yield Live(store, None, float(int(time.time()) - 1))
+    finally:
+        for proc in procs:
+            stop(proc)
+        store.stop()
 
 
 @pytest.fixture(scope="module")
@@ -386,3 +424,59 @@ def test_no_rule_evaluation_failed(live: Live) -> None:
     groups = sum(len(yaml.safe_load((RULES / f).read_text())["groups"]) for f in RULE_FILES)
     assert len(failures) == groups, failures  # one counter per rule group
     assert all(line.endswith(" 0") for line in failures), failures
+
+
+def _answers(live: Live, has_allocatable: bool) -> set[str]:
+    """The titles of the panel queries and the names of the recording rules that answer."""
+    rules = recording_rules()
+    asked = [*panel_queries(), *((name, name) for name in rules)]
+    return {
+        title
+        for title, expr in asked
+        if (has_allocatable or not needs_allocatable(expr, rules)) and live.ask(expr)
+    }
+
+
+def _alerts(live: Live) -> set[tuple[str, str, str]]:
+    return {
+        (r["metric"]["alertname"], r["metric"].get("node", ""), r["metric"].get("uuid", ""))
+        for r in live.ask('ALERTS{alertname=~"FalconGpu.*"}')
+    }
+
+
+def test_the_lean_default_answers_whatever_the_full_profile_answers(
+    live: Live, live_full: Live, has_allocatable: bool
+) -> None:
+    full, lean = _answers(live_full, has_allocatable), _answers(live, has_allocatable)
+    assert len(full) > 100
+    assert full - lean == set()
+    assert _alerts(live_full) - _alerts(live) == set()
+
+
+PROBLEMS = "|".join(
+    sorted(profiles.SPARSE | {"falcon_gpu_xid_errors_total", "falcon_gpu_nvlink_errors_total"})
+)
+"""The families with a series only while something is wrong (in the default profile): each problem
+costs its series while it lasts, on top of the budget."""
+
+
+def device_series(without: str = "") -> str:
+    """Each GPU's device-level series per delivery path: not pod, process, container or Slurm job
+    series, not a MIG instance's, not recorded; ``without``: families (a regex) left out too."""
+    others = "ALERTS.*|.*:.*|falcon_gpu_(pod|process|container|slurm_job)_.*" + (
+        f"|{without}" if without else ""
+    )
+    return f'count by (instance, node, uuid) ({{uuid!="", mig_uuid="", __name__!~"{others}"}})'
+
+
+def test_a_gpu_costs_at_most_30_device_series_in_the_default_profile(live: Live, live_full: Live) -> None:
+    """A healthy GPU costs at most 30; a GPU with problems, 30 and one series per problem."""
+    lean = values(live.ask(device_series()), "instance", "node", "uuid")
+    full = values(live_full.ask(device_series()), "instance", "node", "uuid")
+    gpus = sum(len(expected(a).gpus) for a in AGENTS)
+    assert len({key[1:] for key in lean}) == len({key[1:] for key in full}) == gpus
+    healthy = {(r["metric"]["node"], r["metric"]["uuid"]) for r in live.ask("gpu:falcon_gpu_health:max == 0")}
+    assert len(healthy) >= gpus / 2
+    assert max(n for key, n in lean.items() if key[1:] in healthy) <= 30
+    assert max(values(live.ask(device_series(PROBLEMS))).values()) <= 30
+    assert max(full.values()) > 30  # the budget is the default profile's doing

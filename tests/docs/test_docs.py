@@ -15,6 +15,7 @@ import pytest
 
 from falcon_gpu.policies.config import PolicyConfig
 from falcon_gpu.readings.device import BOARD, INTERCONNECT
+from falcon_gpu.schemas import dcgm, falcon_gpu, profiles
 from falcon_gpu.schemas.falcon_gpu_jobs import SPECS as JOB_RECORD_SPECS
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.scenario.parse import parse_scenario
@@ -146,6 +147,32 @@ def test_every_golden_family_is_in_metrics_md() -> None:
     rows = {m.group(1) for line in _prose(DOCS / "METRICS.md") if (m := _TABLE_KEY.match(line))}
     missing = families - rows
     assert not missing, f"series without a row in docs/METRICS.md: {sorted(missing)}"
+
+
+def _profile_of(family: str) -> str:
+    """What the reference's *profile* cell must say of ``family`` (schemas/profiles.py)."""
+    if family in profiles.DEFAULT_ONLY:
+        return "default only"
+    if family in falcon_gpu.NAMES or family in dcgm.NAMES:
+        if family not in falcon_gpu.LEAN | dcgm.LEAN:
+            return "full"
+        return "default, while not 0" if family in profiles.SPARSE else "default"
+    return "default"  # nvidia_smi, Open-Falcon and the job records have one set
+
+
+def test_every_golden_familys_row_names_its_profile() -> None:
+    """The reference's second column is the profile: what the code emits it in."""
+    lines = _prose(DOCS / "METRICS.md")
+    reference = lines[lines.index("## Reference: every series") :]
+    rows = {m.group(1): line for line in reversed(reference) if (m := _TABLE_KEY.match(line))}
+    families = _golden_families() | {spec.name for spec in JOB_RECORD_SPECS}
+    wrong = {
+        family: cell
+        for family in sorted(families)
+        if (cell := rows[family].split("|")[2].strip()) != _profile_of(family)
+    }
+    assert not wrong, f"docs/METRICS.md rows whose profile column is not the family's profile: {wrong}"
+    assert {_profile_of(f) for f in families} == {"default", "default, while not 0", "default only", "full"}
 
 
 def _rows(doc: str) -> dict[str, str]:

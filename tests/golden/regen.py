@@ -6,7 +6,9 @@ pieces a one-shot agent runs (the simulated NVML library and its XID events, the
 NVML source, the simulated host with its PodResources gRPC server, the Attributor,
 the health checks and the four schemas) for :data:`CYCLES` cycles at fixed
 timestamps, and writes ``tests/golden/<scenario>/falcon_gpu.prom``, ``dcgm.prom``, ``nvidia_smi.prom``
-(Prometheus text, one block per cycle) and ``openfalcon.json`` (a list per cycle of
+(Prometheus text, one block per cycle; ``profile = "full"``), ``falcon_gpu.default.prom`` and
+``dcgm.default.prom`` (the default profile, :mod:`falcon_gpu.schemas.profiles`; ``nvidia_smi`` and
+Open-Falcon have no lean set, so one file each) and ``openfalcon.json`` (a list per cycle of
 its items, one item per line so that diffs stay readable); ``test_golden.py`` compares
 them byte for byte.
 
@@ -40,6 +42,7 @@ from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.telemetry import Telemetry, TelemetryView
 from falcon_gpu.policies import PolicyConfig, PolicyEngine
 from falcon_gpu.schemas import dcgm, falcon_gpu, nvidia_smi, openfalcon
+from falcon_gpu.schemas.selection import MetricSelection
 from falcon_gpu.settings import Settings
 from falcon_gpu.simulator.node.layout import SimulatedHost
 from falcon_gpu.simulator.scenario.parse import load_scenario
@@ -56,7 +59,12 @@ INTERVAL = 30
 START = 1_700_000_000.0
 NODE = "golden-node"
 SINK = "stdout"
-FILES = ("falcon_gpu.prom", "dcgm.prom", "openfalcon.json", "nvidia_smi.prom")
+FILES = (
+    "falcon_gpu.prom", "dcgm.prom", "openfalcon.json", "nvidia_smi.prom", "falcon_gpu.default.prom",
+    "dcgm.default.prom",
+)  # fmt: skip
+DEFAULT = MetricSelection(profile="default")
+"""``[metrics] profile = "default"`` with no patterns (the schemas' own default is the full set)."""
 POLICIES = (PolicyConfig.model_validate({"name": "GpuHot", "temperature_above": 85}),)
 """One policy on every scenario, so the policy series have golden output (policy-node trips it)."""
 
@@ -170,10 +178,12 @@ def render(name: str) -> dict[str, str]:
     """File name -> content for one scenario."""
     with _no_settings_from_the_environment():
         cycles = _cycles(name)
-    fg, dc, of, ns = [], [], [], []
+    fg, dc, of, ns, fg_lean, dc_lean = [], [], [], [], [], []
     for i, cycle in enumerate(cycles):
         fg.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle)))
         dc.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle)))
+        fg_lean.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle, DEFAULT)))
+        dc_lean.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle, DEFAULT)))
         ns.append(f"# cycle {i}\n" + prom_text.encode(nvidia_smi.render(cycle)))
         items = (json.dumps(item.as_json(), sort_keys=True) for item in openfalcon.render(cycle))
         of.append("[\n  " + ",\n  ".join(items) + "\n ]")
@@ -182,6 +192,8 @@ def render(name: str) -> dict[str, str]:
         "dcgm.prom": "".join(dc),
         "openfalcon.json": "[\n " + ",\n ".join(of) + "\n]\n",
         "nvidia_smi.prom": "".join(ns),
+        "falcon_gpu.default.prom": "".join(fg_lean),
+        "dcgm.default.prom": "".join(dc_lean),
     }
 
 

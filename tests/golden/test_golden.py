@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from falcon_gpu.readings.device import READINGS
-from falcon_gpu.schemas import dcgm, falcon_gpu, nvidia_smi, openfalcon
+from falcon_gpu.schemas import dcgm, falcon_gpu, nvidia_smi, openfalcon, profiles
 from tests.golden import regen
 
 SCENARIOS = regen.scenario_names()
@@ -54,23 +54,41 @@ def test_output_equals_the_golden_file(name: str, file: str) -> None:
         pytest.fail(f"{name}/{file} differs ({REGEN}); first difference:\n" + (diff[:1] or ["length"])[0])
 
 
-def _prom_names(file: str) -> set[str]:
+def _prom_names(*files: str) -> set[str]:
     names: set[str] = set()
     for name in SCENARIOS:
-        for line in golden(name, file).splitlines():
-            if line and not line.startswith("#"):
-                names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
+        for file in files:
+            for line in golden(name, file).splitlines():
+                if line and not line.startswith("#"):
+                    names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
     return names
 
 
 @pytest.mark.parametrize(
-    ("file", "specs"),
-    [("falcon_gpu.prom", falcon_gpu.SPECS), ("dcgm.prom", dcgm.SPECS), ("nvidia_smi.prom", nvidia_smi.SPECS)],
+    ("files", "specs"),
+    [
+        (("falcon_gpu.prom", "falcon_gpu.default.prom"), falcon_gpu.SPECS),
+        (("dcgm.prom", "dcgm.default.prom"), dcgm.SPECS),
+        (("nvidia_smi.prom",), nvidia_smi.SPECS),
+    ],
 )
-def test_every_declared_metric_has_a_series_in_some_golden_file(file: str, specs: tuple[object, ...]) -> None:
+def test_every_declared_metric_has_a_series_in_some_golden_file(
+    files: tuple[str, ...], specs: tuple[object, ...]
+) -> None:
     declared = {spec.name for spec in specs}  # type: ignore[attr-defined]
-    missing = declared - _prom_names(file)
+    missing = declared - _prom_names(*files)
     assert not missing, f"no scenario produces {sorted(missing)}: extend a scenario, then {REGEN}"
+
+
+@pytest.mark.parametrize(("schema", "lean"), [("falcon_gpu", falcon_gpu.LEAN), ("dcgm", dcgm.LEAN)])
+def test_the_default_profile_emits_its_lean_set_and_nothing_else(schema: str, lean: frozenset[str]) -> None:
+    """The default goldens hold only lean families, each that some scenario has in the full goldens
+    (a sparse one only where a scenario has one not 0), and ``health_worst``, which only they have."""
+    default, full = _prom_names(f"{schema}.default.prom"), _prom_names(f"{schema}.prom")
+    assert default <= lean
+    assert (full & lean) - default <= profiles.SPARSE
+    assert default - full == ({"falcon_gpu_health_worst"} if schema == "falcon_gpu" else set())
+    assert len(full - default) >= (13 if schema == "falcon_gpu" else 20)
 
 
 def _openfalcon_metrics() -> set[str]:
@@ -108,7 +126,7 @@ def test_every_open_falcon_metric_appears_in_some_golden_file() -> None:
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is installed by scripts/test.sh")
-@pytest.mark.parametrize("file", ["falcon_gpu.prom", "dcgm.prom", "nvidia_smi.prom"])
+@pytest.mark.parametrize("file", [f for f in regen.FILES if f.endswith(".prom")])
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_golden_prometheus_text_passes_promtool(name: str, file: str) -> None:
     last_cycle = golden(name, file).rsplit("# cycle ", 1)[1].split("\n", 1)[1]
@@ -116,4 +134,5 @@ def test_golden_prometheus_text_passes_promtool(name: str, file: str) -> None:
         ["promtool", "check", "metrics"], input=last_cycle, capture_output=True, text=True, timeout=30
     )
     lint_only = done.returncode == 3 and "error while linting" not in done.stderr + done.stdout
-    assert done.returncode == 0 or (file != "falcon_gpu.prom" and lint_only), done.stderr + done.stdout
+    clean = done.returncode == 0 or (not file.startswith("falcon_gpu.") and lint_only)
+    assert clean, done.stderr + done.stdout

@@ -24,7 +24,7 @@ COMPARED = {
         "falcon_gpu_info",
         "falcon_gpu_memory_used_bytes",
         "falcon_gpu_temperature_celsius",
-        "falcon_gpu_health",
+        "falcon_gpu_health_worst",  # the default profile's (a passing check has no series)
         "falcon_gpu_pod_info",
         "falcon_gpu_pod_memory_used_bytes",
         "falcon_gpu_pod_energy_joules_total",
@@ -34,7 +34,7 @@ COMPARED = {
         "DCGM_FI_DEV_GPU_UTIL",
         "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",  # ECC is not among dcgm-exporter's default counters
         "falcon_gpu_pod_memory_used_bytes",
     ),
 }

@@ -84,9 +84,11 @@ def write_profile(profile: dict[str, Any], path: Path) -> Path:
 
 
 def environment(lib_dir: Path, profile_path: Path | None, **extra: str) -> dict[str, str]:
-    """The environment of a falcon-gpu command on the real bindings."""
+    """The environment of a falcon-gpu command on the real bindings: ``[metrics] profile = "full"``
+    (the tier checks every reading value by value; ``extra`` may ask for the default profile)."""
     kept = ("FALCON_GPU_JOBS_DIR",)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FALCON_GPU_") or k in kept}
+    env["FALCON_GPU_METRICS__PROFILE"] = "full"
     env["LD_LIBRARY_PATH"] = str(lib_dir)
     if profile_path is not None and is_mock():
         env["MOCK_NVML_CONFIG"] = str(profile_path)
