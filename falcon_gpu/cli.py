@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
     p.add_argument("--version", action=_version_action(), nargs=0, help="show the installed version and exit")
     sub = p.add_subparsers(
-        dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top}"
+        dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top,advise}"
     )
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -87,6 +87,16 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--pod", metavar="P", help="only this pod")
     stats.add_argument("--since", type=_duration, metavar="DURATION", help="only jobs that ended within "
                        "this long, e.g. 30m, 2h, 1d or seconds")  # fmt: skip
+    advise = sub.add_parser(
+        "advise", help="per workload: memory, SM, and the smallest MIG profile, share or GPU that holds it"
+    )
+    common(advise)
+    advise.add_argument("--namespace", metavar="NS", help="only this namespace")
+    advise.add_argument("--since", type=_duration, metavar="DURATION", help="only jobs that ended within "
+                        "this long (running ones always count), e.g. 30m, 2h, 1d or seconds")  # fmt: skip
+    advise.add_argument("--headroom", type=_headroom, metavar="RATIO",
+                        help="room above p95 memory and SM, e.g. 0.2 (default: advice_headroom)")  # fmt: skip
+    advise.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     return p
 
 
@@ -115,6 +125,18 @@ def _bundled_scenarios() -> str:
     folder = Path(__file__).parent / "simulator" / "scenarios"
     names = sorted(p.stem for p in folder.glob("*.json"))
     return "bundled scenarios for --simulate: default (mixed-4gpu), " + ", ".join(names)
+
+
+def _headroom(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 4.0:
+        raise argparse.ArgumentTypeError(f"expected a ratio from 0 to 4 (0.2 = 20 %), got {text!r}")
+    return value
 
 
 def _duration(text: str) -> float:
@@ -250,6 +272,17 @@ def main(argv: list[str] | None = None) -> int:
             from falcon_gpu.jobs.stats import stats
 
             return stats(settings.jobs_dir, namespace=args.namespace, pod=args.pod, since=args.since)
+        if args.command == "advise":
+            from falcon_gpu.advice.command import advise_command
+
+            return advise_command(
+                settings,
+                simulate=args.simulate,
+                namespace=args.namespace,
+                since=args.since,
+                headroom=args.headroom,
+                as_json=args.format == "json",
+            )
         if args.command == "top":
             from falcon_gpu.top.command import top
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from falcon_gpu.advice.workload import controller
 from falcon_gpu.attribution.pod_requests import Requested, pod_requested
 from falcon_gpu.model.record import Record
 from falcon_gpu.model.text import utf8_text
@@ -65,7 +66,7 @@ class KubeApiConfig(Record):
 
 
 class PodLabels(Record):
-    __slots__ = _fields = ("by_uid", "by_name", "requested", "uids")
+    __slots__ = _fields = ("by_uid", "by_name", "requested", "uids", "owners")
 
     def __init__(
         self,
@@ -73,6 +74,7 @@ class PodLabels(Record):
         by_name: dict[tuple[str, str], Labels],
         requested: dict[tuple[str, str, str], Requested] | None = None,
         uids: dict[tuple[str, str], str] | None = None,
+        owners: dict[tuple[str, str], str] | None = None,
     ) -> None:
         self.by_uid: Final = by_uid
         self.by_name: Final = by_name
@@ -81,6 +83,8 @@ class PodLabels(Record):
         """(namespace, pod, container) -> its GPU quota; filled only with ``pod_requests``."""
         self.uids: Final = {} if uids is None else uids
         """(namespace, pod) -> UID, for the ``pod_uid`` label."""
+        self.owners: Final = {} if owners is None else owners
+        """(namespace, pod) -> its controller's name (the workload of right-sizing advice)."""
 
 
 def _unique_by_label(allow: Sequence[str]) -> tuple[str, ...]:
@@ -123,6 +127,7 @@ class PodLabelSource:
         by_name: dict[tuple[str, str], Labels] = {}
         requested: dict[tuple[str, str, str], Requested] = {}
         uids: dict[tuple[str, str], str] = {}
+        owners: dict[tuple[str, str], str] = {}
         params: dict[str, str] = {"fieldSelector": f"spec.nodeName={self._node}", "limit": "500"}
         while True:
             body = self._get("/api/v1/pods", params)
@@ -140,12 +145,14 @@ class PodLabelSource:
                     by_uid[uid] = picked
                     uids[key] = uid
                 by_name[key] = picked
+                if (owner := controller(meta)) is not None:
+                    owners[key] = utf8_text(owner)
                 if self._quotas:
                     for container, quota in pod_requested(item).items():
                         requested[(*key, container)] = quota
             cont = (body.get("metadata") or {}).get("continue")
             if not cont:
-                return PodLabels(by_uid, by_name, requested, uids)
+                return PodLabels(by_uid, by_name, requested, uids, owners)
             params = {**params, "continue": str(cont)}
 
     def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from falcon_gpu.advice import quantile
 from falcon_gpu.jobs.record import HealthChange, JobRecord
 
 MAX_HEALTH_CHANGES = 64
@@ -42,6 +43,11 @@ class OpenJob:
     health_changes: list[HealthChange] = field(default_factory=list)
     throttled: dict[str, float] = field(default_factory=dict)
     restarts: int = 0
+    workload: str | None = None
+    memory_hist: dict[int, int] = field(default_factory=dict)
+    """Cycles per memory bucket (:mod:`falcon_gpu.advice.quantile`), for the p95."""
+    util_hist: dict[int, int] = field(default_factory=dict)
+    """Cycles per whole percent of SM share."""
 
     def sample(self, now: float, memory: int, util: float | None, energy_total: float | None) -> None:
         """One cycle in which the container had processes on the GPU (``util`` and
@@ -54,7 +60,9 @@ class OpenJob:
         self.memory_max = max(self.memory_max, memory)
         self.memory_sum += memory
         self.cycles += 1
+        quantile.add(self.memory_hist, quantile.memory_bucket(memory))
         if util is not None:
+            quantile.add(self.util_hist, quantile.ratio_bucket(util))
             self.util_sum += util
             self.util_max = max(self.util_max, util)
             self.util_cycles += 1
@@ -77,6 +85,9 @@ class OpenJob:
         namespace, pod, container, uuid, mig = self.key
         n = max(self.cycles, 1)
         util = self.util_cycles > 0
+        memory_p95 = quantile.quantile_bucket(self.memory_hist)
+        util_p95 = quantile.quantile_bucket(self.util_hist)
+        mem_p95 = None if memory_p95 is None else min(self.memory_max, quantile.memory_bound(memory_p95))
         return JobRecord(
             namespace=namespace,
             pod=pod,
@@ -102,6 +113,9 @@ class OpenJob:
             health_changes=tuple(self.health_changes),
             throttled_seconds={k: round(v, 3) for k, v in sorted(self.throttled.items())},
             restarts=self.restarts,
+            workload=self.workload,
+            memory_p95_bytes=mem_p95,
+            utilization_p95_ratio=None if util_p95 is None else min(round(self.util_max, 6), util_p95 / 100),
         )
 
     def as_state(self) -> dict[str, Any]:
@@ -123,6 +137,8 @@ class OpenJob:
             HealthChange(str(c), str(b), str(a), float(t)) for c, b, a, t in data.get("health_changes") or ()
         ]
         fields["throttled"] = {str(k): float(v) for k, v in (data.get("throttled") or {}).items()}
+        fields["memory_hist"] = quantile.from_json(data.get("memory_hist"))
+        fields["util_hist"] = quantile.from_json(data.get("util_hist"))
         job = cls(**fields)
         job.energy_total = 0.0
         job.restarts += 1

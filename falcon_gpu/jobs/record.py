@@ -61,6 +61,13 @@ class JobRecord:
     """Seconds each clock event reason was active while the job ran (reason x cycle time)."""
     restarts: int = 0
     """Agent restarts the job spanned."""
+    workload: str | None = None
+    """What survives the pod's restarts (:mod:`falcon_gpu.advice.workload`); None in records
+    written before it was kept (readers derive it from the pod name)."""
+    memory_p95_bytes: int | None = None
+    """95th percentile of the per-cycle memory, known to 2 %, rounded up (never above the max)."""
+    utilization_p95_ratio: float | None = None
+    """95th percentile of the per-cycle SM share, in whole percent rounded up."""
 
     @property
     def duration_seconds(self) -> float:

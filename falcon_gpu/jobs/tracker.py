@@ -27,6 +27,7 @@ import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from falcon_gpu.advice.workload import workload_of
 from falcon_gpu.jobs.open_job import JobKey, OpenJob
 from falcon_gpu.jobs.record import HEALTH_NAMES, HealthChange, JobGroup, JobRecord
 from falcon_gpu.jobs.records_file import JobLog
@@ -217,6 +218,7 @@ class JobTracker:
                 mig_profile=mig.profile if mig else None,
                 gpu_instance=mig.gpu_instance_id if mig else None,
                 energy_total=baseline,
+                workload=workload_of(key[1], key[2], use.container.owner),
             )
             self._open[key] = job
             self._dirty = True

@@ -28,6 +28,7 @@ class ContainerRef(Record):
         "labels",
         "requested_memory_bytes",
         "requested_compute_ratio",
+        "owner",
     )
 
     def __init__(
@@ -39,6 +40,7 @@ class ContainerRef(Record):
         labels: tuple[tuple[str, str], ...] = (),
         requested_memory_bytes: int | None = None,
         requested_compute_ratio: float | None = None,
+        owner: str | None = None,
     ) -> None:
         self.namespace: Final = namespace
         self.pod: Final = pod
@@ -49,6 +51,9 @@ class ContainerRef(Record):
         """Its memory quota on each GPU it is on (``pod_requests``); None: it asked for none."""
         self.requested_compute_ratio: Final = requested_compute_ratio
         """Its compute quota per GPU, 1 = a whole GPU; None: it asked for none."""
+        self.owner: Final = owner
+        """The pod's controller from the API server (a ReplicaSet read as its Deployment); None
+        without ``pod_labels``/``pod_requests`` or for a bare pod (:mod:`falcon_gpu.advice.workload`)."""
 
 
 class PodUsage(Record):
