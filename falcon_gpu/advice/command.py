@@ -72,21 +72,9 @@ def _unfollowed(cycle: CycleData, node: str, followed: set[tuple[str, str, str, 
         dev = devices.get(use.gpu_uuid)
         if use.processes <= 0 or dev is None or (c.namespace, c.pod, c.container, use.gpu_uuid) in followed:
             continue
-        from falcon_gpu.advice.workload import workload_of
-
-        mig = next((m for m in dev.mig if m.uuid == use.mig_uuid), None)
         now = cycle.snapshot.timestamp
-        job = OpenJob(
-            key=(c.namespace, c.pod, c.container, use.gpu_uuid, use.mig_uuid),
-            node=node,
-            gpu_index=dev.index,
-            gpu_model=dev.name,
-            start=now,
-            last_seen=now,
-            mig_profile=mig.profile if mig else None,
-            gpu_instance=mig.gpu_instance_id if mig else None,
-            workload=workload_of(c.pod, c.container, c.owner),
-        )
+        key = (c.namespace, c.pod, c.container, use.gpu_uuid, use.mig_uuid)
+        job = OpenJob.first_seen(key, node, use, dev, now)
         util = None if use.utilization_ratio is None else min(1.0, use.utilization_ratio)
         job.sample(now, use.memory_used_bytes, util, None)
         out.append(job.close())

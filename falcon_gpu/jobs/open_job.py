@@ -8,10 +8,15 @@ health changes, which are capped at :data:`MAX_HEALTH_CHANGES`. ``as_state`` /
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from falcon_gpu.advice import quantile
+from falcon_gpu.advice.workload import workload_of
 from falcon_gpu.jobs.record import HealthChange, JobRecord
+
+if TYPE_CHECKING:
+    from falcon_gpu.model.attribution import PodUsage
+    from falcon_gpu.model.snapshot import DeviceReading
 
 MAX_HEALTH_CHANGES = 64
 JobKey = tuple[str, str, str, str, str | None]
@@ -48,6 +53,25 @@ class OpenJob:
     """Cycles per memory bucket (:mod:`falcon_gpu.advice.quantile`), for the p95."""
     util_hist: dict[int, int] = field(default_factory=dict)
     """Cycles per whole percent of SM share."""
+
+    @classmethod
+    def first_seen(
+        cls, key: JobKey, node: str, use: PodUsage, dev: DeviceReading, now: float, energy_total: float = 0.0
+    ) -> OpenJob:
+        """The job of a container first seen on a GPU (or one of its MIG instances) at ``now``."""
+        mig = next((m for m in dev.mig if m.uuid == use.mig_uuid), None)
+        return cls(
+            key=key,
+            node=node,
+            gpu_index=dev.index,
+            gpu_model=dev.name,
+            start=now,
+            last_seen=now,
+            mig_profile=mig.profile if mig else None,
+            gpu_instance=mig.gpu_instance_id if mig else None,
+            energy_total=energy_total,
+            workload=workload_of(key[1], key[2], use.container.owner),
+        )
 
     def sample(self, now: float, memory: int, util: float | None, energy_total: float | None) -> None:
         """One cycle in which the container had processes on the GPU (``util`` and

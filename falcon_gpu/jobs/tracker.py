@@ -27,7 +27,6 @@ import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from falcon_gpu.advice.workload import workload_of
 from falcon_gpu.jobs.open_job import JobKey, OpenJob
 from falcon_gpu.jobs.record import HEALTH_NAMES, HealthChange, JobGroup, JobRecord
 from falcon_gpu.jobs.records_file import JobLog
@@ -207,19 +206,7 @@ class JobTracker:
     ) -> None:
         job = self._open.get(key)
         if job is None:
-            mig = next((m for m in dev.mig if m.uuid == use.mig_uuid), None)
-            job = OpenJob(
-                key=key,
-                node=self.node,
-                gpu_index=dev.index,
-                gpu_model=dev.name,
-                start=now,
-                last_seen=now,
-                mig_profile=mig.profile if mig else None,
-                gpu_instance=mig.gpu_instance_id if mig else None,
-                energy_total=baseline,
-                workload=workload_of(key[1], key[2], use.container.owner),
-            )
+            job = OpenJob.first_seen(key, self.node, use, dev, now, baseline)
             self._open[key] = job
             self._dirty = True
         elif key not in self._restored:
