@@ -36,7 +36,7 @@ class Advice(Record):
     """GPUs it held at once (a MIG instance as its share of a GPU)."""
     placement: Placement
     recommended: float
-    """GPUs it would hold on ``placement``."""
+    """GPUs it would hold on ``placement`` (more than ``held`` where its instance is too small)."""
 
     def as_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self._fields if k != "placement"}
@@ -101,7 +101,7 @@ def advise(
                 running=any(running for _, running in jobs),
                 held=held,
                 placement=placement,
-                recommended=min(held, slots * placement.fraction),
+                recommended=slots * placement.fraction,
             )
         )
     return sorted(out, key=lambda a: (a.namespace, a.workload, a.model))

@@ -31,6 +31,8 @@ from falcon_gpu.sinks.base import Sink
 from falcon_gpu.telemetry import Telemetry
 
 if TYPE_CHECKING:
+    from falcon_gpu.advice.book import AdviceBook
+    from falcon_gpu.advice.summary import Advice
     from falcon_gpu.jobs.tracker import JobTracker
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class CycleRunner:
         clock: Callable[[], float] = time.time,
         jobs: JobTracker | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        advice: AdviceBook | None = None,
     ) -> None:
         """``labels``: the ``labels`` setting (validated), added to every series. ``clock`` gives the
         samples' timestamps; ``monotonic`` what every duration is measured on (job records, throttled
@@ -103,6 +106,8 @@ class CycleRunner:
         self._clock = clock
         self._monotonic = monotonic
         self.jobs = jobs
+        self.advice = advice
+        """Right-sizing advice over ``jobs``' records (``run`` only)."""
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
@@ -121,6 +126,10 @@ class CycleRunner:
                 self.telemetry.recovered("attribution", "attribution works again")
         health = self.health.evaluate(snapshot, monotonic=steady)
         jobs = self.jobs.observe(snapshot, attribution, health, monotonic=steady) if self.jobs else None
+        advice: tuple[Advice, ...] = ()
+        if self.advice is not None and self.jobs is not None:
+            profiles = getattr(self.source, "mig_profiles", None)  # the NVML source's; a test's has none
+            advice = self.advice.observe(snapshot, jobs.finished if jobs else (), self.jobs.running, profiles)
         cycle = CycleData(
             node=self.node,
             step=self.step,
@@ -134,6 +143,7 @@ class CycleRunner:
             extra_labels=self.labels,
             jobs_finished=jobs.finished if jobs else (),
             job_groups=jobs.groups if jobs else (),
+            advice=advice,
         )
         rendered = RenderedCycle(cycle, self.schema, self.selection)
         schemas = self.sink_schemas

@@ -130,6 +130,14 @@ class JobTracker:
     def open_jobs(self) -> int:
         return len(self._open)
 
+    def recent(self) -> list[JobRecord]:
+        """The pods' latest records (those restored at start included)."""
+        return [r for slots in self._groups.values() for r in slots.values()]
+
+    def running(self) -> list[JobRecord]:
+        """Each open job as the record it would close into now (for right-sizing advice)."""
+        return [job.close() for job in self._open.values()]
+
     def observe(
         self,
         snapshot: Snapshot,
@@ -277,7 +285,7 @@ class JobTracker:
     def save(self) -> None:
         """Write the open jobs and the pods' latest records (tmp + rename). Never raises."""
         self._since_save, self._dirty = 0, False
-        recent = [r for slots in self._groups.values() for r in slots.values()]
+        recent = self.recent()
         try:
             self._state.save(list(self._open.values()), recent)
         except OSError as exc:

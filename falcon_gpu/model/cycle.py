@@ -12,6 +12,7 @@ from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.telemetry import TelemetryView
 
 if TYPE_CHECKING:  # types only: the plugin (no job records unless jobs_dir is set) never builds them
+    from falcon_gpu.advice.summary import Advice
     from falcon_gpu.jobs.record import JobGroup, JobRecord
 
 PASS, WARN, FAIL = 0, 1, 2
@@ -60,6 +61,8 @@ class CycleData(Record):
     """Job records written this cycle (containers whose processes left a GPU)."""
     job_groups: tuple[JobGroup, ...] = ()
     """The latest records of each pod in ``jobs_finished`` (its whole Pushgateway group)."""
+    advice: tuple[Advice, ...] = ()
+    """Right-sizing advice per workload (with job records on; :mod:`falcon_gpu.advice.book`)."""
 
     @property
     def base_labels(self) -> Labels:

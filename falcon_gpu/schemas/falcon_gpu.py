@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import PromBatch
-from falcon_gpu.schemas import agent, falcon_gpu_device, falcon_gpu_pod, falcon_gpu_policy
+from falcon_gpu.schemas import agent, falcon_gpu_advice, falcon_gpu_device, falcon_gpu_pod, falcon_gpu_policy
 from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo
 from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 
-SPECS = falcon_gpu_device.SPECS + falcon_gpu_policy.SPECS + falcon_gpu_pod.SPECS + agent.SPECS
+SPECS = (
+    falcon_gpu_device.SPECS
+    + falcon_gpu_policy.SPECS
+    + falcon_gpu_pod.SPECS
+    + falcon_gpu_advice.SPECS
+    + agent.SPECS
+)
 _MEMO = FamilyMemo()
 """The previous cycle's families: those that did not change are handed out again (builder.py)."""
 
@@ -21,5 +27,6 @@ def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBat
     falcon_gpu_device.add_devices(b, cycle)
     falcon_gpu_policy.add_policies(b, cycle)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
+    falcon_gpu_advice.add_advice(b, cycle)
     agent.add_agent(b, cycle)
     return PromBatch(timestamp_ms=int(cycle.snapshot.timestamp * 1000), families=b.families())

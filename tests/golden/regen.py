@@ -31,8 +31,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from falcon_gpu.advice.book import AdviceBook
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.health import HealthEvaluator
+from falcon_gpu.jobs.records_file import JobLog
+from falcon_gpu.jobs.state import StateFile
+from falcon_gpu.jobs.tracker import JobTracker
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.policies import PolicyConfig, PolicyEngine
@@ -119,6 +123,10 @@ def _cycles(name: str) -> list[CycleData]:
     )
     health = HealthEvaluator()
     policies = PolicyEngine(POLICIES, node=NODE)
+    jobs_dir = nowhere / "jobs"  # job records and right-sizing advice, as `run` keeps them
+    jobs_dir.mkdir(parents=True)
+    jobs = JobTracker(NODE, JobLog(jobs_dir), StateFile(jobs_dir), telemetry)
+    advice = AdviceBook()
     out: list[CycleData] = []
     try:
         attributor.refresh_now()
@@ -127,6 +135,7 @@ def _cycles(name: str) -> list[CycleData]:
             snapshot = source.collect(now[0])
             attribution = (attributor.attribute(snapshot) if snapshot.nvml_ok else None) or Attribution()
             reports = health.evaluate(snapshot)
+            finished = jobs.observe(snapshot, attribution, reports).finished
             out.append(
                 CycleData(
                     node=NODE,
@@ -137,6 +146,7 @@ def _cycles(name: str) -> list[CycleData]:
                     policies=policies.evaluate(snapshot, reports, attribution),
                     telemetry=_normalised(telemetry.view()),
                     process_metrics=True,
+                    advice=advice.observe(snapshot, finished, jobs.running, source.mig_profiles),
                 )
             )
             telemetry.cycle_done(0.0)

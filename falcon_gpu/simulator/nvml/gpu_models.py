@@ -27,6 +27,15 @@ def _p(name: str, slices: int, instances: int, sms: int, mib: int) -> SimProfile
     return SimProfile(name, slices, instances, sms, mib)
 
 
+_A100_80GB: dict[int, SimProfile] = {
+    P.NVML_GPU_INSTANCE_PROFILE_1_SLICE: _p("MIG 1g.10gb", 1, 7, 14, 9728),
+    P.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2: _p("MIG 1g.20gb", 1, 4, 14, 19968),
+    P.NVML_GPU_INSTANCE_PROFILE_2_SLICE: _p("MIG 2g.20gb", 2, 3, 28, 19968),
+    P.NVML_GPU_INSTANCE_PROFILE_3_SLICE: _p("MIG 3g.40gb", 3, 2, 42, 40192),
+    P.NVML_GPU_INSTANCE_PROFILE_4_SLICE: _p("MIG 4g.40gb", 4, 1, 56, 40192),
+    P.NVML_GPU_INSTANCE_PROFILE_7_SLICE: _p("MIG 7g.80gb", 7, 1, 98, 80384),
+}
+
 MIG_PROFILES: dict[str, dict[int, SimProfile]] = {
     "H100 80GB": {
         P.NVML_GPU_INSTANCE_PROFILE_1_SLICE: _p("MIG 1g.10gb", 1, 7, 16, 9984),
@@ -45,15 +54,9 @@ MIG_PROFILES: dict[str, dict[int, SimProfile]] = {
         P.NVML_GPU_INSTANCE_PROFILE_4_SLICE: _p("MIG 4g.71gb", 4, 1, 64, 71680),
         P.NVML_GPU_INSTANCE_PROFILE_7_SLICE: _p("MIG 7g.141gb", 7, 1, 132, 143360),
     },
-    "A100-SXM4-80GB": {
-        P.NVML_GPU_INSTANCE_PROFILE_1_SLICE: _p("MIG 1g.10gb", 1, 7, 14, 9728),
-        P.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2: _p("MIG 1g.20gb", 1, 4, 14, 19968),
-        P.NVML_GPU_INSTANCE_PROFILE_2_SLICE: _p("MIG 2g.20gb", 2, 3, 28, 19968),
-        P.NVML_GPU_INSTANCE_PROFILE_3_SLICE: _p("MIG 3g.40gb", 3, 2, 42, 40192),
-        P.NVML_GPU_INSTANCE_PROFILE_4_SLICE: _p("MIG 4g.40gb", 4, 1, 56, 40192),
-        P.NVML_GPU_INSTANCE_PROFILE_7_SLICE: _p("MIG 7g.80gb", 7, 1, 98, 80384),
-    },
-    "A100": {  # the 40 GB board (A100-SXM4-40GB, A100-PCIE-40GB)
+    "A100-SXM4-80GB": _A100_80GB,
+    "A100 80GB": _A100_80GB,  # the PCIe board
+    "A100": {  # the 40 GB boards (A100-SXM4-40GB, A100-PCIE-40GB): after the 80 GB names
         P.NVML_GPU_INSTANCE_PROFILE_1_SLICE: _p("MIG 1g.5gb", 1, 7, 14, 4864),
         P.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2: _p("MIG 1g.10gb", 1, 4, 14, 9856),
         P.NVML_GPU_INSTANCE_PROFILE_2_SLICE: _p("MIG 2g.10gb", 2, 3, 28, 9856),
