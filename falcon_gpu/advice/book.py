@@ -5,7 +5,8 @@ finished) asked for the advice over the recent records and the jobs still runnin
 the last :data:`PER_WORKLOAD` records of at most :data:`MAX_WORKLOADS` workloads (least recently
 seen dropped first), and only records that ended within ``window`` seconds. Between two
 computations the previous advice is handed out again (the schema's memo then re-uses its
-families), so a cycle with nothing new costs a dictionary lookup.
+families), so a cycle with nothing new costs a dictionary lookup. A computation is linear in the
+records kept: scripts/bench_advice.py measures it at the bounds (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from falcon_gpu.jobs.record import JobRecord
 from falcon_gpu.model.snapshot import Snapshot
 
 EVERY = 10
-PER_WORKLOAD = 64
-MAX_WORKLOADS = 1024
+PER_WORKLOAD = 16
+MAX_WORKLOADS = 256
 DEFAULT_WINDOW = 7 * 86400.0
 
 Profiles = Callable[[Snapshot], Mapping[str, tuple[MigProfile, ...]]]
