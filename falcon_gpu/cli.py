@@ -1,4 +1,5 @@
-"""Command line: ``falcon-gpu run | plugin | doctor | install-plugin | stats`` (CONTRACT section 1).
+"""Command line: ``falcon-gpu run | plugin | doctor | install-plugin | stats | top | advise``
+(CONTRACT section 1).
 
 Thin on purpose: parse flags, load settings, hand over to the agent. Exit codes:
 0 success, 2 invalid configuration, arguments or scenario (the message names
@@ -195,10 +196,11 @@ def _setup_logging(level: str) -> None:
 
 
 def _effective_level(command: str, level: str) -> str:
-    """``plugin`` runs every minute under falcon-agent, ``top`` draws on the terminal: warnings and
-    errors only, unless debugging. ``doctor`` prints its table, which says what is wrong and how to
-    fix it: no log beside it but errors (``--log-level`` / ``log_level`` other than info still apply)."""
-    if command in ("plugin", "top") and level == "info":
+    """``plugin`` runs every minute under falcon-agent, ``top`` and ``advise`` print for a person:
+    warnings and errors only, unless debugging. ``doctor`` prints its table, which says what is wrong
+    and how to fix it: no log beside it but errors (``--log-level`` / ``log_level`` other than info
+    still apply)."""
+    if command in ("plugin", "top", "advise") and level == "info":
         return "warning"
     if command == "doctor" and level == "info":
         return "error"

@@ -50,7 +50,7 @@ def records(workloads: int, per: int) -> list[JobRecord]:
             memory_mean_bytes=1 << 30,
             cycles=10,
             utilization_max_ratio=0.4,
-            utilization_p95_ratio=(w % 9) / 10,
+            sm_active_p95_ratio=(w % 9) / 10,
             memory_p95_bytes=(w % 70 + 1) << 29,
             workload=f"w{w}",
         )

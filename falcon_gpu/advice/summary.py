@@ -46,7 +46,7 @@ class Advice(Record):
 
 
 def _sm_of_gpu(r: JobRecord, profiles: tuple[MigProfile, ...]) -> float | None:
-    ratio = r.utilization_p95_ratio if r.utilization_p95_ratio is not None else r.utilization_max_ratio
+    ratio = r.sm_active_p95_ratio if r.sm_active_p95_ratio is not None else r.utilization_max_ratio
     if ratio is None or r.mig_profile is None:
         return ratio
     plain = simple(profiles)

@@ -51,8 +51,8 @@ class OpenJob:
     workload: str | None = None
     memory_hist: dict[int, int] = field(default_factory=dict)
     """Cycles per memory bucket (:mod:`falcon_gpu.advice.quantile`), for the p95."""
-    util_hist: dict[int, int] = field(default_factory=dict)
-    """Cycles per whole percent of SM share."""
+    sm_hist: dict[int, int] = field(default_factory=dict)
+    """Cycles per whole percent of SM activity (GPM where alone on a GPU with it, else SM share)."""
 
     @classmethod
     def first_seen(
@@ -73,9 +73,18 @@ class OpenJob:
             workload=workload_of(key[1], key[2], use.container.owner),
         )
 
-    def sample(self, now: float, memory: int, util: float | None, energy_total: float | None) -> None:
+    def sample(
+        self,
+        now: float,
+        memory: int,
+        util: float | None,
+        energy_total: float | None,
+        sm_active: float | None = None,
+    ) -> None:
         """One cycle in which the container had processes on the GPU (``util`` and
-        ``energy_total`` None: NVML gave no utilisation to share the energy by)."""
+        ``energy_total`` None: NVML gave no utilisation to share the energy by). ``sm_active``: the
+        GPU's GPM SM activity where the container is alone on it (the p95 of right-sizing advice
+        takes it over the utilisation share)."""
         if energy_total is not None:
             # the ledger counter only grows; smaller means it was restarted (agent restart, expiry)
             gained = energy_total - self.energy_total if energy_total >= self.energy_total else energy_total
@@ -85,8 +94,9 @@ class OpenJob:
         self.memory_sum += memory
         self.cycles += 1
         quantile.add(self.memory_hist, quantile.memory_bucket(memory))
+        if (sm := util if sm_active is None else sm_active) is not None:
+            quantile.add(self.sm_hist, quantile.ratio_bucket(sm))
         if util is not None:
-            quantile.add(self.util_hist, quantile.ratio_bucket(util))
             self.util_sum += util
             self.util_max = max(self.util_max, util)
             self.util_cycles += 1
@@ -110,7 +120,7 @@ class OpenJob:
         n = max(self.cycles, 1)
         util = self.util_cycles > 0
         memory_p95 = quantile.quantile_bucket(self.memory_hist)
-        util_p95 = quantile.quantile_bucket(self.util_hist)
+        util_p95 = quantile.quantile_bucket(self.sm_hist)
         mem_p95 = None if memory_p95 is None else min(self.memory_max, quantile.memory_bound(memory_p95))
         return JobRecord(
             namespace=namespace,
@@ -139,7 +149,7 @@ class OpenJob:
             restarts=self.restarts,
             workload=self.workload,
             memory_p95_bytes=mem_p95,
-            utilization_p95_ratio=None if util_p95 is None else min(round(self.util_max, 6), util_p95 / 100),
+            sm_active_p95_ratio=None if util_p95 is None else min(1.0, util_p95 / 100),
         )
 
     def as_state(self) -> dict[str, Any]:
@@ -162,7 +172,7 @@ class OpenJob:
         ]
         fields["throttled"] = {str(k): float(v) for k, v in (data.get("throttled") or {}).items()}
         fields["memory_hist"] = quantile.from_json(data.get("memory_hist"))
-        fields["util_hist"] = quantile.from_json(data.get("util_hist"))
+        fields["sm_hist"] = quantile.from_json(data.get("sm_hist"))
         job = cls(**fields)
         job.energy_total = 0.0
         job.restarts += 1

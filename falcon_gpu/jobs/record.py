@@ -66,8 +66,10 @@ class JobRecord:
     written before it was kept (readers derive it from the pod name)."""
     memory_p95_bytes: int | None = None
     """95th percentile of the per-cycle memory, known to 2 %, rounded up (never above the max)."""
-    utilization_p95_ratio: float | None = None
-    """95th percentile of the per-cycle SM share, in whole percent rounded up."""
+    sm_active_p95_ratio: float | None = None
+    """95th percentile of the per-cycle SM activity, in whole percent rounded up: the GPU's GPM SM
+    activity in cycles where the container was alone on a GPU that has GPM, else its SM share (on a
+    MIG instance: of the instance)."""
 
     @property
     def duration_seconds(self) -> float:

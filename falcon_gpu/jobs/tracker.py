@@ -24,7 +24,7 @@ running now, the counters seen in the last :data:`TOTALS_RETENTION` seconds and
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 from falcon_gpu.jobs.open_job import JobKey, OpenJob
@@ -200,9 +200,15 @@ class JobTracker:
                 job.device_events(iv.xids, iv.ecc, iv.changes)  # the interval in which it ended
             finished.append(job.close())
             del self._open[key]
+        alone = Counter(key[3] for key in running if key[4] is None)
         for key, use in running.items():
             if (dev := devices.get(use.gpu_uuid)) is not None:
-                self._sample(key, use, dev, intervals[dev.uuid], baselines.get(key, 0.0), now)
+                gpm = (
+                    dev.gpm.sm_active
+                    if dev.gpm is not None and key[4] is None and alone[key[3]] == 1
+                    else None
+                )
+                self._sample(key, use, dev, intervals[dev.uuid], baselines.get(key, 0.0), now, gpm)
         self._restored.clear()
         self._write(finished)
         groups = self._touch_groups(finished)
@@ -210,7 +216,14 @@ class JobTracker:
         return JobsUpdate(tuple(finished), groups) if finished else NO_JOBS
 
     def _sample(
-        self, key: JobKey, use: PodUsage, dev: DeviceReading, iv: _Interval, baseline: float, now: float
+        self,
+        key: JobKey,
+        use: PodUsage,
+        dev: DeviceReading,
+        iv: _Interval,
+        baseline: float,
+        now: float,
+        gpm_sm_active: float | None = None,
     ) -> None:
         job = self._open.get(key)
         if job is None:
@@ -221,7 +234,7 @@ class JobTracker:
             job.device_events(iv.xids, iv.ecc, iv.changes)
             job.throttle(iv.reasons, now - job.last_seen)
         util = None if use.utilization_ratio is None else min(1.0, use.utilization_ratio)
-        job.sample(now, use.memory_used_bytes, util, use.energy_joules_total)
+        job.sample(now, use.memory_used_bytes, util, use.energy_joules_total, gpm_sm_active)
 
     def _interval(self, dev: DeviceReading, report: HealthReport | None, now: float) -> _Interval:
         checks = dict(report.checks) if report is not None else {}
