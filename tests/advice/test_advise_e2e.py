@@ -124,3 +124,22 @@ def test_without_the_api_the_pod_name_rule_applies(tmp_path: Path) -> None:
     run_cycles(settings, scenario, 14)
     body = json.loads(advise(settings, scenario, as_json=True))
     assert [(w["workload"], w["pods"]) for w in body["workloads"]] == [("web", 3)]
+
+
+def test_namespace_and_since_select(advised: tuple[Settings, Path, dict[str, Any], str]) -> None:
+    settings, scenario = advised[0], advised[1]
+    out = io.StringIO()
+    assert advise_command(settings, simulate=str(scenario), namespace="other", since=None, out=out) == 0
+    assert out.getvalue() == f"no job records matching under {settings.jobs_dir}\n"
+    out = io.StringIO()  # every record ended moments ago: a day back keeps them all
+    advise_command(settings, simulate=str(scenario), namespace="ml", since=86400, as_json=True, out=out)
+    assert len(json.loads(out.getvalue())["workloads"]) == 4
+
+
+def test_a_bad_headroom_flag_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from falcon_gpu.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["advise", "--headroom", "9"])
+    assert exited.value.code == 2
+    assert "--headroom: expected a ratio from 0 to 4" in capsys.readouterr().err
