@@ -33,6 +33,7 @@ from falcon_gpu.telemetry import Telemetry
 if TYPE_CHECKING:
     from falcon_gpu.advice.book import AdviceBook
     from falcon_gpu.advice.summary import Advice
+    from falcon_gpu.jobs.record import JobRecord
     from falcon_gpu.jobs.tracker import JobTracker
 
 log = logging.getLogger(__name__)
@@ -126,10 +127,7 @@ class CycleRunner:
                 self.telemetry.recovered("attribution", "attribution works again")
         health = self.health.evaluate(snapshot, monotonic=steady)
         jobs = self.jobs.observe(snapshot, attribution, health, monotonic=steady) if self.jobs else None
-        advice: tuple[Advice, ...] = ()
-        if self.advice is not None and self.jobs is not None:
-            profiles = getattr(self.source, "mig_profiles", None)  # the NVML source's; a test's has none
-            advice = self.advice.observe(snapshot, jobs.finished if jobs else (), self.jobs.running, profiles)
+        advice = self._advise(snapshot, jobs.finished if jobs else ())
         cycle = CycleData(
             node=self.node,
             step=self.step,
@@ -169,6 +167,20 @@ class CycleRunner:
             return
         if not self.attributor.wait_ready(wait):
             log.info("the first attribution took longer than %gs; the first cycle goes out without it", wait)
+
+    def _advise(self, snapshot: Snapshot, finished: tuple[JobRecord, ...]) -> tuple[Advice, ...]:
+        """Right-sizing advice; a bug there costs the advice series, never the cycle."""
+        if self.advice is None or self.jobs is None:
+            return ()
+        profiles = getattr(self.source, "mig_profiles", None)  # the NVML source's; a test's has none
+        try:
+            advice = self.advice.observe(snapshot, finished, self.jobs.running, profiles)
+        except Exception as exc:
+            self.telemetry.failing("advice", "jobs", f"right-sizing advice: unexpected error: {exc!r}")
+            log.debug("advice failure", exc_info=True)
+            return ()
+        self.telemetry.recovered("advice", "right-sizing advice works again")
+        return advice
 
     def _evaluate_policies(
         self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution, steady: float
