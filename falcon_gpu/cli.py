@@ -1,4 +1,5 @@
-"""Command line: ``falcon-gpu run | plugin | doctor | install-plugin | stats`` (CONTRACT section 1).
+"""Command line: ``falcon-gpu run | plugin | doctor | install-plugin | stats | top | advise``
+(CONTRACT section 1).
 
 Thin on purpose: parse flags, load settings, hand over to the agent. Exit codes:
 0 success, 2 invalid configuration, arguments or scenario (the message names
@@ -26,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
     p.add_argument("--version", action=_Version, nargs=0, help="show the installed version and exit")
     sub = p.add_subparsers(
-        dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top}"
+        dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top,advise}"
     )
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -77,6 +78,16 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--pod", metavar="P", help="only this pod")
     stats.add_argument("--since", type=_duration, metavar="DURATION", help="only jobs that ended within "
                        "this long, e.g. 30m, 2h, 1d or seconds")  # fmt: skip
+    advise = sub.add_parser(
+        "advise", help="per workload: memory, SM, and the smallest MIG profile, share or GPU that holds it"
+    )
+    common(advise)
+    advise.add_argument("--namespace", metavar="NS", help="only this namespace")
+    advise.add_argument("--since", type=_duration, metavar="DURATION", help="only jobs that ended within "
+                        "this long (running ones always count), e.g. 30m, 2h, 1d or seconds")  # fmt: skip
+    advise.add_argument("--headroom", type=_headroom, metavar="RATIO",
+                        help="room above p95 memory and SM, e.g. 0.2 (default: advice_headroom)")  # fmt: skip
+    advise.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     return p
 
 
@@ -103,6 +114,18 @@ def _bundled_scenarios() -> str:
     return "bundled scenarios for --simulate: default (mixed-4gpu), " + ", ".join(names)
 
 
+def _headroom(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 4.0:
+        raise argparse.ArgumentTypeError(f"expected a ratio from 0 to 4 (0.2 = 20 %), got {text!r}")
+    return value
+
+
 def _duration(text: str) -> float:
     from falcon_gpu.jobs.stats import parse_duration
 
@@ -121,10 +144,11 @@ def _setup_logging(level: str) -> None:
 
 
 def _effective_level(command: str, level: str) -> str:
-    """``plugin`` runs every minute under falcon-agent, ``top`` draws on the terminal: warnings and
-    errors only, unless debugging. ``doctor`` prints its table, which says what is wrong and how to
-    fix it: no log beside it but errors (``--log-level`` / ``log_level`` other than info still apply)."""
-    if command in ("plugin", "top") and level == "info":
+    """``plugin`` runs every minute under falcon-agent, ``top`` and ``advise`` print for a person:
+    warnings and errors only, unless debugging. ``doctor`` prints its table, which says what is wrong
+    and how to fix it: no log beside it but errors (``--log-level`` / ``log_level`` other than info
+    still apply)."""
+    if command in ("plugin", "top", "advise") and level == "info":
         return "warning"
     if command == "doctor" and level == "info":
         return "error"
@@ -194,6 +218,17 @@ def main(argv: list[str] | None = None) -> int:
             from falcon_gpu.jobs.stats import stats
 
             return stats(settings.jobs_dir, namespace=args.namespace, pod=args.pod, since=args.since)
+        if args.command == "advise":
+            from falcon_gpu.agent.advise import advise_command
+
+            return advise_command(
+                settings,
+                simulate=args.simulate,
+                namespace=args.namespace,
+                since=args.since,
+                headroom=args.headroom,
+                as_json=args.format == "json",
+            )
         if args.command == "top":
             from falcon_gpu.top.command import top
 

@@ -117,6 +117,12 @@ class Settings(BaseSettings):
     spool_dir: Path = Path("/var/lib/falcon-gpu/spool")
     spool_max_bytes: int = Field(268435456, ge=1 << 16)
     jobs_dir: Path = Field(Path("/var/lib/falcon-gpu/jobs"), description="per-pod job records (JSON lines)")
+    advice_headroom: float = Field(
+        0.2, ge=0.0, le=4.0, description="`advise`: room above a workload's p95 memory and SM (0.2 = 20 %)"
+    )
+    advice_window: float = Field(
+        604800.0, gt=0, description="advice series: jobs that ended within this many seconds (default 7 days)"
+    )
     sinks: list[SinkConfig] = Field(default_factory=_default_sinks)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     kubernetes: Literal["auto", "on", "off"] = Field(

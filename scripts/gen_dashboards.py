@@ -499,6 +499,30 @@ def pods() -> Dashboard:
                 " controller's busy time), each over the job's median: a GPU low in all three does less"
                 " work than its peers, not only other work.",
             ),
+            Panel(
+                "Could run on: workloads and GPUs freed per placement",
+                "table",
+                (
+                    f"profile:falcon_gpu_advice_workloads:count{{{C}}}",
+                    f"profile:falcon_gpu_advice_gpus_freed:sum{{{C}}}",
+                ),
+                description="Per recommended placement (a MIG profile, shared-1/N or gpu): how many"
+                " workloads it would hold with headroom (A) and the whole GPUs taking that advice"
+                " frees (B). From job records; `falcon-gpu advise` prints the same per node.",
+            ),
+            Panel(
+                "Right-sizing advice per workload",
+                "table",
+                (
+                    "max by (cluster, node, namespace, workload, model, profile)"
+                    f' (falcon_gpu_advice_memory_peak_bytes{{{CN},namespace=~"$namespace"}})'
+                    " and on (cluster, node, namespace, workload, model, profile)"
+                    " workload:falcon_gpu_advice_held:gpus",
+                ),
+                unit="bytes",
+                description="Peak GPU memory per workload (its pods' controller, or the pod name"
+                " without its generated suffix) and the smallest placement (profile) that holds it.",
+            ),
         ],
     )
 

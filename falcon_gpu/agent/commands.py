@@ -20,6 +20,7 @@ from falcon_gpu.schemas.extra_labels import as_labels
 if TYPE_CHECKING:  # the plugin's path never imports pydantic: Settings is only a type here
     from collections.abc import Sequence
 
+    from falcon_gpu.advice.book import AdviceBook
     from falcon_gpu.schemas.render import RenderedCycle
     from falcon_gpu.settings import Settings
     from falcon_gpu.settings_resolved import ResolvedSettings
@@ -33,7 +34,22 @@ FLUSH_TIMEOUT = 20.0
 the 45 s terminationGracePeriodSeconds of conf/kubernetes/base/daemonset.yaml (what is left stays spooled)."""
 
 
-def _runner(rt: Runtime, *, step: int) -> CycleRunner:
+def _advice_book(rt: Runtime) -> AdviceBook | None:
+    """The running agent's right-sizing advice, where it keeps job records."""
+    if rt.jobs is None:
+        return None
+    from falcon_gpu.advice.book import DEFAULT_WINDOW, AdviceBook
+    from falcon_gpu.advice.placement import DEFAULT_HEADROOM
+
+    s = rt.settings
+    return AdviceBook(
+        headroom=getattr(s, "advice_headroom", DEFAULT_HEADROOM),
+        window=getattr(s, "advice_window", DEFAULT_WINDOW),
+        recent=rt.jobs.recent(),
+    )
+
+
+def _runner(rt: Runtime, *, step: int, advice: bool = False) -> CycleRunner:
     s = rt.settings
     for problem in outputs.selection_warnings(s):
         log.warning("%s", problem)
@@ -52,6 +68,7 @@ def _runner(rt: Runtime, *, step: int) -> CycleRunner:
         policies=rt.policies,
         jobs=rt.jobs,
         carbon_intensity=grams_per_kwh(s.carbon_intensity),
+        advice=_advice_book(rt) if advice else None,
     )
 
 
@@ -130,7 +147,7 @@ def run(
     try:
         if once:
             _prepare_one_shot(rt)
-            rendered = _runner(rt, step=max(1, round(settings.interval))).run()
+            rendered = _runner(rt, step=max(1, round(settings.interval)), advice=True).run()
             rt.close(FLUSH_TIMEOUT)  # delivers, or leaves spooled when a server is failing
             closed = True
             lines = nvml_report(rendered) + dropped_report(rt.telemetry) + undelivered_report(rt.sinks)
@@ -146,7 +163,10 @@ def run(
         rt.attributor.start()
         rt.xid.start()
         running = Running(
-            settings, rt, lambda r: _runner(r, step=max(1, round(r.settings.interval))), shutdown_timeout
+            settings,
+            rt,
+            lambda r: _runner(r, step=max(1, round(r.settings.interval)), advice=True),
+            shutdown_timeout,
         )
         settle_heap()
         log.info(

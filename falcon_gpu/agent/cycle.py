@@ -31,7 +31,10 @@ from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 from falcon_gpu.sinks.base import Sink
 
 if TYPE_CHECKING:
+    from falcon_gpu.advice.book import AdviceBook
     from falcon_gpu.jobs.tracker import JobTracker
+    from falcon_gpu.model.advice import Advice
+    from falcon_gpu.model.jobs import JobRecord
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +85,7 @@ class CycleRunner:
         jobs: JobTracker | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         carbon_intensity: float | None = None,
+        advice: AdviceBook | None = None,
     ) -> None:
         """``labels``: the ``labels`` setting (validated), added to every series. ``clock`` gives the
         samples' timestamps; ``monotonic`` what every duration is measured on (job records, throttled
@@ -105,6 +109,8 @@ class CycleRunner:
         self._monotonic = monotonic
         self.jobs = jobs
         self.carbon_intensity = carbon_intensity
+        self.advice = advice
+        """Right-sizing advice over ``jobs``' records (``run`` only)."""
 
     def run(self) -> RenderedCycle:
         """One whole cycle; returns what was rendered (for tests and the plugin)."""
@@ -123,6 +129,7 @@ class CycleRunner:
                 self.telemetry.recovered("attribution", "attribution works again")
         health = self.health.evaluate(snapshot, monotonic=steady)
         jobs = self.jobs.observe(snapshot, attribution, health, monotonic=steady) if self.jobs else None
+        advice = self._advise(snapshot, jobs.finished if jobs else ())
         cycle = CycleData(
             node=self.node,
             step=self.step,
@@ -137,6 +144,7 @@ class CycleRunner:
             jobs_finished=jobs.finished if jobs else (),
             job_groups=jobs.groups if jobs else (),
             carbon_intensity=self.carbon_intensity,
+            advice=advice,
         )
         rendered = RenderedCycle(cycle, self.schema, self.selection)
         schemas = self.sink_schemas
@@ -162,6 +170,20 @@ class CycleRunner:
             return
         if not self.attributor.wait_ready(wait):
             log.info("the first attribution took longer than %gs; the first cycle goes out without it", wait)
+
+    def _advise(self, snapshot: Snapshot, finished: tuple[JobRecord, ...]) -> tuple[Advice, ...]:
+        """Right-sizing advice; a bug there costs the advice series, never the cycle."""
+        if self.advice is None or self.jobs is None:
+            return ()
+        profiles = getattr(self.source, "mig_profiles", None)  # the NVML source's; a test's has none
+        try:
+            advice = self.advice.observe(snapshot, finished, self.jobs.running, profiles)
+        except Exception as exc:
+            self.telemetry.failing("advice", "jobs", f"right-sizing advice: unexpected error: {exc!r}")
+            log.debug("advice failure", exc_info=True)
+            return ()
+        self.telemetry.recovered("advice", "right-sizing advice works again")
+        return advice
 
     def _evaluate_policies(
         self, snapshot: Snapshot, health: dict[str, HealthReport], attribution: Attribution, steady: float

@@ -39,6 +39,7 @@ class Chain:
         self._sole = _answering(self.views, SourceView.sole_container)
         self._labels = _answering(self.views, SourceView.labels)
         self._requested = _answering(self.views, SourceView.requested)
+        self._owner = _answering(self.views, SourceView.owner)
         self._plain = _answering(self.views, SourceView.plain_container_name)
         self._users = _answering(self.views, SourceView.user_name)
         allocations: list[Allocation] = []
@@ -113,6 +114,9 @@ class Chain:
 
     def requested(self, container: ContainerKey) -> Requested | None:
         return _first(view.requested(container) for view in self._requested)
+
+    def owner(self, pod: PodKey) -> str | None:
+        return _first(view.owner(pod) for view in self._owner)
 
 
 def _first(answers: Iterable[T | None]) -> T | None:

@@ -283,6 +283,7 @@ class Joiner:
                 labels=labels,
                 requested_memory_bytes=None if quota is None else quota.memory_bytes,
                 requested_compute_ratio=None if quota is None else quota.compute_ratio,
+                owner=chain.owner((namespace, pod)),
             )
             cache[ckey] = ref
         return ref

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from falcon_gpu.advice.workload import controller
 from falcon_gpu.attribution.pod_requests import Requested, pod_requested
 from falcon_gpu.attribution.presence import SERVICE_ACCOUNT
 from falcon_gpu.model.text import utf8_text
@@ -78,6 +79,8 @@ class PodLabels(msgspec.Struct, frozen=True, gc=False):
     """(namespace, pod, container) -> its GPU quota; filled only with ``pod_requests``."""
     uids: dict[tuple[str, str], str] = {}
     """(namespace, pod) -> UID, for the ``pod_uid`` label."""
+    owners: dict[tuple[str, str], str] = {}
+    """(namespace, pod) -> its controller's name (the workload of right-sizing advice)."""
 
 
 def _unique_by_label(allow: Sequence[str]) -> tuple[str, ...]:
@@ -132,6 +135,7 @@ class PodLabelSource:
         by_name: dict[tuple[str, str], Labels] = {}
         requested: dict[tuple[str, str, str], Requested] = {}
         uids: dict[tuple[str, str], str] = {}
+        owners: dict[tuple[str, str], str] = {}
         params: dict[str, str] = {"fieldSelector": f"spec.nodeName={self._node}", "limit": "500"}
         while True:
             body = self._get("/api/v1/pods", params)
@@ -149,12 +153,14 @@ class PodLabelSource:
                     by_uid[uid] = picked
                     uids[key] = uid
                 by_name[key] = picked
+                if (owner := controller(meta)) is not None:
+                    owners[key] = utf8_text(owner)
                 if self._quotas:
                     for container, quota in pod_requested(item).items():
                         requested[(*key, container)] = quota
             cont = (body.get("metadata") or {}).get("continue")
             if not cont:
-                return PodLabels(by_uid, by_name, requested, uids)
+                return PodLabels(by_uid, by_name, requested, uids, owners)
             params = {**params, "continue": str(cont)}
 
     def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:

@@ -119,6 +119,10 @@ class SourceView:
         """The container's GPU quota per GPU (``pod_requests``); None: none known."""
         return None
 
+    def owner(self, pod: PodKey) -> str | None:
+        """The pod's controller (``ownerReferences``), the workload of right-sizing advice."""
+        return None
+
     def plain_container_name(self, container: RuntimeContainer) -> str | None:
         """The runtime's name of a container outside Kubernetes (Docker, Podman)."""
         return None

@@ -8,9 +8,15 @@ health changes, which are capped at :data:`MAX_HEALTH_CHANGES`. ``as_state`` /
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from falcon_gpu.advice import quantile
+from falcon_gpu.advice.workload import workload_of
 from falcon_gpu.model.jobs import HealthChange, JobRecord
+
+if TYPE_CHECKING:
+    from falcon_gpu.model.attribution import PodUsage
+    from falcon_gpu.model.snapshot import DeviceReading
 
 MAX_HEALTH_CHANGES = 64
 JobKey = tuple[str, str, str, str, str | None]
@@ -42,10 +48,43 @@ class OpenJob:
     health_changes: list[HealthChange] = field(default_factory=list)
     throttled: dict[str, float] = field(default_factory=dict)
     restarts: int = 0
+    workload: str | None = None
+    memory_hist: dict[int, int] = field(default_factory=dict)
+    """Cycles per memory bucket (:mod:`falcon_gpu.advice.quantile`), for the p95."""
+    sm_hist: dict[int, int] = field(default_factory=dict)
+    """Cycles per whole percent of SM activity (GPM where alone on a GPU with it, else SM share)."""
 
-    def sample(self, now: float, memory: int, util: float | None, energy_total: float | None) -> None:
+    @classmethod
+    def first_seen(
+        cls, key: JobKey, node: str, use: PodUsage, dev: DeviceReading, now: float, energy_total: float = 0.0
+    ) -> OpenJob:
+        """The job of a container first seen on a GPU (or one of its MIG instances) at ``now``."""
+        mig = next((m for m in dev.mig if m.uuid == use.mig_uuid), None)
+        return cls(
+            key=key,
+            node=node,
+            gpu_index=dev.index,
+            gpu_model=dev.name,
+            start=now,
+            last_seen=now,
+            mig_profile=mig.profile if mig else None,
+            gpu_instance=mig.gpu_instance_id if mig else None,
+            energy_total=energy_total,
+            workload=workload_of(key[1], key[2], use.container.owner),
+        )
+
+    def sample(
+        self,
+        now: float,
+        memory: int,
+        util: float | None,
+        energy_total: float | None,
+        sm_active: float | None = None,
+    ) -> None:
         """One cycle in which the container had processes on the GPU (``util`` and
-        ``energy_total`` None: NVML gave no utilisation to share the energy by)."""
+        ``energy_total`` None: NVML gave no utilisation to share the energy by). ``sm_active``: the
+        GPU's GPM SM activity where the container is alone on it (the p95 of right-sizing advice
+        takes it over the utilisation share)."""
         if energy_total is not None:
             # the ledger counter only grows; smaller means it was restarted (agent restart, expiry)
             gained = energy_total - self.energy_total if energy_total >= self.energy_total else energy_total
@@ -54,6 +93,9 @@ class OpenJob:
         self.memory_max = max(self.memory_max, memory)
         self.memory_sum += memory
         self.cycles += 1
+        quantile.add(self.memory_hist, quantile.memory_bucket(memory))
+        if (sm := util if sm_active is None else sm_active) is not None:
+            quantile.add(self.sm_hist, quantile.ratio_bucket(sm))
         if util is not None:
             self.util_sum += util
             self.util_max = max(self.util_max, util)
@@ -77,6 +119,9 @@ class OpenJob:
         namespace, pod, container, uuid, mig = self.key
         n = max(self.cycles, 1)
         util = self.util_cycles > 0
+        memory_p95 = quantile.quantile_bucket(self.memory_hist)
+        util_p95 = quantile.quantile_bucket(self.sm_hist)
+        mem_p95 = None if memory_p95 is None else min(self.memory_max, quantile.memory_bound(memory_p95))
         return JobRecord(
             namespace=namespace,
             pod=pod,
@@ -102,6 +147,9 @@ class OpenJob:
             health_changes=tuple(self.health_changes),
             throttled_seconds={k: round(v, 3) for k, v in sorted(self.throttled.items())},
             restarts=self.restarts,
+            workload=self.workload,
+            memory_p95_bytes=mem_p95,
+            sm_active_p95_ratio=None if util_p95 is None else min(1.0, util_p95 / 100),
         )
 
     def as_state(self) -> dict[str, Any]:
@@ -123,6 +171,8 @@ class OpenJob:
             HealthChange(str(c), str(b), str(a), float(t)) for c, b, a, t in data.get("health_changes") or ()
         ]
         fields["throttled"] = {str(k): float(v) for k, v in (data.get("throttled") or {}).items()}
+        fields["memory_hist"] = quantile.from_json(data.get("memory_hist"))
+        fields["sm_hist"] = quantile.from_json(data.get("sm_hist"))
         job = cls(**fields)
         job.energy_total = 0.0
         job.restarts += 1

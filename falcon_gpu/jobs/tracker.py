@@ -24,7 +24,7 @@ running now, the counters seen in the last :data:`TOTALS_RETENTION` seconds and
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field, replace
 
 from falcon_gpu.carbon import emissions_grams
@@ -135,6 +135,14 @@ class JobTracker:
     def open_jobs(self) -> int:
         return len(self._open)
 
+    def recent(self) -> list[JobRecord]:
+        """The pods' latest records (those restored at start included)."""
+        return [r for slots in self._groups.values() for r in slots.values()]
+
+    def running(self) -> list[JobRecord]:
+        """Each open job as the record it would close into now (for right-sizing advice)."""
+        return [job.close() for job in self._open.values()]
+
     def observe(
         self,
         snapshot: Snapshot,
@@ -197,9 +205,15 @@ class JobTracker:
                 job.device_events(iv.xids, iv.ecc, iv.changes)  # the interval in which it ended
             finished.append(self._with_emissions(job.close()))
             del self._open[key]
+        alone = Counter(key[3] for key in running if key[4] is None)
         for key, use in running.items():
             if (dev := devices.get(use.gpu_uuid)) is not None:
-                self._sample(key, use, dev, intervals[dev.uuid], baselines.get(key, 0.0), now)
+                gpm = (
+                    dev.gpm.sm_active
+                    if dev.gpm is not None and key[4] is None and alone[key[3]] == 1
+                    else None
+                )
+                self._sample(key, use, dev, intervals[dev.uuid], baselines.get(key, 0.0), now, gpm)
         self._restored.clear()
         self._write(finished)
         groups = self._touch_groups(finished)
@@ -207,29 +221,25 @@ class JobTracker:
         return JobsUpdate(tuple(finished), groups) if finished else NO_JOBS
 
     def _sample(
-        self, key: JobKey, use: PodUsage, dev: DeviceReading, iv: _Interval, baseline: float, now: float
+        self,
+        key: JobKey,
+        use: PodUsage,
+        dev: DeviceReading,
+        iv: _Interval,
+        baseline: float,
+        now: float,
+        gpm_sm_active: float | None = None,
     ) -> None:
         job = self._open.get(key)
         if job is None:
-            mig = next((m for m in dev.mig if m.uuid == use.mig_uuid), None)
-            job = OpenJob(
-                key=key,
-                node=self.node,
-                gpu_index=dev.index,
-                gpu_model=dev.name,
-                start=now,
-                last_seen=now,
-                mig_profile=mig.profile if mig else None,
-                gpu_instance=mig.gpu_instance_id if mig else None,
-                energy_total=baseline,
-            )
+            job = OpenJob.first_seen(key, self.node, use, dev, now, baseline)
             self._open[key] = job
             self._dirty = True
         elif key not in self._restored:
             job.device_events(iv.xids, iv.ecc, iv.changes)
             job.throttle(iv.reasons, now - job.last_seen)
         util = None if use.utilization_ratio is None else min(1.0, use.utilization_ratio)
-        job.sample(now, use.memory_used_bytes, util, use.energy_joules_total)
+        job.sample(now, use.memory_used_bytes, util, use.energy_joules_total, gpm_sm_active)
 
     def _interval(self, dev: DeviceReading, report: HealthReport | None, now: float) -> _Interval:
         checks = dict(report.checks) if report is not None else {}
@@ -298,7 +308,7 @@ class JobTracker:
     def save(self) -> None:
         """Write the open jobs and the pods' latest records (tmp + rename). Never raises."""
         self._since_save, self._dirty = 0, False
-        recent = [r for slots in self._groups.values() for r in slots.values()]
+        recent = self.recent()
         try:
             self._state.save(list(self._open.values()), recent)
         except OSError as exc:

@@ -36,6 +36,9 @@ class ContainerRef(msgspec.Struct, frozen=True, gc=False, cache_hash=True):
     """Its memory quota on each GPU it is on (``pod_requests``); None: it asked for none."""
     requested_compute_ratio: float | None = None
     """Its compute quota per GPU, 1 = a whole GPU; None: it asked for none."""
+    owner: str | None = None
+    """The pod's controller from the API server (a ReplicaSet read as its Deployment); None
+    without ``pod_labels``/``pod_requests`` or for a bare pod (:mod:`falcon_gpu.advice.workload`)."""
 
 
 class PodUsage(msgspec.Struct, frozen=True, gc=False):

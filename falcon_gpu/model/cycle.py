@@ -13,6 +13,7 @@ from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.model.telemetry import TelemetryView
 
 if TYPE_CHECKING:  # types only: the plugin (no job records unless jobs_dir is set) never builds them
+    from falcon_gpu.model.advice import Advice
     from falcon_gpu.model.jobs import JobGroup, JobRecord
 
 PASS, WARN, FAIL = 0, 1, 2
@@ -55,6 +56,8 @@ class CycleData(msgspec.Struct, frozen=True, gc=False):
     """The latest records of each pod in ``jobs_finished`` (its whole Pushgateway group)."""
     carbon_intensity: float | None = None
     """gCO2e per kWh when the ``carbon_intensity`` setting is a number (:mod:`falcon_gpu.carbon`)."""
+    advice: tuple[Advice, ...] = ()
+    """Right-sizing advice per workload (with job records on; :mod:`falcon_gpu.advice.book`)."""
 
     @property
     def base_labels(self) -> Labels:

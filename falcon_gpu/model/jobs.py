@@ -63,6 +63,15 @@ class JobRecord:
     """Agent restarts the job spanned."""
     emissions_grams: float | None = None
     """gCO2e of ``energy_joules`` at the ``carbon_intensity`` setting; None unless it is a number."""
+    workload: str | None = None
+    """What survives the pod's restarts (:mod:`falcon_gpu.advice.workload`); None in records
+    written before it was kept (readers derive it from the pod name)."""
+    memory_p95_bytes: int | None = None
+    """95th percentile of the per-cycle memory, known to 2 %, rounded up (never above the max)."""
+    sm_active_p95_ratio: float | None = None
+    """95th percentile of the per-cycle SM activity, in whole percent rounded up: the GPU's GPM SM
+    activity in cycles where the container was alone on a GPU that has GPM, else its SM share (on a
+    MIG instance: of the instance)."""
 
     @property
     def duration_seconds(self) -> float:

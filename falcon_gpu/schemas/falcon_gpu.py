@@ -6,6 +6,7 @@ from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.schemas import (
     agent,
+    falcon_gpu_advice,
     falcon_gpu_carbon,
     falcon_gpu_device,
     falcon_gpu_pod,
@@ -19,6 +20,7 @@ SPECS = (
     falcon_gpu_device.SPECS
     + falcon_gpu_policy.SPECS
     + falcon_gpu_pod.SPECS
+    + falcon_gpu_advice.SPECS
     + agent.SPECS
     + falcon_gpu_carbon.SPECS
 )
@@ -36,6 +38,7 @@ def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBat
     falcon_gpu_device.add_devices(b, cycle, selection.sparse)
     falcon_gpu_policy.add_policies(b, cycle)
     falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
+    falcon_gpu_advice.add_advice(b, cycle)
     agent.add_agent(b, cycle)
     falcon_gpu_carbon.add_carbon(b, cycle)
     return PromBatch(timestamp_ms=int(cycle.snapshot.timestamp * 1000), families=b.families())

@@ -35,8 +35,12 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
+from falcon_gpu.advice.book import AdviceBook
 from falcon_gpu.attribution import AttributionSettings, Attributor
 from falcon_gpu.health import HealthEvaluator
+from falcon_gpu.jobs.records_file import JobLog
+from falcon_gpu.jobs.state import StateFile
+from falcon_gpu.jobs.tracker import JobTracker
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.telemetry import Telemetry, TelemetryView
@@ -133,6 +137,10 @@ def _cycles(name: str) -> list[CycleData]:
     )
     health = HealthEvaluator()
     policies = PolicyEngine(POLICIES, node=NODE)
+    jobs_dir = nowhere / "jobs"  # job records and right-sizing advice, as `run` keeps them
+    jobs_dir.mkdir(parents=True)
+    jobs = JobTracker(NODE, JobLog(jobs_dir), StateFile(jobs_dir), telemetry)
+    advice = AdviceBook()
     out: list[CycleData] = []
     try:
         attributor.refresh_now()
@@ -141,6 +149,7 @@ def _cycles(name: str) -> list[CycleData]:
             snapshot = source.collect(now[0])
             attribution = (attributor.attribute(snapshot) if snapshot.nvml_ok else None) or Attribution()
             reports = health.evaluate(snapshot)
+            finished = jobs.observe(snapshot, attribution, reports).finished
             out.append(
                 CycleData(
                     node=NODE,
@@ -152,6 +161,7 @@ def _cycles(name: str) -> list[CycleData]:
                     telemetry=_normalised(telemetry.view()),
                     process_metrics=True,
                     carbon_intensity=CARBON_INTENSITY.get(name),
+                    advice=advice.observe(snapshot, finished, jobs.running, source.mig_profiles),
                 )
             )
             telemetry.cycle_done(0.0)

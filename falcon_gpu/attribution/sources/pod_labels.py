@@ -38,6 +38,9 @@ class LabelView(SourceView):
     def pod_uid(self, pod: PodKey) -> str | None:
         return self._labels.uids.get(pod)
 
+    def owner(self, pod: PodKey) -> str | None:
+        return self._labels.owners.get(pod)
+
 
 class PodLabelsSource:
     name = "kube_api"

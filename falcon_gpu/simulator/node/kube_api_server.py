@@ -44,6 +44,7 @@ def pod_item(pod: ApiPod, node: str) -> dict[str, Any]:
             "namespace": pod.namespace,
             "uid": pod.uid,
             "labels": dict(pod.labels),
+            **({"ownerReferences": [{**dict(pod.owner), "controller": True}]} if pod.owner else {}),
         },
         "spec": {
             "nodeName": node,

@@ -19,6 +19,7 @@ from typing import Any
 
 import pynvml
 
+from falcon_gpu.simulator.nvml import gpu_models
 from falcon_gpu.simulator.nvml.core import (
     NOT_AVAILABLE_UINT,
     STAMPS_KEPT,
@@ -228,6 +229,33 @@ class ProcessCalls(SimCore):
             if mig.gpu_instance_id == gpuInstanceId:
                 return SimGpuInstance(dev, mig)
         fail(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, device: Any, profile: int, version: int = 2) -> NvmlStruct:
+        """A profile of the GPU's model (:mod:`~falcon_gpu.simulator.nvml.gpu_models`): NOT_SUPPORTED
+        while MIG is off, for a model without MIG and for a profile the model lacks, as NVML answers;
+        ``name`` only in the v2 struct (pynvml's default)."""
+        dev = self._device(device, "nvmlDeviceGetGpuInstanceProfileInfo")
+        self._check_lost(dev)
+        if not 0 <= profile < pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT or version not in (1, 2):
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        found = gpu_models.mig_profiles(dev.gpu.name).get(profile)
+        if found is None or not self.mig_on(dev):
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        fields = {"name": found.name.encode()} if version == 2 else {}
+        return NvmlStruct(
+            id=profile,
+            isP2pSupported=0,
+            sliceCount=found.slices,
+            instanceCount=found.instances,
+            multiprocessorCount=found.multiprocessors,
+            copyEngineCount=found.slices,
+            decoderCount=0,
+            encoderCount=0,
+            jpegCount=0,
+            ofaCount=0,
+            memorySizeMB=found.memory_mib,
+            **fields,
+        )
 
     def nvmlGpuInstanceGetInfo(self, gpuInstance: Any) -> NvmlStruct:
         """id, profileId and placement (start: the scenario's ``placement_start``; size: the

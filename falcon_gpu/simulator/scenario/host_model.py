@@ -59,6 +59,8 @@ class ApiPod(msgspec.Struct, frozen=True, gc=False):
     uid: str
     labels: tuple[tuple[str, str], ...]
     containers: tuple[ApiContainer, ...]
+    owner: tuple[tuple[str, str], ...] = ()
+    """Its controller (``kind``, ``name``) as one ``ownerReferences`` entry; none: a bare pod."""
 
 
 class HostScenario(msgspec.Struct, frozen=True, gc=False):

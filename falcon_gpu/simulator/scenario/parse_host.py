@@ -148,6 +148,7 @@ def _api_pod(p: Obj) -> ApiPod:
         p.string("uid"),
         _text_map(p, "labels"),
         _each(p, "containers", _api_container),
+        _text_map(p, "owner"),
     )
 
 

@@ -43,6 +43,7 @@ from falcon_gpu.sources.nvml.direct import device_calls
 from falcon_gpu.sources.nvml.field_values import FieldValues
 from falcon_gpu.sources.nvml.gpm import GpmSamples
 from falcon_gpu.sources.nvml.library import NvmlLibrary
+from falcon_gpu.sources.nvml.mig_profiles import MigProfiles
 from falcon_gpu.sources.nvml.process_names import ProcessNames
 from falcon_gpu.sources.nvml.rates import CounterRates
 from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields, Reader, check_fields
@@ -51,6 +52,7 @@ from falcon_gpu.sources.nvml.session import NvmlSession
 from falcon_gpu.sources.nvml.slow import SlowReadings
 
 if TYPE_CHECKING:
+    from falcon_gpu.advice.profiles import MigProfile
     from falcon_gpu.sources.nvml.xid import XidWatcher
 
 log = logging.getLogger("falcon_gpu.nvml")
@@ -147,6 +149,12 @@ class NvmlSource:
     @property
     def caller(self) -> NvmlCaller:
         return self._nvml
+
+    def mig_profiles(self, snapshot: Snapshot) -> dict[str, tuple[MigProfile, ...]]:
+        """GPU model -> its MIG profiles (``falcon-gpu advise``; each GPU asked once, after a cycle)."""
+        if not hasattr(self, "_mig_profiles"):
+            self._mig_profiles = MigProfiles(self._nvml)
+        return self._mig_profiles.by_model(snapshot.devices, self._handles.get)
 
     # -- the cycle ---------------------------------------------------------
     def collect(self, timestamp: float) -> Snapshot:
