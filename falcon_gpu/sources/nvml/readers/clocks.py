@@ -96,7 +96,7 @@ def read_clocks(ctx: DeviceContext) -> Fields:
     if mem is not ABSENT:
         out["memory_clock_hertz"] = mem * _MEMORY_HZ_PER_MHZ
     batch = ctx.field_values
-    app, base = batch.fast(_THROTTLE) or batch.values(nvml, _THROTTLE)
+    app, base = batch.values(_THROTTLE)
     utilization = fields.get("utilization_ratio")
     if app is None or base is None or sm is ABSENT or utilization is None:
         mask = nvml.call_first(scope, _EVENTS, _EVENTS, _REASONS, h)

@@ -19,8 +19,6 @@ then never asked again.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pynvml
 
 from falcon_gpu.readings.device import BY_FIELD
@@ -35,38 +33,31 @@ from falcon_gpu.sources.nvml.field_values import (
     FieldGroup,
 )
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
-from falcon_gpu.sources.nvml.readers.declared import declared_for
+from falcon_gpu.sources.nvml.readers.declared import Declared, read_declared
 
 PSTATE_UNKNOWN = 32
-_DECLARED = declared_for("thermal_power")
+_DECLARED = Declared("thermal_power")
 _MW_PER_W, _LIMIT_MW_PER_W, _MJ_PER_J = (
     divisor_from_nvml(BY_FIELD[f]) for f in ("power_watts", "power_limit_watts", "energy_joules")
 )
 """mW -> W, mJ -> J (the reading table's units): NVML's integer divided by the exact constant, the float
 ``from_nvml`` computes, without its call."""
-_GROUP = FieldGroup((MEMORY_TEMP, POWER_AVERAGE, ENERGY, *(spec for spec, _, _ in _DECLARED)), partial=True)
-"""The reader's field values, the declared ones last, taken in one look-up on the usual answer
-(:meth:`FieldBatch.values`; partial: a GPU without the T.Limit fields or the 1 s average still takes it,
-its missing ones None)."""
+_GROUP = FieldGroup((MEMORY_TEMP, POWER_AVERAGE, ENERGY))
+_INSTANT = FieldGroup((POWER_INSTANT,))
+"""The instant power (or its call), asked where the GPU has no 1 s average."""
 
 
 def read_thermal_power(ctx: DeviceContext) -> Fields:
     nvml, scope, h, batch = ctx.nvml, ctx.scope, ctx.handle, ctx.field_values
     call = nvml.call
-    numbers = batch.fast(_GROUP) or batch.values(nvml, _GROUP)
-    declared: dict[str, Any] = {}  # the table's readings (read_declared's loop, on the group's numbers)
-    for (_, name, from_nvml), value in zip(_DECLARED, numbers[3:], strict=True):
-        declared[name] = None if value is None else from_nvml(value)
-    out: Fields = declared  # type: ignore[assignment]  # the table's fields (test_table checks them)
-    memory_temp, power, energy = numbers[0], numbers[1], numbers[2]
+    out = read_declared(ctx, _DECLARED)
+    memory_temp, power, energy = batch.values(_GROUP)
     temp = call(scope, "temperature", "nvmlDeviceGetTemperature", h, pynvml.NVML_TEMPERATURE_GPU)
     if temp is not ABSENT:
         out["temperature_celsius"] = float(temp)
     out["memory_temperature_celsius"] = None if memory_temp is None else float(memory_temp)
     if power is None:  # no 1 s average (it has no call of its own): the instant value or its call
-        power = batch.value(nvml, POWER_INSTANT)
-        if power is ABSENT:
-            power = None
+        (power,) = batch.values(_INSTANT)
     if power is not None:
         out["power_watts"] = power / _MW_PER_W
     limit = ctx.slow.call(nvml, ctx.timestamp, scope, "power_limit", "nvmlDeviceGetEnforcedPowerLimit", h)
