@@ -3,7 +3,7 @@ schemas, so that a reading declared there is read, served, published and tested 
 
 from __future__ import annotations
 
-import typing
+import msgspec
 
 from falcon_gpu.model.snapshot import DeviceReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
@@ -16,7 +16,7 @@ from falcon_gpu.sources.nvml.readers.base import FIELD_TYPES
 
 
 def test_every_reading_is_a_device_reading_field_and_a_fields_key_of_its_type() -> None:
-    hints = typing.get_type_hints(DeviceReading.__init__)
+    hints = {f.name: f.type for f in msgspec.structs.fields(DeviceReading)}
     assert set(DeviceReading._fields) >= set(BY_FIELD)
     for r in READINGS:
         assert hints[r.field] == r.type | None, r.field
