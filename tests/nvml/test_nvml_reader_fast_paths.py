@@ -194,14 +194,14 @@ def test_held_names_are_kept_for_the_cycle_as_asking_would_keep_them() -> None:
     assert not names.held(frozenset({1, 2, 3}))
 
 
-def test_clock_event_reason_sets_are_built_once_per_mask(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clocks, "_BY_MASK", {})
-    monkeypatch.setattr(clocks, "_MASKS_KEPT", 2)
-    first = clocks.reasons_from_mask(0x1 | 0x4)
-    assert first == frozenset({"idle", "sw_power_cap"}) and clocks.reasons_from_mask(0x5) is first
-    clocks.reasons_from_mask(0)
-    assert clocks.reasons_from_mask(0x100) == frozenset({"display_clocks"})  # over the cap: still right
-    assert set(clocks._BY_MASK) == {0x5, 0}
+def test_clock_event_reason_sets_are_built_once_per_mask_and_source() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(clock_event_reasons=["idle", "sw_power_cap"])))
+    source, _ = source_on(sim)
+    first, second = (source.collect(1000.0 + 100 * t).devices[0].clock_event_reasons for t in range(2))
+    assert first == frozenset({"idle", "sw_power_cap"}) and second is first
+    other, _ = source_on(SimulatedNvml(scenario_of(gpu(clock_event_reasons=["idle", "sw_power_cap"]))))
+    assert other.collect(1000.0).devices[0].clock_event_reasons is not first  # nothing shared
+    assert clocks.reasons_from_mask(0x100) == frozenset({"display_clocks"})
 
 
 def _two_gpus() -> SimulatedNvml:

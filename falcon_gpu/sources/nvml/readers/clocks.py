@@ -65,18 +65,23 @@ def _limited(mask: object) -> bool:
 
 _EVENTS = "clock_event_reasons"
 """The mask's not-supported key and variant family."""
-_BY_MASK: dict[int, frozenset[str]] = {}
-"""Each mask's reasons, built once: a GPU shows a handful of masks, asked every cycle."""
 _MASKS_KEPT = 1024
-"""At most this many masks kept (a mask is a bit set: a driver could in principle answer any)."""
+"""At most this many masks' reason sets kept per source (a mask is a bit set: a driver could in principle
+answer any; a GPU shows a handful, asked every cycle)."""
 
 
 def reasons_from_mask(mask: int) -> frozenset[str]:
-    found = _BY_MASK.get(mask)
+    return frozenset(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
+
+
+def _reasons(ctx: DeviceContext, mask: int) -> frozenset[str]:
+    """:func:`reasons_from_mask`, each mask's set built once per source (kept in its caller's memo)."""
+    by_mask: dict[int, frozenset[str]] = ctx.nvml.memo.setdefault(_EVENTS, {})
+    found = by_mask.get(mask)
     if found is None:
-        found = frozenset(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
-        if len(_BY_MASK) < _MASKS_KEPT:
-            _BY_MASK[mask] = found
+        found = reasons_from_mask(mask)
+        if len(by_mask) < _MASKS_KEPT:
+            by_mask[mask] = found
     return found
 
 
@@ -105,7 +110,5 @@ def read_clocks(ctx: DeviceContext) -> Fields:
         mask = ctx.slow.follows(nvml, ctx.timestamp, scope, _EVENTS, token, _limited,
                                 nvml.call_first, scope, _EVENTS, _EVENTS, _REASONS, h)  # fmt: skip
     if mask is not ABSENT:
-        mask = int(mask)
-        reasons = _BY_MASK.get(mask)  # reasons_from_mask's look-up, written out: once per GPU and cycle
-        out["clock_event_reasons"] = reasons_from_mask(mask) if reasons is None else reasons
+        out["clock_event_reasons"] = _reasons(ctx, int(mask))
     return out

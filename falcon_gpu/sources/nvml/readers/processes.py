@@ -359,9 +359,8 @@ _NO_SAMPLES: Final = MappingProxyType({pynvml.NVML_SUCCESS: (), pynvml.NVML_ERRO
 """The codes that mean "no new samples" (built once: this call is made every cycle on every GPU)."""
 
 
-_SHARES: dict[Any, float] = {}
-"""Each SM percent's share (0-1), converted once: NVML answers whole percents, a hundred-odd values."""
-_SHARES_KEPT: Final = 1024
+_SHARES: Final = MappingProxyType({percent: PERCENT_TO_RATIO(float(percent)) for percent in range(101)})
+"""Each SM percent's share (0-1), converted once, at import: NVML answers whole percents."""
 
 
 def process_samples(ctx: DeviceContext) -> ProcessSamples:
@@ -432,8 +431,6 @@ def _averaged(ctx: DeviceContext, samples: Any, last_seen: int, newest: int) -> 
         share = by_percent.get(percent)
         if share is None:
             share = PERCENT_TO_RATIO(float(percent))
-            if len(by_percent) < _SHARES_KEPT:
-                by_percent[percent] = share
         if pid in shares:
             shares[pid] += share
             counts[pid] = counts.get(pid, 1) + 1
