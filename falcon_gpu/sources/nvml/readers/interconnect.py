@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import product
+from types import MappingProxyType
+from typing import Final
 
 from falcon_gpu.model.snapshot import NvlinkErrors, NvlinkReading
 from falcon_gpu.sources.nvml.field_values import (
@@ -159,10 +161,12 @@ _ZERO_ERRORS = NvlinkErrors(0, 0, 0, 0)
 """Shared by every cycle of every GPU whose links counted no error (a record is never changed)."""
 
 
-_QUIET_TOTALS = {
-    kinds: _ZERO_ERRORS if None not in kinds else NvlinkErrors(*kinds)
-    for kinds in product((0, None), repeat=len(NVLINK_ERROR_TOTALS))
-}
+_QUIET_TOTALS: Final = MappingProxyType(
+    {
+        kinds: _ZERO_ERRORS if None not in kinds else NvlinkErrors(*kinds)
+        for kinds in product((0, None), repeat=len(NVLINK_ERROR_TOTALS))
+    }
+)
 """The error totals of a GPU whose counters are all zero where they are counted: one shared record per
 combination of the kinds it counts (a constant table, built at import), as :data:`_ZERO_ERRORS` is."""
 

@@ -47,6 +47,7 @@ falls back to the profile alone, see :mod:`falcon_gpu.attribution.device_index`)
 from __future__ import annotations
 
 import logging
+from types import MappingProxyType
 from typing import Any, Final
 
 import pynvml
@@ -162,7 +163,7 @@ def _instance(ctx: DeviceContext, s: MigSlot, memory: Any) -> MigReading:
     )
 
 
-_UNPRIVILEGED = {pynvml.NVML_ERROR_NO_PERMISSION: ABSENT}
+_UNPRIVILEGED: Final = MappingProxyType({pynvml.NVML_ERROR_NO_PERMISSION: ABSENT})
 
 
 def _placement_start(ctx: DeviceContext, scope: str, gpu_instance_id: int | None) -> int | None:

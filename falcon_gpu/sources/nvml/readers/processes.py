@@ -61,7 +61,7 @@ identity), its names kept alive for the cycle as the general path would
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from operator import attrgetter, not_
 from types import MappingProxyType
 from typing import Any, Final
@@ -82,9 +82,9 @@ NOT_AVAILABLE_ULL = 0xFFFFFFFFFFFFFFFF
 
 ProcessKey = tuple[int, int | None, int | None]
 
-_VARIANTS: dict[str, tuple[Variant, ...]] = {
-    kind: (("v3", f"{base}_v3", {}), ("v2", f"{base}_v2", {}), ("v1", base, {})) for kind, base in LISTS
-}
+_VARIANTS: Final[Mapping[str, tuple[Variant, ...]]] = MappingProxyType(
+    {kind: (("v3", f"{base}_v3", {}), ("v2", f"{base}_v2", {}), ("v1", base, {})) for kind, base in LISTS}
+)
 """Per list: the process-info generations, newest first (``_v3`` -> ``_v2`` -> plain)."""
 (_COMPUTE_FIELD, _GRAPHICS_FIELD, _MPS_FIELD) = (f"processes_{kind}" for kind, _ in LISTS)
 """Per list: its not-supported key and variant family."""
