@@ -26,6 +26,22 @@ ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 SINT: Final = pynvml.NVML_VALUE_TYPE_SIGNED_INT
 
 
+class Refresh(Record):
+    """How often a reading is asked: ``cycle`` (every cycle), ``setting`` (an administrator's setting:
+    once a minute), ``follows`` (asked again as soon as the reading ``after`` changed, then until two
+    answers agree, and at least once a minute: it is set by that reading), ``gated`` (zero unless
+    ``after``, evidence its reader sees, shows a use; asked then, while not zero, and once a minute).
+    :class:`~falcon_gpu.sources.nvml.slow.SlowReadings` keeps the answers in between."""
+
+    kind: Literal["cycle", "setting", "follows", "gated"] = "cycle"
+    after: str | None = None
+    """``follows``: the reading (a table field) it follows; ``gated``: the evidence, in words."""
+
+
+EVERY_CYCLE: Final = Refresh()
+SETTING: Final = Refresh("setting")
+
+
 class Nvml(Record):
     """Where NVML has the reading, and in which unit it answers."""
 
@@ -40,9 +56,12 @@ class Nvml(Record):
     """Where in ``call``'s answer: a struct attribute (``"gpu"``) or a list index; None: the answer."""
     value_type: int = ULL
     """The ``nvmlValueType_t`` a driver answers the field ID with (the simulator answers the same)."""
-    by_table: bool = False
-    """Read by the table-driven path (:func:`falcon_gpu.sources.nvml.readers.declared.read_declared`):
-    one field ID, no fallback, no logic of its own; its reader has no line for it."""
+    refresh: Refresh = EVERY_CYCLE
+    hook: bool = False
+    """Read by its reader's own code (a fallback, a special value, a struct of several calls, a gate, a
+    rate); False: by the generic table reader (:mod:`falcon_gpu.sources.nvml.readers.table`), which makes
+    ``call`` as ``refresh`` says (one call for the rows that share it) or takes the field value, and
+    converts it with ``from_nvml``: the reader has no line for it."""
 
 
 class Simulated(Record):

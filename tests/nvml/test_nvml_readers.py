@@ -13,6 +13,7 @@ import pytest
 from falcon_gpu.model.attribution import Attribution
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.snapshot import DeviceReading
+from falcon_gpu.readings.device import READINGS as READINGS_TABLE
 from falcon_gpu.schemas import falcon_gpu
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sinks.encoding import prom_text
@@ -301,7 +302,12 @@ def test_a_field_an_old_driver_does_not_know_falls_back_to_its_own_call_alone() 
     # NVLink), energy already left out;
     # PCIe and NVLink drop out after the first cycle, as do the table's field-only readings where a
     # scenario lacks them (left out here, so that a reading added to the table needs no edit here)
-    declared = {spec for spec, _ in field_values.DECLARED}
+    declared = {  # the table's generic field-only readings
+        spec
+        for r in READINGS_TABLE
+        if r.nvml is not None and not r.nvml.hook and r.nvml.call is None
+        for spec in field_values.TABLE_FIELDS[r.field]
+    }
     plain = {
         s.request
         for s in field_values.FIELDS

@@ -40,6 +40,7 @@ import logging
 import operator
 import struct
 from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import Any, Final
 
 import pynvml
@@ -124,13 +125,18 @@ def _ecc(name: str, field_id: int, *args: int) -> FieldSpec:
     return FieldSpec(name, field_id, Call(name, "nvmlDeviceGetTotalEccErrors", args))
 
 
-(MEMORY_TEMP,) = table_fields("memory_temperature_celsius")
-(ENERGY,) = table_fields("energy_joules")
-POWER_AVERAGE, POWER_INSTANT = table_fields("power_watts")
+TABLE_FIELDS: Final = MappingProxyType(
+    {r.field: table_fields(r.field) for r in READINGS if r.nvml is not None and r.nvml.field_ids}
+)
+"""The field values of each reading-table row that NVML has as one (built once: each spec is asked in the
+batch and read by its reader, or by the generic table reader)."""
+(MEMORY_TEMP,) = TABLE_FIELDS["memory_temperature_celsius"]
+(ENERGY,) = TABLE_FIELDS["energy_joules"]
+POWER_AVERAGE, POWER_INSTANT = TABLE_FIELDS["power_watts"]
 """The 1 s average (what ``nvmlDeviceGetPowerUsage`` answers on Ampere but GA100 and later), then the
 instant value (GA100 and older; all GPUs have it) with the call."""
-(PCIE_REPLAYS,) = table_fields("pcie_replays")
-PCIE_TRAFFIC: Final = (*table_fields("pcie_tx_bytes"), *table_fields("pcie_rx_bytes"))
+(PCIE_REPLAYS,) = TABLE_FIELDS["pcie_replays"]
+PCIE_TRAFFIC: Final = (*TABLE_FIELDS["pcie_tx_bytes"], *TABLE_FIELDS["pcie_rx_bytes"])
 """PCIe bytes transmitted and received since the driver loaded (TX, RX)."""
 ECC: Final = (
     _ecc("ecc_corrected_volatile", pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, _CORR, _VOL),
@@ -227,15 +233,9 @@ cycle instead of 48; the per-link counters are asked only when a total changed (
 NVLINK: Final = (*NVLINK_TRAFFIC, *NVLINK_ERROR_TOTALS)
 """The NVLink fields of every cycle's batch: the two traffic sums, then the four error totals."""
 
-DECLARED: Final = tuple(
-    (table_fields(r.field)[0], r) for r in READINGS if r.nvml is not None and r.nvml.by_table
-)
-"""The reading table's field-only readings (``Nvml.by_table``), with their reading: no code of their own,
-read by :func:`~falcon_gpu.sources.nvml.readers.declared.read_declared` in their reader."""
-
 FIELDS: Final = (
-    MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED, *PCIE_TRAFFIC,
-    *THROTTLE_TIME, *NVLINK, *(spec for spec, _ in DECLARED),
+    *(spec for specs in TABLE_FIELDS.values() for spec in specs), *ECC, *RETIRED, *REMAPPED, *THROTTLE_TIME,
+    *NVLINK,
 )  # fmt: skip
 """Every field of a device's batch, in request order."""
 

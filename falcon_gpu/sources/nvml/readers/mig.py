@@ -185,6 +185,10 @@ def _int(value: Any) -> int | None:
     return None if value is ABSENT or value is None else int(value)
 
 
+NEEDS = ("processes",)
+"""The processes reader's list (each instance takes its processes from it)."""
+
+
 def read_mig(ctx: DeviceContext) -> Fields:
     if not _mig_on(ctx):
         ctx.slow.drop(ctx.scope, LAYOUT)  # MIG turned on again starts from a fresh layout

@@ -446,6 +446,10 @@ def _averaged(ctx: DeviceContext, samples: Any, last_seen: int, newest: int) -> 
     return ProcessSamples(shares, encoder, decoder)
 
 
+NEEDS = ("memory_used_bytes",)
+"""The memory reader's used bytes (what the graphics-list gate compares)."""
+
+
 def read_processes(ctx: DeviceContext) -> Fields:
     samples = ctx.samples  # process_samples, written out: this runs for every GPU every cycle
     if samples is None:

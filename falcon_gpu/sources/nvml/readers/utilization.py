@@ -1,6 +1,6 @@
-"""Busy ratios: GPU and memory controller (utilisation rates), encoder and decoder.
+"""Busy ratios: GPU and memory controller (utilisation rates, read by the table), encoder and decoder.
 
-The utilisation rates are asked every cycle. The encoder and decoder utilisation are zero
+The utilisation rates are asked every cycle, one call for both. The encoder and decoder utilisation are zero
 unless a process uses the engine, and every process that does shows it in its
 ``nvmlDeviceGetProcessUtilization`` samples (``encUtil`` / ``decUtil``, per process and
 sample; pynvml's ``c_nvmlProcessUtilizationSample_t``: pid, timeStamp, smUtil, memUtil, encUtil,
@@ -19,6 +19,9 @@ from falcon_gpu.readings.units import PERCENT_PER_RATIO
 from falcon_gpu.sources.nvml.calls import ABSENT
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 from falcon_gpu.sources.nvml.readers.processes import process_samples
+from falcon_gpu.sources.nvml.readers.table import TableRows, read_table
+
+TABLE = TableRows("utilization")
 
 
 def _idle(answer: Any) -> bool:
@@ -27,13 +30,9 @@ def _idle(answer: Any) -> bool:
 
 
 def read_utilization(ctx: DeviceContext) -> Fields:
+    out = read_table(ctx, TABLE)
     nvml, scope, h = ctx.nvml, ctx.scope, ctx.handle
     call = nvml.call
-    out: Fields = {}
-    rates = call(scope, "utilization", "nvmlDeviceGetUtilizationRates", h)
-    if rates is not ABSENT:
-        out["utilization_ratio"] = rates.gpu / PERCENT_PER_RATIO
-        out["memory_utilization_ratio"] = rates.memory / PERCENT_PER_RATIO
     samples = process_samples(ctx)
     gated, now = ctx.slow.gated, ctx.timestamp
     enc = gated(nvml, now, scope, "encoder", call, scope, "encoder", "nvmlDeviceGetEncoderUtilization", h,
