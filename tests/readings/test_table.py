@@ -67,7 +67,7 @@ def test_generic_rows_are_one_field_id_or_a_call_refreshed_as_declared() -> None
             assert r.nvml.refresh.after in BY_FIELD, r.field
     assert {s for specs in TABLE_FIELDS.values() for s in specs} <= set(FIELDS)
     read = {name: TableRows(name) for name, _ in READERS}
-    assert {c.field for rows in read.values() for c in rows.calls} | {
+    assert {f for rows in read.values() for c in rows.calls for f, _, _ in c.rows} | {
         f for rows in read.values() for f, _ in rows.convert
     } == {r.field for r in generic}
 

@@ -16,36 +16,60 @@ hooks compute: the power fallback, the P-state 32 that means unknown, the memory
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, cast
+from contextlib import suppress
+from typing import Any, cast
 
 from falcon_gpu.readings.device import READINGS
 from falcon_gpu.readings.spec import Reading
+from falcon_gpu.readings.units import divisor, multiplier
 from falcon_gpu.sources.nvml.calls import ABSENT
 from falcon_gpu.sources.nvml.field_values import TABLE_FIELDS, FieldGroup
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 
 
+def _fast(row: Reading) -> Callable[[Any], Any]:
+    """``row.from_nvml`` as one C-level call where it is one: the type itself (no unit change), or a
+    float reading divided or multiplied by an exact constant (the same float, see
+    :func:`~falcon_gpu.readings.units.divisor`)."""
+    nvml = row.nvml
+    assert nvml is not None
+    if nvml.unit == row.unit:
+        return row.type
+    if row.type is float:
+        with suppress(ValueError):
+            return divisor(nvml.unit, row.unit).__rtruediv__
+        with suppress(ValueError):
+            return multiplier(nvml.unit, row.unit).__rmul__
+    return row.from_nvml
+
+
 class _Call:
-    """One row read by its call: the call (shared by the rows whose function and arguments are the
-    same: its not-supported key is the first one's field), the member and the conversion."""
+    """One call of the table (its function and arguments) and the rows it answers: each row's field, its
+    member of the answer and its conversion. Its not-supported and refresh key is the first row's field;
+    its refresh the first row's (rows that share a call share its refresh: checked at import)."""
 
-    __slots__ = ("after", "args", "field", "fn", "from_nvml", "key", "kind", "member")
+    __slots__ = ("after", "args", "fn", "key", "kind", "rows")
 
-    def __init__(self, row: Reading, key: str) -> None:
+    def __init__(self, row: Reading) -> None:
         nvml = row.nvml
         assert nvml is not None and nvml.call is not None
-        self.field = row.field
-        self.key = key
+        self.key = row.field
         self.fn = nvml.call
         self.args = nvml.args
-        self.member = nvml.member
-        self.from_nvml = row.from_nvml
         self.kind = nvml.refresh.kind
         self.after = nvml.refresh.after
+        self.rows: tuple[tuple[str, str | int | None, Callable[[Any], Any]], ...] = ()
+
+    def add(self, row: Reading) -> None:
+        nvml = row.nvml
+        assert nvml is not None
+        if (nvml.refresh.kind, nvml.refresh.after) != (self.kind, self.after):
+            raise ValueError(f"{row.field}: refreshed unlike {self.key}, which shares its call")
+        self.rows = (*self.rows, (row.field, nvml.member, _fast(row)))
 
 
 class TableRows:
-    """The rows of the reading table that ``reader`` reads with no code of its own."""
+    """The rows of the reading table that ``reader`` reads with no code of its own (built at import)."""
 
     __slots__ = ("calls", "convert", "group", "needs")
 
@@ -57,23 +81,25 @@ class TableRows:
                 raise ValueError(f"{r.field}: several field IDs need a hook (which one wins?)")
         self.group = FieldGroup([TABLE_FIELDS[r.field][0] for r in by_field])
         self.convert: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
-            (r.field, r.from_nvml) for r in by_field
+            (r.field, _fast(r)) for r in by_field
         )
-        keys: dict[tuple[str | None, tuple[int, ...]], str] = {}
-        calls = []
+        calls: dict[tuple[str, tuple[int, ...]], _Call] = {}
         for r in rows:
             nvml = r.nvml
             if nvml is None or nvml.field_ids:
                 continue
             if nvml.call is None or nvml.refresh.kind == "gated":
                 raise ValueError(f"{r.field}: no call, or gated by evidence: it needs a hook in {reader}")
-            calls.append(_Call(r, keys.setdefault((nvml.call, nvml.args), r.field)))
-        self.calls = tuple(calls)
-        self.needs = tuple(c.after for c in calls if c.after is not None and c.after not in keys.values())
+            call = calls.get((nvml.call, nvml.args))
+            if call is None:
+                call = calls[(nvml.call, nvml.args)] = _Call(r)
+            call.add(r)
+        self.calls = tuple(calls.values())
+        mine = {r.field for r in rows}
+        self.needs = tuple(
+            c.after for c in self.calls if c.after is not None and c.kind == "follows" and c.after not in mine
+        )
         """The readings of other readers these rows follow (checked against the readers' order)."""
-
-
-_NOT_ASKED: Final = object()
 
 
 def read_table(ctx: DeviceContext, rows: TableRows) -> Fields:
@@ -82,36 +108,31 @@ def read_table(ctx: DeviceContext, rows: TableRows) -> Fields:
     out: dict[str, Any] = {}
     if rows.convert:
         values = ctx.field_values.values(rows.group)
-        for (name, from_nvml), value in zip(rows.convert, values, strict=True):
-            out[name] = None if value is None else from_nvml(value)
-    if rows.calls:
-        answers: dict[str, Any] = {}
-        for row in rows.calls:
-            answer = answers.get(row.key, _NOT_ASKED)
-            if answer is _NOT_ASKED:
-                answer = answers[row.key] = _ask(ctx, row, out)
-            if answer is ABSENT:
-                continue
-            member = row.member
-            value = (
-                answer
-                if member is None
-                else answer[member]
-                if isinstance(member, int)
-                else getattr(answer, member)
-            )
-            out[row.field] = row.from_nvml(value)
+        for (name, convert), value in zip(rows.convert, values, strict=True):
+            out[name] = None if value is None else convert(value)
+    for call in rows.calls:
+        if call.kind == "cycle":
+            answer = ctx.nvml.call(ctx.scope, call.key, call.fn, ctx.handle, *call.args)
+        else:
+            answer = _refreshed(ctx, call, out)
+        if answer is ABSENT:
+            continue
+        for field, member, convert in call.rows:
+            if member is None:
+                out[field] = convert(answer)
+            else:
+                out[field] = convert(answer[member] if isinstance(member, int) else getattr(answer, member))
     return cast(Fields, out)
 
 
-def _ask(ctx: DeviceContext, row: _Call, out: dict[str, Any]) -> Any:
+def _refreshed(ctx: DeviceContext, call: _Call, out: dict[str, Any]) -> Any:
+    """A call refreshed less often than every cycle (:mod:`falcon_gpu.sources.nvml.slow`)."""
     nvml, scope, handle = ctx.nvml, ctx.scope, ctx.handle
-    if row.kind == "setting":
-        return ctx.slow.call(nvml, ctx.timestamp, scope, row.key, row.fn, handle, *row.args)
-    if row.kind == "follows":
-        after = row.after or ""
-        fields: dict[str, Any] = ctx.fields  # type: ignore[assignment]  # looked up by the table's name
-        token = out[after] if after in out else fields.get(after)
-        if token is not None:  # else (not known this cycle): asked every cycle
-            return ctx.slow.call(nvml, ctx.timestamp, scope, row.key, row.fn, handle, *row.args, token=token)
-    return nvml.call(scope, row.key, row.fn, handle, *row.args)
+    if call.kind == "setting":
+        return ctx.slow.call(nvml, ctx.timestamp, scope, call.key, call.fn, handle, *call.args)
+    after = call.after or ""
+    fields: dict[str, Any] = ctx.fields  # type: ignore[assignment]  # looked up by the table's name
+    token = out[after] if after in out else fields.get(after)
+    if token is None:  # not known this cycle: asked every cycle
+        return nvml.call(scope, call.key, call.fn, handle, *call.args)
+    return ctx.slow.call(nvml, ctx.timestamp, scope, call.key, call.fn, handle, *call.args, token=token)
