@@ -67,6 +67,21 @@ class SlowReadings:
     ) -> Any:
         """``nvml.call(scope, field, fn_name, *args)``, or its answer of less than REFRESH_S ago
         asked under the same ``token`` (with a token: once it answered the same twice in a row)."""
+        return self.call_args(nvml, now, scope, field, fn_name, args, token, answers)
+
+    def call_args(
+        self,
+        nvml: NvmlCaller,
+        now: float,
+        scope: str,
+        field: str,
+        fn_name: str,
+        args: tuple[Any, ...],
+        token: Any = None,
+        answers: Mapping[int, Any] | None = None,
+    ) -> Any:
+        """:meth:`call` with the arguments as one tuple (a caller that holds them so: no ``*args`` call
+        with a keyword, which CPython builds a tuple and a dict for)."""
         fields = self._kept.get(scope)
         if fields is not None:
             kept = fields.get(field)

@@ -66,7 +66,9 @@ def reasons_from_mask(mask: int) -> frozenset[str]:
 
 def _reasons(ctx: DeviceContext, mask: int) -> frozenset[str]:
     """:func:`reasons_from_mask`, each mask's set built once per source (kept in its caller's memo)."""
-    by_mask: dict[int, frozenset[str]] = ctx.nvml.memo.setdefault(_EVENTS, {})
+    by_mask: dict[int, frozenset[str]] | None = ctx.nvml.memo.get(_EVENTS)
+    if by_mask is None:
+        by_mask = ctx.nvml.memo[_EVENTS] = {}
     found = by_mask.get(mask)
     if found is None:
         found = reasons_from_mask(mask)

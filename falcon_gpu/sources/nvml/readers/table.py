@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import suppress
+from operator import attrgetter, itemgetter
 from typing import Any, cast
 
 from falcon_gpu.readings.device import READINGS
@@ -57,15 +58,21 @@ class _Call:
         self.fn = nvml.call
         self.args = nvml.args
         self.kind = nvml.refresh.kind
-        self.after = nvml.refresh.after
-        self.rows: tuple[tuple[str, str | int | None, Callable[[Any], Any]], ...] = ()
+        self.after = nvml.refresh.after or ""
+        self.rows: tuple[tuple[str, Callable[[Any], Any] | None, Callable[[Any], Any]], ...] = ()
+        """Per row: its field, how its member is taken from the answer (None: the answer itself), its
+        conversion."""
 
     def add(self, row: Reading) -> None:
         nvml = row.nvml
         assert nvml is not None
-        if (nvml.refresh.kind, nvml.refresh.after) != (self.kind, self.after):
+        if (nvml.refresh.kind, nvml.refresh.after or "") != (self.kind, self.after):
             raise ValueError(f"{row.field}: refreshed unlike {self.key}, which shares its call")
-        self.rows = (*self.rows, (row.field, nvml.member, _fast(row)))
+        member = nvml.member
+        take = (
+            None if member is None else itemgetter(member) if isinstance(member, int) else attrgetter(member)
+        )
+        self.rows = (*self.rows, (row.field, take, _fast(row)))
 
 
 class TableRows:
@@ -110,29 +117,25 @@ def read_table(ctx: DeviceContext, rows: TableRows) -> Fields:
         values = ctx.field_values.values(rows.group)
         for (name, convert), value in zip(rows.convert, values, strict=True):
             out[name] = None if value is None else convert(value)
+    if not rows.calls:
+        return cast(Fields, out)
+    nvml, scope, handle = ctx.nvml, ctx.scope, ctx.handle
     for call in rows.calls:
-        if call.kind == "cycle":
-            answer = ctx.nvml.call(ctx.scope, call.key, call.fn, ctx.handle, *call.args)
-        else:
-            answer = _refreshed(ctx, call, out)
+        kind = call.kind
+        if kind == "cycle":
+            answer = nvml.call(scope, call.key, call.fn, handle, *call.args)
+        elif kind == "setting":
+            answer = ctx.slow.call_args(nvml, ctx.timestamp, scope, call.key, call.fn, (handle, *call.args))
+        else:  # follows: asked again when what it follows changed; every cycle where that is not known
+            after = call.after
+            token = out[after] if after in out else ctx.fields.get(after)  # type: ignore[misc]
+            if token is None:
+                answer = nvml.call(scope, call.key, call.fn, handle, *call.args)
+            else:
+                asked = (handle, *call.args)
+                answer = ctx.slow.call_args(nvml, ctx.timestamp, scope, call.key, call.fn, asked, token)
         if answer is ABSENT:
             continue
-        for field, member, convert in call.rows:
-            if member is None:
-                out[field] = convert(answer)
-            else:
-                out[field] = convert(answer[member] if isinstance(member, int) else getattr(answer, member))
+        for field, take, convert in call.rows:
+            out[field] = convert(answer if take is None else take(answer))
     return cast(Fields, out)
-
-
-def _refreshed(ctx: DeviceContext, call: _Call, out: dict[str, Any]) -> Any:
-    """A call refreshed less often than every cycle (:mod:`falcon_gpu.sources.nvml.slow`)."""
-    nvml, scope, handle = ctx.nvml, ctx.scope, ctx.handle
-    if call.kind == "setting":
-        return ctx.slow.call(nvml, ctx.timestamp, scope, call.key, call.fn, handle, *call.args)
-    after = call.after or ""
-    fields: dict[str, Any] = ctx.fields  # type: ignore[assignment]  # looked up by the table's name
-    token = out[after] if after in out else fields.get(after)
-    if token is None:  # not known this cycle: asked every cycle
-        return nvml.call(scope, call.key, call.fn, handle, *call.args)
-    return ctx.slow.call(nvml, ctx.timestamp, scope, call.key, call.fn, handle, *call.args, token=token)
