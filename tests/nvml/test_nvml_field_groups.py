@@ -66,3 +66,16 @@ def test_the_interconnect_aggregates_are_one_look_up_on_a_gpu_without_nvlink() -
     assert not batch.any_asked("nvlink", interconnect.NVLINK)  # kept with the request's decoder
     assert [d.pcie_tx_bytes_per_second for d in devices] == [None, 200.0, 300.0]
     assert devices[-1].nvlink_errors is None and devices[-1].nvlink_tx_bytes is None
+
+
+def test_a_lost_gpu_s_field_value_state_goes_with_it() -> None:
+    """What the source keeps per device for its field values (the request, the fields read by their own
+    call) is dropped when the GPU stops answering: bounded by the GPUs there are."""
+    sim = SimulatedNvml(scenario_of(gpu(memory_temperature_celsius=60, lost_at_cycle=2), gpu("GPU-b")))
+    source, _ = source_on(sim)
+    source.collect(1000.0)
+    kept = source._field_values._asked
+    assert set(kept) == {"GPU-a", "GPU-b"}
+    source.collect(1001.0)
+    assert source.collect(1002.0).devices[0].up is False
+    assert set(kept) == {"GPU-b"}

@@ -333,6 +333,7 @@ class NvmlSource:
         known = self._identity.get(index) or Identity("", "", "")
         self._gpm.forget(known.uuid or f"gpu{index}")  # its samples, and its instances'
         self._rates.forget(known.uuid or f"gpu{index}")
+        self._field_values.forget(known.uuid or f"gpu{index}")
         key = self._down[index] = f"gpu:{known.uuid or index}"
         self._telemetry.failing(key, "gpu", f"GPU {index} ({known.uuid or 'uuid unknown'}) is down: {gone}")
         return DeviceReading(
