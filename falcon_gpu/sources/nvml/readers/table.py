@@ -20,12 +20,21 @@ from contextlib import suppress
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from falcon_gpu.readings.device import READINGS
+from falcon_gpu.readings.device import BY_FIELD, READINGS
 from falcon_gpu.readings.spec import Reading
 from falcon_gpu.readings.units import divisor, multiplier
 from falcon_gpu.sources.nvml.calls import ABSENT
 from falcon_gpu.sources.nvml.field_values import TABLE_FIELDS, FieldGroup
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
+
+
+def table_call(field: str) -> str:
+    """The function the reading table names for ``field``: a hook calls it by this name, so that no
+    call is written twice (the table and a reader)."""
+    nvml = BY_FIELD[field].nvml
+    if nvml is None or nvml.call is None:
+        raise ValueError(f"{field} has no NVML function in the reading table")
+    return nvml.call
 
 
 def _fast(row: Reading) -> Callable[[Any], Any]:

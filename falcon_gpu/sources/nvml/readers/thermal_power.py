@@ -20,9 +20,10 @@ from falcon_gpu.readings.spec import divisor_from_nvml
 from falcon_gpu.sources.nvml.calls import ABSENT
 from falcon_gpu.sources.nvml.field_values import POWER_AVERAGE, POWER_INSTANT, FieldGroup
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
-from falcon_gpu.sources.nvml.readers.table import TableRows, read_table
+from falcon_gpu.sources.nvml.readers.table import TableRows, read_table, table_call
 
 PSTATE_UNKNOWN = 32
+_PSTATE = table_call("performance_state")
 TABLE = TableRows("thermal_power")
 _MW_PER_W = divisor_from_nvml(BY_FIELD["power_watts"])
 """mW -> W (the reading table's units): NVML's integer divided by the exact constant, the float
@@ -39,7 +40,7 @@ def read_thermal_power(ctx: DeviceContext) -> Fields:
         (power,) = batch.values(_INSTANT)
     if power is not None:
         out["power_watts"] = power / _MW_PER_W
-    pstate = ctx.nvml.call(ctx.scope, "performance_state", "nvmlDeviceGetPerformanceState", ctx.handle)
+    pstate = ctx.nvml.call(ctx.scope, "performance_state", _PSTATE, ctx.handle)
     if pstate is not ABSENT and int(pstate) != PSTATE_UNKNOWN:
         out["performance_state"] = int(pstate)
     return out

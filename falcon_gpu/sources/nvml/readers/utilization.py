@@ -19,9 +19,10 @@ from falcon_gpu.readings.units import PERCENT_PER_RATIO
 from falcon_gpu.sources.nvml.calls import ABSENT
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 from falcon_gpu.sources.nvml.readers.processes import process_samples
-from falcon_gpu.sources.nvml.readers.table import TableRows, read_table
+from falcon_gpu.sources.nvml.readers.table import TableRows, read_table, table_call
 
 TABLE = TableRows("utilization")
+_ENCODER, _DECODER = table_call("encoder_utilization_ratio"), table_call("decoder_utilization_ratio")
 
 
 def _idle(answer: Any) -> bool:
@@ -35,11 +36,11 @@ def read_utilization(ctx: DeviceContext) -> Fields:
     call = nvml.call
     samples = process_samples(ctx)
     gated, now = ctx.slow.gated, ctx.timestamp
-    enc = gated(nvml, now, scope, "encoder", call, scope, "encoder", "nvmlDeviceGetEncoderUtilization", h,
+    enc = gated(nvml, now, scope, "encoder", call, scope, "encoder", _ENCODER, h,
                 in_use=samples.encoder_in_use, idle=_idle)  # fmt: skip
     if enc is not ABSENT:
         out["encoder_utilization_ratio"] = enc[0] / PERCENT_PER_RATIO
-    dec = gated(nvml, now, scope, "decoder", call, scope, "decoder", "nvmlDeviceGetDecoderUtilization", h,
+    dec = gated(nvml, now, scope, "decoder", call, scope, "decoder", _DECODER, h,
                 in_use=samples.decoder_in_use, idle=_idle)  # fmt: skip
     if dec is not ABSENT:
         out["decoder_utilization_ratio"] = dec[0] / PERCENT_PER_RATIO
