@@ -14,7 +14,7 @@ from typing import Final
 
 import pynvml
 
-from falcon_gpu.readings.spec import SINT, UINT, Nvml, Publish, Reading, Simulated
+from falcon_gpu.readings.spec import SETTING, SINT, UINT, Nvml, Publish, Reading, Refresh, Simulated
 from falcon_gpu.readings.units import (
     BYTES,
     BYTES_PER_SECOND,
@@ -41,6 +41,13 @@ _UTIL = "nvmlDeviceGetUtilizationRates"
 _CLOCK = "nvmlDeviceGetClockInfo"
 _PCIE_TX = getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197)
 _PCIE_RX = getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198)
+
+
+def _engine(fn: str, engine: str) -> Nvml:
+    """A video engine's utilisation (percent, the answer's first member): zero unless a process uses the
+    engine, so its reader asks it while its process samples show a use (a hook: the gate)."""
+    refresh = Refresh("gated", f"a process sample shows the {engine} in use")
+    return Nvml(PERCENT, call=fn, member=0, value_type=UINT, refresh=refresh, hook=True)
 
 
 BOARD: Final[tuple[Reading, ...]] = (
@@ -86,7 +93,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         BYTES,
         "memory",
         "Framebuffer memory used (v1: including the reserved).",
-        nvml=Nvml(BYTES, call=_MEMORY, member="used"),
+        nvml=Nvml(BYTES, call=_MEMORY, member="used", hook=True),
         sim=Simulated("memory_used_bytes", BYTES),
         falcon_gpu=Publish(P + "memory_used_bytes", BYTES, "Framebuffer memory used."),
         dcgm=Publish(D + "FB_USED", MIB, "Framebuffer memory used (in MiB).", own=True),
@@ -99,7 +106,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         BYTES,
         "memory",
         "Framebuffer memory free (NVML: total - used - reserved).",
-        nvml=Nvml(BYTES, call=_MEMORY, member="free"),
+        nvml=Nvml(BYTES, call=_MEMORY, member="free", hook=True),
         falcon_gpu=Publish(P + "memory_free_bytes", BYTES, "Framebuffer memory free."),
         dcgm=Publish(D + "FB_FREE", MIB, "Framebuffer memory free (in MiB).", own=True),
         openfalcon=Publish("FBfree", MIB),
@@ -111,7 +118,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         BYTES,
         "memory",
         "Framebuffer memory installed.",
-        nvml=Nvml(BYTES, call=_MEMORY, member="total"),
+        nvml=Nvml(BYTES, call=_MEMORY, member="total", hook=True),
         sim=Simulated("memory_total_bytes", BYTES),
         falcon_gpu=Publish(P + "memory_total_bytes", BYTES, "Framebuffer memory installed."),
         openfalcon=Publish("FBtotal", MIB),
@@ -123,7 +130,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         BYTES,
         "memory",
         "Framebuffer memory the driver reserves (memory info v2).",
-        nvml=Nvml(BYTES, call=_MEMORY, member="reserved"),
+        nvml=Nvml(BYTES, call=_MEMORY, member="reserved", hook=True),
         sim=Simulated("memory_reserved_bytes", BYTES),
         falcon_gpu=Publish(P + "memory_reserved_bytes", BYTES, "Framebuffer memory reserved by the driver."),
         dcgm=Publish(D + "FB_RESERVED", MIB, "Framebuffer memory reserved (in MiB)."),
@@ -174,7 +181,6 @@ BOARD: Final[tuple[Reading, ...]] = (
             CELSIUS,
             field_ids=(pynvml.NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT,),
             value_type=SINT,
-            by_table=True,
         ),
         sim=Simulated("slowdown_tlimit_celsius", CELSIUS),
         falcon_gpu=Publish(
@@ -193,7 +199,6 @@ BOARD: Final[tuple[Reading, ...]] = (
             CELSIUS,
             field_ids=(pynvml.NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT,),
             value_type=SINT,
-            by_table=True,
         ),
         sim=Simulated("shutdown_tlimit_celsius", CELSIUS),
         falcon_gpu=Publish(
@@ -214,6 +219,7 @@ BOARD: Final[tuple[Reading, ...]] = (
             field_ids=(pynvml.NVML_FI_DEV_POWER_AVERAGE, pynvml.NVML_FI_DEV_POWER_INSTANT),
             call="nvmlDeviceGetPowerUsage",
             value_type=UINT,
+            hook=True,
         ),
         sim=Simulated("power_watts", WATTS),
         falcon_gpu=Publish(P + "power_watts", WATTS, "Power draw."),
@@ -227,7 +233,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         WATTS,
         "thermal_power",
         "Enforced power limit (re-read once a minute).",
-        nvml=Nvml(MILLIWATTS, call="nvmlDeviceGetEnforcedPowerLimit", value_type=UINT),
+        nvml=Nvml(MILLIWATTS, call="nvmlDeviceGetEnforcedPowerLimit", value_type=UINT, refresh=SETTING),
         sim=Simulated("power_limit_watts", WATTS),
         falcon_gpu=Publish(P + "power_limit_watts", WATTS, "Enforced power limit."),
         dcgm=Publish(D + "POWER_MGMT_LIMIT", WATTS, "Power management limit (in W)."),
@@ -267,7 +273,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         NUMBER,
         "thermal_power",
         "P-state, 0 (max) to 15 (min); 32 (unknown) is absent.",
-        nvml=Nvml(NUMBER, call="nvmlDeviceGetPerformanceState", value_type=UINT),
+        nvml=Nvml(NUMBER, call="nvmlDeviceGetPerformanceState", value_type=UINT, hook=True),
         sim=Simulated("performance_state", NUMBER),
         falcon_gpu=Publish(P + "performance_state", NUMBER, "Performance state, 0 (max) to 15 (min)."),
         dcgm=Publish(D + "PSTATE", NUMBER, "Performance state."),
@@ -293,7 +299,13 @@ BOARD: Final[tuple[Reading, ...]] = (
         HERTZ,
         "clocks",
         "Memory clock.",
-        nvml=Nvml(MEGAHERTZ, call=_CLOCK, args=(pynvml.NVML_CLOCK_MEM,), value_type=UINT),
+        nvml=Nvml(
+            MEGAHERTZ,
+            call=_CLOCK,
+            args=(pynvml.NVML_CLOCK_MEM,),
+            value_type=UINT,
+            refresh=Refresh("follows", "performance_state"),
+        ),
         sim=Simulated("memory_clock_mhz", MEGAHERTZ),
         falcon_gpu=Publish(P + "memory_clock_hertz", HERTZ, "Memory clock."),
         dcgm=Publish(D + "MEM_CLOCK", MEGAHERTZ, "Memory clock frequency (in MHz)."),
@@ -308,7 +320,12 @@ BOARD: Final[tuple[Reading, ...]] = (
         RATIO,
         "thermal_power",
         "Fan speed as a fraction of its maximum.",
-        nvml=Nvml(PERCENT, call="nvmlDeviceGetFanSpeed", value_type=UINT),
+        nvml=Nvml(
+            PERCENT,
+            call="nvmlDeviceGetFanSpeed",
+            value_type=UINT,
+            refresh=Refresh("follows", "temperature_celsius"),
+        ),
         sim=Simulated("fan_speed_percent", PERCENT),
         falcon_gpu=Publish(P + "fan_speed_ratio", RATIO, "Fan speed as a fraction of its maximum."),
         dcgm=Publish(D + "FAN_SPEED", PERCENT, "Fan speed (in %).", digits=3),
@@ -323,7 +340,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         RATIO,
         "utilization",
         "Video encoder utilisation.",
-        nvml=Nvml(PERCENT, call="nvmlDeviceGetEncoderUtilization", member=0, value_type=UINT),
+        nvml=_engine("nvmlDeviceGetEncoderUtilization", "encoder"),
         sim=Simulated("encoder_percent", PERCENT),
         falcon_gpu=Publish(P + "encoder_utilization_ratio", RATIO, "Video encoder utilisation."),
         dcgm=Publish(D + "ENC_UTIL", PERCENT, "Encoder utilization (in %).", digits=3),
@@ -338,7 +355,7 @@ BOARD: Final[tuple[Reading, ...]] = (
         RATIO,
         "utilization",
         "Video decoder utilisation.",
-        nvml=Nvml(PERCENT, call="nvmlDeviceGetDecoderUtilization", member=0, value_type=UINT),
+        nvml=_engine("nvmlDeviceGetDecoderUtilization", "decoder"),
         sim=Simulated("decoder_percent", PERCENT),
         falcon_gpu=Publish(P + "decoder_utilization_ratio", RATIO, "Video decoder utilisation."),
         dcgm=Publish(D + "DEC_UTIL", PERCENT, "Decoder utilization (in %).", digits=3),
@@ -354,7 +371,10 @@ BOARD: Final[tuple[Reading, ...]] = (
         "health",
         "PCIe replay counter.",
         nvml=Nvml(
-            NUMBER, field_ids=(pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER,), call="nvmlDeviceGetPcieReplayCounter"
+            NUMBER,
+            field_ids=(pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER,),
+            call="nvmlDeviceGetPcieReplayCounter",
+            hook=True,
         ),
         sim=Simulated("pcie_replays", NUMBER),
         falcon_gpu=Publish(P + "pcie_replays_total", NUMBER, "PCIe replay counter.", "counter"),
@@ -371,7 +391,7 @@ INTERCONNECT: Final[tuple[Reading, ...]] = (
         BYTES,
         "interconnect",
         "PCIe bytes transmitted since the driver loaded.",
-        nvml=Nvml(BYTES, field_ids=(_PCIE_TX,)),
+        nvml=Nvml(BYTES, field_ids=(_PCIE_TX,), hook=True),
         sim=Simulated("tx_bytes", BYTES, group="pcie"),
         falcon_gpu=Publish(
             P + "pcie_transmit_bytes_total", BYTES, "PCIe bytes sent since the driver loaded.", "counter"
@@ -383,7 +403,7 @@ INTERCONNECT: Final[tuple[Reading, ...]] = (
         BYTES,
         "interconnect",
         "PCIe bytes received since the driver loaded.",
-        nvml=Nvml(BYTES, field_ids=(_PCIE_RX,)),
+        nvml=Nvml(BYTES, field_ids=(_PCIE_RX,), hook=True),
         sim=Simulated("rx_bytes", BYTES, group="pcie"),
         falcon_gpu=Publish(
             P + "pcie_receive_bytes_total", BYTES, "PCIe bytes received since the driver loaded.", "counter"

@@ -16,7 +16,6 @@ from typing import Any, Final, Literal
 import msgspec
 import pynvml
 
-from falcon_gpu.model.samples import MetricKind
 from falcon_gpu.readings.units import Convert, Unit, converter, divisor, multiplier, same
 
 SchemaName = Literal["falcon_gpu", "dcgm", "openfalcon", "nvidia_smi"]
@@ -25,6 +24,27 @@ SCHEMAS: Final[tuple[SchemaName, ...]] = ("falcon_gpu", "dcgm", "openfalcon", "n
 UINT: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
 ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 SINT: Final = pynvml.NVML_VALUE_TYPE_SIGNED_INT
+
+
+MetricKind = Literal["gauge", "counter"]
+"""A series' type (the same literal as :data:`falcon_gpu.model.samples.MetricKind`: the table sits below
+``model/``, whose ``DeviceReading`` is built from it)."""
+
+
+class Refresh(msgspec.Struct, frozen=True, gc=False):
+    """How often a reading is asked: ``cycle`` (every cycle), ``setting`` (an administrator's setting:
+    once a minute), ``follows`` (asked again as soon as the reading ``after`` changed, then until two
+    answers agree, and at least once a minute: it is set by that reading), ``gated`` (zero unless
+    ``after``, evidence its reader sees, shows a use; asked then, while not zero, and once a minute).
+    :class:`~falcon_gpu.sources.nvml.slow.SlowReadings` keeps the answers in between."""
+
+    kind: Literal["cycle", "setting", "follows", "gated"] = "cycle"
+    after: str | None = None
+    """``follows``: the reading (a table field) it follows; ``gated``: the evidence, in words."""
+
+
+EVERY_CYCLE: Final = Refresh()
+SETTING: Final = Refresh("setting")
 
 
 class Nvml(msgspec.Struct, frozen=True, gc=False):
@@ -41,9 +61,12 @@ class Nvml(msgspec.Struct, frozen=True, gc=False):
     """Where in ``call``'s answer: a struct attribute (``"gpu"``) or a list index; None: the answer."""
     value_type: int = ULL
     """The ``nvmlValueType_t`` a driver answers the field ID with (the simulator answers the same)."""
-    by_table: bool = False
-    """Read by the table-driven path (:func:`falcon_gpu.sources.nvml.readers.declared.read_declared`):
-    one field ID, no fallback, no logic of its own; its reader has no line for it."""
+    refresh: Refresh = EVERY_CYCLE
+    hook: bool = False
+    """Read by its reader's own code (a fallback, a special value, a struct of several calls, a gate, a
+    rate); False: by the generic table reader (:mod:`falcon_gpu.sources.nvml.readers.table`), which makes
+    ``call`` as ``refresh`` says (one call for the rows that share it) or takes the field value, and
+    converts it with ``from_nvml``: the reader has no line for it."""
 
 
 class Simulated(msgspec.Struct, frozen=True, gc=False):

@@ -15,7 +15,7 @@ import pytest
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller
 from falcon_gpu.sources.nvml.direct import FIRST_CAPACITY, DirectCalls, ProcessInfo
-from falcon_gpu.sources.nvml.field_values import ENERGY, MEMORY_TEMP, FieldValues
+from falcon_gpu.sources.nvml.field_values import ENERGY, MEMORY_TEMP, FieldGroup, FieldValues
 from falcon_gpu.sources.nvml.library import CFunctions, c_functions
 from falcon_gpu.sources.nvml.readers.memory import MEMORY_FALLBACK
 from falcon_gpu.sources.nvml.readers.memory import _variants as _memory_variants
@@ -192,17 +192,17 @@ def test_field_values_reset_the_kept_array_and_honour_the_calls_code() -> None:
     driver = Driver()
     nvml = _caller(driver)
     values = FieldValues(nvml, (MEMORY_TEMP, ENERGY))
+    both = FieldGroup((MEMORY_TEMP, ENERGY))
     for _ in range(2):  # the driver checks that each call finds the array reset
         batch = values.batch("GPU-a", None)
-        assert batch.get(MEMORY_TEMP) == 1000 + MEMORY_TEMP.field_id
-        assert batch.get(ENERGY) == 1000 + ENERGY.field_id
+        assert batch.values(both) == (1000 + MEMORY_TEMP.field_id, 1000 + ENERGY.field_id)
     assert driver.calls["fields"] == 2
 
     driver.code = pynvml.NVML_ERROR_NOT_SUPPORTED  # the whole call: every reading by its own function
-    assert values.batch("GPU-a", None).get(ENERGY).__class__.__name__ == "UseCall"
+    assert values.batch("GPU-a", None).values(both)[0] is None  # no function has it: none
     driver.code = pynvml.NVML_ERROR_GPU_IS_LOST
     with pytest.raises(DeviceGone):
-        FieldValues(nvml, (MEMORY_TEMP,)).batch("GPU-b", None).get(MEMORY_TEMP)
+        FieldValues(nvml, (MEMORY_TEMP,)).batch("GPU-b", None).values(FieldGroup((MEMORY_TEMP,)))
 
 
 def test_memory_info_v2_through_its_kept_struct_and_v1_through_pynvml_where_v2_is_refused() -> None:

@@ -61,7 +61,7 @@ DL = frozenset(s.field_id for kind in NVLINK_DL_ERRORS for s in kind)
 
 def dl_requests(*links: int) -> set[object]:
     """The data-link error fields of ``links`` (what the slow DL call asks)."""
-    return {s.request for kind in NVLINK_DL_ERRORS for s in kind if s.scope_id in links}
+    return {s.request for kind in NVLINK_DL_ERRORS for s in kind if s.request[1] in links}
 
 
 def _nvlink(device: DeviceReading) -> tuple[object, ...]:
@@ -167,7 +167,8 @@ def test_a_gpu_without_nvlink_is_logged_once_and_its_links_not_asked_again(
     devs = [source.collect(1000.0 + t).devices[0] for t in range(3)]
     assert [(d.nvlink, d.nvlink_tx_bytes, d.nvlink_errors) for d in devs] == [((), None, None)] * 3
     assert asked[0] >= 2 + 6  # 2 NVLink traffic sums + 4 error totals: refused, so in the same cycle
-    assert asked[1] == 84  # 18 links x (TX, RX) + 12 links x 4 error counters; then only the PCIe pair:
+    assert asked[1] == 86  # the batch again: 18 links x (TX, RX) + 12 links x 4 error counters + the PCIe
+    # pair; then only the PCIe pair:
     assert asked[2:] == [2, 2]  # this GPU answers nothing else
     lines = [
         r.getMessage() for r in caplog.records if "NVLink" in r.getMessage() and r.levelno == logging.INFO

@@ -141,10 +141,11 @@ def test_an_answer_that_is_not_the_usual_one_is_read_by_the_general_rules(
     assert (answer, last_seen) == _general(samples, NOW_US - 30_000_000)
 
 
-def test_a_percent_converted_once_takes_the_short_way_from_then_on(spied: list[int]) -> None:
+def test_a_percent_that_is_not_whole_is_converted_by_the_general_way_each_time(spied: list[int]) -> None:
     odd = [sample(11, NOW_US - 9, 12.5)]
     assert _read(odd)[0].sm_by_pid == {11: 0.125} and spied == [1]
-    assert _read(odd)[0].sm_by_pid == {11: 0.125} and spied == [1]  # now in the table: the short way
+    assert _read(odd)[0].sm_by_pid == {11: 0.125} and spied == [1, 1]  # the table (whole percents) stays
+    assert _read([sample(11, NOW_US - 9, 12)])[0].sm_by_pid == {11: 0.12} and spied == [1, 1]
 
 
 def test_no_samples_at_all_is_the_short_way_with_no_shares(spied: list[int]) -> None:

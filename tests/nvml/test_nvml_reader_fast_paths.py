@@ -21,7 +21,7 @@ from falcon_gpu.model.snapshot import (
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml import field_values
 from falcon_gpu.sources.nvml.calls import NvmlCaller
-from falcon_gpu.sources.nvml.field_values import NVLINK, FieldValues, _Shape
+from falcon_gpu.sources.nvml.field_values import NVLINK, FieldValues
 from falcon_gpu.sources.nvml.process_names import ProcessNames
 from falcon_gpu.sources.nvml.readers import clocks, interconnect, processes
 from tests.nvml.helpers import GIB, gpu, scenario_named, scenario_of, source_on
@@ -49,55 +49,61 @@ def _array(types: list[int], returns: list[int] | None = None) -> Any:
     return values
 
 
-def _general(ids: list[Any], values: Any) -> dict[Any, Any]:
-    return {i: number for i, (_, _, number) in zip(ids, field_values._decoded(values), strict=True)}
+def _members(values: Any) -> list[Any]:
+    """What pynvml's structs say, member by member (counters exact ints, every other type a float)."""
+    out = []
+    for v in values:
+        number = getattr(v.value, field_values.VALUE_ATTR[v.valueType])
+        out.append(number if v.valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else float(number))
+    return out
 
 
-def test_the_shape_decoder_gives_what_the_general_decode_gives_for_every_value_type() -> None:
+def _request(count: int) -> Any:
+    specs = [field_values.FieldSpec(f"f{i}", 100 + i) for i in range(count)]
+    return FieldValues(NvmlCaller(SimulatedNvml(scenario_of(gpu()))))._build("GPU-a", tuple(specs))
+
+
+def test_the_decoder_gives_what_pynvml_s_struct_members_give_for_every_value_type() -> None:
     types = list(TYPES)
-    ids: list[Any] = [100 + i for i in range(len(types))]
-    ids[1] = (101, 3)  # a scoped request is a key like any other
-    shape = _Shape(ids)
+    request = _request(len(types))
     values = _array(types)
-    listed = shape.decode(values)
-    assert listed is not None
-    got = dict(zip(ids, listed, strict=True))  # in request order
-    general = _general(ids, values)
-    assert got == general and list(map(type, got.values())) == list(map(type, general.values()))
-    assert got[ids[3]] == (1 << 63) + 5 and isinstance(got[ids[3]], int)  # exact ints
-    assert got[ids[4]] == -7.0 and got[ids[0]] == 2.5 and got[ids[5]] == -3.0 and got[ids[6]] == 65535.0
-    again = list(reversed(types))  # the same request answered with other value types: decoded anew
-    relisted = shape.decode(_array(again))
-    assert relisted is not None and dict(zip(ids, relisted, strict=True)) == _general(ids, _array(again))
-    assert list(map(type, relisted)) == list(map(type, _general(ids, _array(again)).values()))
+    numbers, odd = request.decode(values)
+    want = _members(values)
+    assert numbers[:-1] == want and list(map(type, numbers[:-1])) == list(map(type, want)) and odd == []
+    assert numbers[3] == (1 << 63) + 5 and isinstance(numbers[3], int)  # exact ints
+    assert numbers[4] == -7.0 and numbers[0] == 2.5 and numbers[5] == -3.0 and numbers[6] == 65535.0
+    again = _array(list(reversed(types)))  # the same request answered with other value types: laid out anew
+    renumbered, _ = request.decode(again)
+    assert renumbered[:-1] == _members(again) and list(map(type, renumbered[:-1])) == list(
+        map(type, _members(again))
+    )
 
 
-def test_the_shape_decoder_leaves_anything_unusual_to_the_general_path() -> None:
+def test_the_decoder_honours_each_value_s_code() -> None:
     ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-    shape = _Shape([1, 2, 3])
-    assert shape.decode(_array([ull] * 3)) == [(1 << 63) + 5] * 3
+    request = _request(3)
+    assert request.decode(_array([ull] * 3)) == ([(1 << 63) + 5] * 3 + [None], [])
     not_found = [pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_SUCCESS]
-    assert shape.decode(_array([ull] * 3, not_found)) is None  # a per-field code: handled per field
+    numbers, odd = request.decode(_array([ull] * 3, not_found))
+    assert numbers == [(1 << 63) + 5, None, (1 << 63) + 5, None]
+    assert odd == [(1, ull, pynvml.NVML_ERROR_NOT_FOUND)]
     unknown = _array([ull] * 3)
     unknown[2].valueType = 99
-    assert shape.decode(unknown) is None  # a type not known here: that field's reader fails
-    assert shape.decode(_array([ull] * 2)) is None  # not the request's length
+    assert request.decode(unknown)[1] == [(2, 99, pynvml.NVML_SUCCESS)]  # a type not known here: None
 
 
-def _cycles(monkeypatch: pytest.MonkeyPatch, general: bool) -> tuple[list[Snapshot], list[int]]:
-    """Six cycles of a node with every kind of field value, and how many field-values answers per
-    cycle the general decode read."""
-    if general:
-        monkeypatch.setattr(_Shape, "decode", lambda self, raw: None)
-    decoded: list[int] = []
-    real = field_values._decoded
+def test_steady_cycles_lay_the_answer_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    relayouts: list[int] = []
+    real = field_values._Request._relayout
 
-    def counting(raw: Any) -> Any:
-        decoded[-1] += 1
-        return real(raw)
+    def counting(self: Any, words: Any) -> None:
+        relayouts[-1] += 1
+        real(self, words)
 
-    monkeypatch.setattr(field_values, "_decoded", counting)
-    return _six_cycles(monkeypatch, scenario_named("mixed-4gpu"), decoded), decoded
+    monkeypatch.setattr(field_values._Request, "_relayout", counting)
+    snaps = _six_cycles(monkeypatch, scenario_named("mixed-4gpu"), relayouts)
+    assert any(d.energy_joules for s in snaps for d in s.devices)  # values really came through
+    assert relayouts[0] > 0 and relayouts[2:] == [0, 0, 0, 0]  # learning cycles only
 
 
 def _six_cycles(monkeypatch: pytest.MonkeyPatch, scenario: Any, counts: list[int]) -> list[Snapshot]:
@@ -110,17 +116,6 @@ def _six_cycles(monkeypatch: pytest.MonkeyPatch, scenario: Any, counts: list[int
         snaps.append(source.collect(1000.0 + 10 * t))
     monkeypatch.undo()
     return snaps
-
-
-def test_steady_cycles_decode_the_batch_the_fast_way_and_read_the_same(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fast, fast_general = _cycles(monkeypatch, general=False)
-    slow, slow_general = _cycles(monkeypatch, general=True)
-    assert fast == slow
-    assert any(d.energy_joules for s in fast for d in s.devices)  # values really came through
-    assert fast_general[0] > 0 and fast_general[2:] == [0, 0, 0, 0]  # learning cycles only
-    assert all(n > 0 for n in slow_general)
 
 
 def test_a_gpu_without_nvlink_does_nothing_for_nvlink_after_its_first_cycle(
@@ -199,14 +194,14 @@ def test_held_names_are_kept_for_the_cycle_as_asking_would_keep_them() -> None:
     assert not names.held(frozenset({1, 2, 3}))
 
 
-def test_clock_event_reason_sets_are_built_once_per_mask(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clocks, "_BY_MASK", {})
-    monkeypatch.setattr(clocks, "_MASKS_KEPT", 2)
-    first = clocks.reasons_from_mask(0x1 | 0x4)
-    assert first == frozenset({"idle", "sw_power_cap"}) and clocks.reasons_from_mask(0x5) is first
-    clocks.reasons_from_mask(0)
-    assert clocks.reasons_from_mask(0x100) == frozenset({"display_clocks"})  # over the cap: still right
-    assert set(clocks._BY_MASK) == {0x5, 0}
+def test_clock_event_reason_sets_are_built_once_per_mask_and_source() -> None:
+    sim = SimulatedNvml(scenario_of(gpu(clock_event_reasons=["idle", "sw_power_cap"])))
+    source, _ = source_on(sim)
+    first, second = (source.collect(1000.0 + 100 * t).devices[0].clock_event_reasons for t in range(2))
+    assert first == frozenset({"idle", "sw_power_cap"}) and second is first
+    other, _ = source_on(SimulatedNvml(scenario_of(gpu(clock_event_reasons=["idle", "sw_power_cap"]))))
+    assert other.collect(1000.0).devices[0].clock_event_reasons is not first  # nothing shared
+    assert clocks.reasons_from_mask(0x100) == frozenset({"display_clocks"})
 
 
 def _two_gpus() -> SimulatedNvml:
@@ -242,34 +237,13 @@ _DISTINCT = scenario_of(
 declared thermal field (the thermal/power group's partial path)."""
 
 
-def _group_cycles(
-    monkeypatch: pytest.MonkeyPatch, scenario: Any, *, by_field: bool
-) -> tuple[list[Snapshot], list[int]]:
-    """Six cycles of ``scenario``: per cycle, how many :meth:`FieldBatch.fast` calls gave the numbers;
-    ``by_field`` forces every reader's per-field path."""
-    hits: list[int] = []
-    real_fast = field_values.FieldBatch.fast
-
-    def fast(self: field_values.FieldBatch, group: field_values.FieldGroup) -> Any:
-        got = None if by_field else real_fast(self, group)
-        hits[-1] += got is not None
-        return got
-
-    monkeypatch.setattr(field_values.FieldBatch, "fast", fast)
-    if by_field:  # and every answer by request, not by position
-        monkeypatch.setattr(_Shape, "decode", lambda self, raw: None)
-    return _six_cycles(monkeypatch, scenario, hits), hits
-
-
 @pytest.mark.parametrize("name", ["distinct", "mixed-4gpu"])
-def test_field_groups_read_what_the_per_field_path_reads(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    """The health reader's one look-up and the thermal/power reader's group (some of its fields not
-    supported on some GPUs) give the snapshot the per-field path gives, with real values in it."""
+def test_field_groups_read_every_number_from_its_place(name: str) -> None:
+    """The health reader's one look-up and the thermal/power reader's groups (some of their fields not
+    supported on some GPUs) give each reading its own number, with real values in it."""
     scenario = _DISTINCT if name == "distinct" else scenario_named(name)
-    grouped, hits = _group_cycles(monkeypatch, scenario, by_field=False)
-    by_field, no_hits = _group_cycles(monkeypatch, scenario, by_field=True)
-    assert grouped == by_field
-    assert hits[-1] > 0 and no_hits == [0] * 6  # the steady cycles take the groups' fast look-up
+    source, _ = source_on(SimulatedNvml(scenario))
+    grouped = [source.collect(1000.0 + 10 * t) for t in range(6)]
     devices = [d for s in grouped[1:] for d in s.devices]
     assert any(d.ecc is not None and d.remapped_rows is not None for d in devices)
     assert any(d.slowdown_tlimit_celsius is not None for d in devices)

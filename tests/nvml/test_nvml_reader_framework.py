@@ -11,30 +11,24 @@ import pytest
 
 from falcon_gpu.model.fabric import FabricReading
 from falcon_gpu.model.snapshot import DeviceReading, EccCounts, MigReading, ProcessReading
+from falcon_gpu.readings.device import READINGS as TABLE
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
 from falcon_gpu.sources.nvml import source as source_module
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller, Variant
 from falcon_gpu.sources.nvml.readers import READERS, check_fields
 from falcon_gpu.sources.nvml.readers.base import FIELD_TYPES
-from tests.nvml.helpers import GIB, gpu, scenario_of, source_on
+from tests.nvml.helpers import gpu, scenario_of, source_on
 
-READINGS: dict[str, Any] = {
-    "memory_total_bytes": 40 * GIB, "memory_used_bytes": GIB, "memory_free_bytes": 39 * GIB,
-    "memory_reserved_bytes": 0, "utilization_ratio": 0.5, "memory_utilization_ratio": 0.25,
-    "temperature_celsius": 61.0, "memory_temperature_celsius": 70.0, "slowdown_tlimit_celsius": -2.0,
-    "shutdown_tlimit_celsius": -8.0, "power_watts": 250.0, "power_limit_watts": 400.0,
-    "energy_joules": 1000.0, "performance_state": 0, "sm_clock_hertz": 1.41e9, "memory_clock_hertz": 1.2e9,
-    "fan_speed_ratio": 0.3, "encoder_utilization_ratio": 0.04, "decoder_utilization_ratio": 0.06,
-    "pcie_replays": 2, "ecc": EccCounts(1, 0, 7, 2), "retired_pages": None, "remapped_rows": None,
+STRUCTURED: dict[str, Any] = {
+    "ecc": EccCounts(1, 0, 7, 2), "retired_pages": None, "remapped_rows": None,
     "clock_event_reasons": frozenset({"idle"}), "inforom_valid": True,
     "fabric": FabricReading(3, 0, 1, "00000000-0000-0000-0000-000000000001", 0x1AA), "gpm": None,
-    "pcie_tx_bytes": 5,
-    "pcie_rx_bytes": 6, "pcie_tx_bytes_per_second": 1.5, "pcie_rx_bytes_per_second": 2.5,
-    "nvlink_tx_bytes": 7, "nvlink_rx_bytes": 8, "nvlink_errors": None, "nvlink": (),
-    "nvlink_tx_bytes_per_second": 3.5, "nvlink_rx_bytes_per_second": 4.5, "mig_enabled": True,
+    "nvlink_errors": None, "nvlink": (), "mig_enabled": True,
     "mig": (MigReading(1, 0, "1g.10gb", "MIG-a"),), "processes": (ProcessReading(11, "trainer"),),
 }  # fmt: skip
-"""A value for every reading field (not the defaults, so a value landing in the wrong slot shows)."""
+READINGS: dict[str, Any] = {r.field: r.type(i + 1) for i, r in enumerate(TABLE)} | STRUCTURED
+"""A value for every reading field (not the defaults, so a value landing in the wrong slot shows): each
+row of the reading table a distinct number of its type, the structured readings by hand."""
 
 
 def test_the_positional_constructor_equals_the_keyword_one() -> None:
@@ -82,7 +76,6 @@ def test_a_merged_shape_is_checked_once_whichever_device_or_cycle_brings_it_back
         real_check(reader, fields)
 
     monkeypatch.setattr(source_module, "check_fields", counting)
-    monkeypatch.setattr(source_module, "CHECKED_SHAPES", set())
     answer: dict[str, Any] = {"encoder_utilization_ratio": 0.5}
     readers = tuple((n, (lambda ctx: dict(answer)) if n == "utilization" else r) for n, r in READERS)
     monkeypatch.setattr(source_module, "READERS", readers)

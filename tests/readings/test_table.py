@@ -3,20 +3,22 @@ schemas, so that a reading declared there is read, served, published and tested 
 
 from __future__ import annotations
 
-import typing
+import msgspec
+import pytest
 
 from falcon_gpu.model.snapshot import DeviceReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
 from falcon_gpu.readings.spec import SCHEMAS
 from falcon_gpu.schemas import dcgm, falcon_gpu, nvidia_smi, openfalcon
 from falcon_gpu.simulator.scenario.parse import NOT_SUPPORTED_NAMES, NUMERIC_KEYS, PCIE_KEYS
-from falcon_gpu.sources.nvml.field_values import DECLARED, FIELDS
-from falcon_gpu.sources.nvml.readers import READERS
+from falcon_gpu.sources.nvml.field_values import FIELDS, TABLE_FIELDS
+from falcon_gpu.sources.nvml.readers import NEEDS, READERS, check_order
 from falcon_gpu.sources.nvml.readers.base import FIELD_TYPES
+from falcon_gpu.sources.nvml.readers.table import TableRows
 
 
 def test_every_reading_is_a_device_reading_field_and_a_fields_key_of_its_type() -> None:
-    hints = typing.get_type_hints(DeviceReading.__init__)
+    hints = {f.name: f.type for f in msgspec.structs.fields(DeviceReading)}
     assert set(DeviceReading._fields) >= set(BY_FIELD)
     for r in READINGS:
         assert hints[r.field] == r.type | None, r.field
@@ -55,13 +57,27 @@ def test_scenario_keys_are_the_contract_ones_and_switch_off_by_name() -> None:
     assert {r.sim.support_name for r in READINGS if r.sim is not None} <= NOT_SUPPORTED_NAMES
 
 
-def test_table_driven_readings_are_plain_field_ids_in_the_one_batch() -> None:
-    by_table = [r for r in READINGS if r.nvml is not None and r.nvml.by_table]
-    assert {r.field for r in by_table} >= {"slowdown_tlimit_celsius", "shutdown_tlimit_celsius"}
-    for r in by_table:
-        assert r.nvml is not None and len(r.nvml.field_ids) == 1 and r.nvml.call is None and r.sim is not None
-    assert [r for _, r in DECLARED] == by_table
-    assert {spec for spec, _ in DECLARED} <= set(FIELDS)
+def test_generic_rows_are_one_field_id_or_a_call_refreshed_as_declared() -> None:
+    generic = [r for r in READINGS if r.nvml is not None and not r.nvml.hook]
+    assert {r.field for r in generic} >= {"slowdown_tlimit_celsius", "temperature_celsius", "fan_speed_ratio"}
+    for r in generic:
+        assert r.nvml is not None and r.nvml.refresh.kind != "gated", r.field  # evidence needs a hook
+        assert len(r.nvml.field_ids) == 1 or (not r.nvml.field_ids and r.nvml.call), r.field
+        if r.nvml.refresh.kind == "follows":
+            assert r.nvml.refresh.after in BY_FIELD, r.field
+    assert {s for specs in TABLE_FIELDS.values() for s in specs} <= set(FIELDS)
+    read = {name: TableRows(name) for name, _ in READERS}
+    assert {f for rows in read.values() for c in rows.calls for f, _, _ in c.rows} | {
+        f for rows in read.values() for f, _ in rows.convert
+    } == {r.field for r in generic}
+
+
+def test_a_reader_needing_a_reading_read_after_it_is_refused_at_import() -> None:
+    check_order(READERS, NEEDS)
+    late = tuple(sorted(READERS, key=lambda pair: pair[0] != "clocks"))  # clocks first: no P-state yet
+    with pytest.raises(ValueError, match="reader clocks needs performance_state, which thermal_power"):
+        check_order(late, NEEDS)
+    assert "performance_state" in NEEDS["clocks"] and "utilization_ratio" in NEEDS["clocks"]
 
 
 def test_a_derived_reading_says_how_and_a_read_one_says_where() -> None:

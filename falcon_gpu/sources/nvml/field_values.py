@@ -1,12 +1,15 @@
 """NVML field values: the scalar readings of one GPU in one ``nvmlDeviceGetFieldValues`` call.
 
-Every reading that NVML also publishes under a field ID (``NVML_FI_DEV_*``) is
-declared once in :data:`FIELDS`. The first reader that asks for one of a device's
-fields in a cycle makes the one call for all of them (:class:`FieldBatch`); the
-others take their value from its answer. On a real driver every NVML call is an
-ioctl, so this turns twelve calls per GPU per cycle into one.
+Every reading that NVML also publishes under a field ID (``NVML_FI_DEV_*``) is one
+:class:`FieldSpec`: the reading table's rows are built from the table
+(:func:`table_fields`), the others (ECC, retired pages, remapped rows, throttle time, NVLink)
+are declared here. The first reader that asks for a device's values in a cycle makes the one
+call for all of them (:class:`FieldBatch`); every reader takes its numbers through one
+accessor, :meth:`FieldBatch.values`, a tuple in its group's order. On a real driver every NVML
+call is an ioctl, so this turns twelve calls per GPU per cycle into one.
 
-Each value carries its own ``nvmlReturn``, and it is honoured per field:
+The answer array is read by one decoder (:meth:`_Request.decode`): one ``struct`` unpack laid out
+for the value types of the answer before, and each value's ``nvmlReturn`` honoured per field:
 
 - SUCCESS: the number, read from the union member its ``valueType`` names;
 - NOT_FOUND: no value this cycle (None);
@@ -20,13 +23,13 @@ Each value carries its own ``nvmlReturn``, and it is honoured per field:
 
 When the call as a whole is unavailable (an old binding without it, a driver that
 answers NOT_SUPPORTED or an error for the call), every reading falls back to its
-dedicated function (:data:`USE_CALL`), so old drivers lose nothing.
+dedicated function, so old drivers lose nothing.
 
 A field that is a sum of others (NVLink traffic over all links, ``scopeId`` UINT_MAX; the NVLink
 error ``..._TOTAL`` counters) names them as its ``fallback``: where the driver answers the sum
-NOT_SUPPORTED or INVALID_ARGUMENT, its parts are asked instead, at once (a second call in that one
-cycle) and in every later batch. Fields wanted only now and then (the per-link NVLink error
-counters, when a total moved) are asked in a call of their own through
+NOT_SUPPORTED or INVALID_ARGUMENT, its parts are asked instead, at once (the batch is asked again,
+in that one cycle) and in every later batch. Fields wanted only now and then (the per-link NVLink
+error counters, when a total moved) are asked in a call of their own through
 :meth:`FieldBatch.when_changed`, which keeps their last answer in between.
 """
 
@@ -36,32 +39,45 @@ import ctypes
 import logging
 import operator
 import struct
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import Any, Final
 
 import pynvml
 
-from falcon_gpu.readings.device import READINGS
+from falcon_gpu.readings.device import BY_FIELD, READINGS
 from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller
 from falcon_gpu.sources.nvml.direct import FieldRequest
 
 log = logging.getLogger("falcon_gpu.nvml")
 
 
+class Call:
+    """A dedicated ``nvml*`` call a field falls back to: its not-supported key, the function and the
+    arguments after the handle. Fields that share one (the remapped rows) are answered by one call per
+    cycle, each taking its ``member``."""
+
+    __slots__ = ("args", "fn", "key")
+
+    def __init__(self, key: str, fn: str, args: tuple[Any, ...] = ()) -> None:
+        self.key = key
+        self.fn = fn
+        self.args = args
+
+
 class FieldSpec:
     """One reading available as a field value; ``name`` is its not-supported key. Declared once, at
-    import (compared by identity)."""
+    import."""
 
-    __slots__ = ("args", "call", "fallback", "field_id", "name", "quiet", "request", "scope_id")
+    __slots__ = ("call", "fallback", "field_id", "member", "name", "quiet", "request")
 
     def __init__(
         self,
         name: str,
         field_id: int,
-        call: str | None = None,
-        args: tuple[Any, ...] = (),
+        call: Call | None = None,
         *,
+        member: int | Callable[[Any], Any] | None = None,
         scope_id: int | None = None,
         fallback: tuple[FieldSpec, ...] = (),
         quiet: bool = False,
@@ -69,12 +85,10 @@ class FieldSpec:
         self.name = name
         self.field_id = field_id
         self.call = call
-        """The dedicated ``nvml*`` function for drivers without the field (None: there is none;
-        for a member of a group, the group's function, which its reader calls)."""
-        self.args = args
-        """Arguments of ``call`` after the handle."""
-        self.scope_id = scope_id
-        """The ``scopeId`` of a scoped field (the NVLink of a per-link counter); None: unscoped."""
+        """The dedicated function for drivers without the field (None: there is none)."""
+        self.member = member
+        """Where in ``call``'s answer: an index, or a function of it (``len`` of a page list); None: the
+        answer itself."""
         self.fallback = fallback
         """Fields that give the same reading in parts (an NVLink sum's per-link counters): asked instead,
         from the same cycle on, where the driver answers this one NOT_SUPPORTED or INVALID_ARGUMENT."""
@@ -88,59 +102,74 @@ class FieldSpec:
         return f"FieldSpec({self.name!r}, {self.field_id})"
 
 
-class UseCall:
-    """The answer "ask the dedicated function": the batch cannot give this field."""
+def table_fields(field: str) -> tuple[FieldSpec, ...]:
+    """The field values of the reading table's row ``field``, preferred first; the row's dedicated
+    call (if any) goes with the last one, under the reading's name."""
+    reading = BY_FIELD[field]
+    nvml = reading.nvml
+    if nvml is None or not nvml.field_ids:
+        raise ValueError(f"{field} has no NVML field ID in the reading table")
+    last = len(nvml.field_ids) - 1
+    call = None if nvml.call is None else Call(field, nvml.call, nvml.args)
+    return tuple(
+        FieldSpec(field, field_id, call) if i == last else FieldSpec(f"{field}_{field_id}", field_id)
+        for i, field_id in enumerate(nvml.field_ids)
+    )
 
-    def __repr__(self) -> str:
-        return "USE_CALL"
-
-
-USE_CALL: Final = UseCall()
 
 _CORR, _UNCORR = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 _VOL, _AGG = pynvml.NVML_VOLATILE_ECC, pynvml.NVML_AGGREGATE_ECC
-_ECC = "nvmlDeviceGetTotalEccErrors"
 
-MEMORY_TEMP: Final = FieldSpec("memory_temperature", pynvml.NVML_FI_DEV_MEMORY_TEMP)
-ENERGY: Final = FieldSpec(
-    "energy", pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, "nvmlDeviceGetTotalEnergyConsumption"
+
+def _ecc(name: str, field_id: int, *args: int) -> FieldSpec:
+    return FieldSpec(name, field_id, Call(name, "nvmlDeviceGetTotalEccErrors", args))
+
+
+TABLE_FIELDS: Final = MappingProxyType(
+    {r.field: table_fields(r.field) for r in READINGS if r.nvml is not None and r.nvml.field_ids}
 )
-POWER_AVERAGE: Final = FieldSpec("power_average", pynvml.NVML_FI_DEV_POWER_AVERAGE)
-"""Power averaged over 1 s: what ``nvmlDeviceGetPowerUsage`` answers on Ampere (but GA100) and later."""
-POWER_INSTANT: Final = FieldSpec("power", pynvml.NVML_FI_DEV_POWER_INSTANT, "nvmlDeviceGetPowerUsage")
-"""Instantaneous power: what ``nvmlDeviceGetPowerUsage`` answers on GA100 and older (all GPUs have it)."""
-PCIE_REPLAYS: Final = FieldSpec(
-    "pcie_replays", pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, "nvmlDeviceGetPcieReplayCounter"
-)
+"""The field values of each reading-table row that NVML has as one (built once: each spec is asked in the
+batch and read by its reader, or by the generic table reader)."""
+(MEMORY_TEMP,) = TABLE_FIELDS["memory_temperature_celsius"]
+(ENERGY,) = TABLE_FIELDS["energy_joules"]
+POWER_AVERAGE, POWER_INSTANT = TABLE_FIELDS["power_watts"]
+"""The 1 s average (what ``nvmlDeviceGetPowerUsage`` answers on Ampere but GA100 and later), then the
+instant value (GA100 and older; all GPUs have it) with the call."""
+(PCIE_REPLAYS,) = TABLE_FIELDS["pcie_replays"]
+PCIE_TRAFFIC: Final = (*TABLE_FIELDS["pcie_tx_bytes"], *TABLE_FIELDS["pcie_rx_bytes"])
+"""PCIe bytes transmitted and received since the driver loaded (TX, RX)."""
 ECC: Final = (
-    FieldSpec("ecc_corrected_volatile", pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, _ECC, (_CORR, _VOL)),
-    FieldSpec("ecc_uncorrected_volatile", pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, _ECC, (_UNCORR, _VOL)),
-    FieldSpec("ecc_corrected_aggregate", pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL, _ECC, (_CORR, _AGG)),
-    FieldSpec("ecc_uncorrected_aggregate", pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL, _ECC, (_UNCORR, _AGG)),
+    _ecc("ecc_corrected_volatile", pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, _CORR, _VOL),
+    _ecc("ecc_uncorrected_volatile", pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, _UNCORR, _VOL),
+    _ecc("ecc_corrected_aggregate", pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL, _CORR, _AGG),
+    _ecc("ecc_uncorrected_aggregate", pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL, _UNCORR, _AGG),
 )
 """Single-bit = corrected, double-bit = uncorrected; in :class:`EccCounts` field order."""
-_PAGES, _ROWS = "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRemappedRows"
+_PAGES, _RP = "nvmlDeviceGetRetiredPages", "retired_pages"
+_SBE_PAGES = pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+_DBE_PAGES = pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
 RETIRED: Final = (
-    FieldSpec("retired_single_bit", pynvml.NVML_FI_DEV_RETIRED_SBE, _PAGES),
-    FieldSpec("retired_double_bit", pynvml.NVML_FI_DEV_RETIRED_DBE, _PAGES),
-    FieldSpec("retired_pending", pynvml.NVML_FI_DEV_RETIRED_PENDING, _PAGES),
-)
-"""Retired page counts. Groups fall back as a whole: the health reader makes the group's calls
-when any member answers USE_CALL (``call`` names them, for the log)."""
-REMAPPED: Final = (
-    FieldSpec("remapped_correctable", pynvml.NVML_FI_DEV_REMAPPED_COR, _ROWS),
-    FieldSpec("remapped_uncorrectable", pynvml.NVML_FI_DEV_REMAPPED_UNC, _ROWS),
-    FieldSpec("remapped_pending", pynvml.NVML_FI_DEV_REMAPPED_PENDING, _ROWS),
-    FieldSpec("remapped_failed", pynvml.NVML_FI_DEV_REMAPPED_FAILURE, _ROWS),
-)
-"""Remapped rows, in :class:`RemappedRows` field order (a group, like RETIRED)."""
-
-PCIE_TRAFFIC: Final = (
-    FieldSpec("pcie_tx_bytes", getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197)),
-    FieldSpec("pcie_rx_bytes", getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198)),
-)
-"""PCIe bytes transmitted and received since the driver loaded (TX, RX; nvml.h's IDs where an older
-pynvml does not name them: a driver that does not know them answers NOT_SUPPORTED, logged once)."""
+    FieldSpec("retired_single_bit", pynvml.NVML_FI_DEV_RETIRED_SBE, Call(_RP, _PAGES, (_SBE_PAGES,)),
+              member=len),
+    FieldSpec("retired_double_bit", pynvml.NVML_FI_DEV_RETIRED_DBE, Call(_RP, _PAGES, (_DBE_PAGES,)),
+              member=len),
+    FieldSpec("retired_pending", pynvml.NVML_FI_DEV_RETIRED_PENDING,
+              Call("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus")),
+)  # fmt: skip
+"""Retired page counts (by call: the length of each cause's page list) and whether a retirement is
+pending."""
+_ROWS: Final = Call("remapped_rows", "nvmlDeviceGetRemappedRows")
+REMAPPED: Final = tuple(
+    FieldSpec(name, field_id, _ROWS, member=at)
+    for at, (name, field_id) in enumerate((
+        ("remapped_correctable", pynvml.NVML_FI_DEV_REMAPPED_COR),
+        ("remapped_uncorrectable", pynvml.NVML_FI_DEV_REMAPPED_UNC),
+        ("remapped_pending", pynvml.NVML_FI_DEV_REMAPPED_PENDING),
+        ("remapped_failed", pynvml.NVML_FI_DEV_REMAPPED_FAILURE),
+    ))
+)  # fmt: skip
+"""Remapped rows, in :class:`RemappedRows` field order (by call: one ``nvmlDeviceGetRemappedRows``, each
+its member)."""
 THROTTLE_TIME: Final = (
     FieldSpec("throttle_app_clocks", getattr(pynvml, "NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS", 80)),
     FieldSpec("throttle_base_clocks", getattr(pynvml, "NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS", 81)),
@@ -204,17 +233,11 @@ cycle instead of 48; the per-link counters are asked only when a total changed (
 NVLINK: Final = (*NVLINK_TRAFFIC, *NVLINK_ERROR_TOTALS)
 """The NVLink fields of every cycle's batch: the two traffic sums, then the four error totals."""
 
-DECLARED: Final = tuple(
-    (FieldSpec(r.field, r.nvml.field_ids[0]), r) for r in READINGS if r.nvml is not None and r.nvml.by_table
-)
-"""The reading table's field-only readings (``Nvml.by_table``), with their reading: no code of their own,
-read by :func:`~falcon_gpu.sources.nvml.readers.declared.read_declared` in their reader."""
-
 FIELDS: Final = (
-    MEMORY_TEMP, ENERGY, POWER_AVERAGE, POWER_INSTANT, PCIE_REPLAYS, *ECC, *RETIRED, *REMAPPED, *PCIE_TRAFFIC,
-    *THROTTLE_TIME,
-    *NVLINK, *(spec for spec, _ in DECLARED),
+    *(spec for specs in TABLE_FIELDS.values() for spec in specs), *ECC, *RETIRED, *REMAPPED, *THROTTLE_TIME,
+    *NVLINK,
 )  # fmt: skip
+"""Every field of a device's batch, in request order."""
 
 VALUE_ATTR: Final = {
     pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
@@ -225,230 +248,294 @@ VALUE_ATTR: Final = {
     pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
     pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
 }
-"""Which member of the ``c_nvmlValue_t`` union holds a value of each ``valueType``."""
+"""Which member of the ``c_nvmlValue_t`` union holds a value of each ``valueType`` (for the tests and
+benchmarks that read pynvml's structs)."""
 
 LAYOUT: Final = struct.Struct("@IIqqIIQ")
 """``c_nvmlFieldValue_t`` in C: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn and
-the 8-byte ``c_nvmlValue_t`` union (read as one unsigned integer; checked against ctypes in the tests)."""
+the 8-byte ``c_nvmlValue_t`` union (checked against ctypes at import)."""
+if ctypes.sizeof(pynvml.c_nvmlFieldValue_t) != LAYOUT.size:  # pragma: no cover - a pynvml we do not know
+    raise ImportError("pynvml's c_nvmlFieldValue_t is not the C layout this decoder reads")
 
-_FROM_U64: Final[dict[int, Callable[[int], float]]] = {
-    pynvml.NVML_VALUE_TYPE_DOUBLE: lambda u: float(struct.unpack("<d", u.to_bytes(8, "little"))[0]),
-    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: lambda u: float(u & 0xFFFF_FFFF),
-    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: float,
-    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: float,
-    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: lambda u: float(u - (1 << 64) if u >> 63 else u),
-    pynvml.NVML_VALUE_TYPE_SIGNED_INT: lambda u: float(
-        (u & 0xFFFF_FFFF) - (1 << 32) if u & 0x8000_0000 else u & 0xFFFF_FFFF
-    ),
-    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: lambda u: float(u & 0xFFFF),
-}
-"""Each value type from the union's 8 bytes (little-endian: the narrow members are the low bytes)."""
-
+_ROW: Final = "24xQ"
+"""One ``c_nvmlFieldValue_t`` up to its value: the first 24 bytes (IDs, timestamp, latency) skipped,
+``valueType`` and ``nvmlReturn`` read as one native word; the union follows, read as the member its type
+names (:data:`_VALUE_FORMAT`)."""
 _ULL: Final = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-
-Decoded = tuple[int, int, float | None]
-"""(nvmlReturn, valueType, the number or None for a type not known here)."""
-
-
-def _decoded(raw: Any) -> list[Decoded]:
-    """The answers of a field-values array, read from its bytes in one go where it is pynvml's ctypes
-    array (pynvml's structs route every attribute read through Python: three per field), else by
-    attribute."""
-    if LITTLE_ENDIAN and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
-        return [  # counters (most fields) are unsigned long long: the 8 bytes are the number already
-            (ret, value_type, u64 if value_type == _ULL
-             else None if (decode := _FROM_U64.get(value_type)) is None else decode(u64))
-            for _, _, _, _, value_type, ret, u64 in LAYOUT.iter_unpack(memoryview(raw).cast("B"))
-        ]  # fmt: skip
-    out: list[Decoded] = []
-    for value in raw:
-        value_type = int(value.valueType)
-        attr = VALUE_ATTR.get(value_type)
-        raw_number = None if attr is None else getattr(value.value, attr)
-        number = None if raw_number is None else int(raw_number) if value_type == _ULL else float(raw_number)
-        out.append((int(value.nvmlReturn), value_type, number))
-    return out
-
-
-LITTLE_ENDIAN: Final = sys.byteorder == "little" and ctypes.sizeof(pynvml.c_nvmlFieldValue_t) == LAYOUT.size
-
-_ROW: Final = "24xQQ"
-"""One ``c_nvmlFieldValue_t`` as :data:`LAYOUT`, its first 24 bytes (IDs, timestamp, latency) skipped and
-``valueType`` and ``nvmlReturn`` read as one word (little-endian: the type in the low 32 bits, the code
-in the high ones; on SUCCESS, 0, the word is the type)."""
-
-
 _VALUE_FORMAT: Final = {
     pynvml.NVML_VALUE_TYPE_DOUBLE: "d",
     pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "I4x",
     pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "Q",
-    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "Q",
+    _ULL: "Q",
     pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "q",
     pynvml.NVML_VALUE_TYPE_SIGNED_INT: "i4x",
     pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "H6x",
 }
 """Each value type's member of the 8-byte union as a ``struct`` format (the narrow members are its low
-bytes, little-endian): what :data:`_FROM_U64` computes from the whole 8 bytes, read in place."""
+bytes on little-endian; on big-endian their offset is 0 as well: a C union's members all start there)."""
 _AS_FLOAT: Final = frozenset(_VALUE_FORMAT) - {_ULL, pynvml.NVML_VALUE_TYPE_DOUBLE}
-"""The value types answered as a float (as :data:`_FROM_U64` does) that ``struct`` reads as an int."""
+"""The value types answered as a float that ``struct`` reads as an int (counters, ULL, stay exact ints)."""
+_SUCCESS: Final = pynvml.NVML_SUCCESS
+_OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
+_FIELD_VALUES: Final = "field_values"
+"""The call's not-supported key."""
+_FIELD_VALUES_FN: Final = "nvmlDeviceGetFieldValues"
 
 
-class _Shape:
-    """The decoder of one request (a device's list of field IDs), built once per list: its whole
-    answer unpacked by one ``struct`` call laid out for the value types of the answer before (each
-    union read as its own member), the few numbers ``struct`` gives as ints where a float is answered
-    converted by position. Only for the usual answer: every field SUCCESS, with the value types of the
-    answer before (else it is laid out anew; a type not known here or any other code: :meth:`decode`
-    answers None, the general path)."""
+def _split(word: int) -> tuple[int, int]:
+    """(valueType, nvmlReturn) of a type-and-code word."""
+    value_type, ret = struct.unpack("@II", struct.pack("@Q", word))
+    return value_type, ret
+
+
+_KNOWN: Final = {struct.unpack("@Q", struct.pack("@II", t, _SUCCESS))[0]: t for t in _VALUE_FORMAT}
+"""The word of a SUCCESS answer of each value type known here (the usual answer) -> that type."""
+
+
+class FieldGroup:
+    """Fields a reader takes together (declared once, at import): :meth:`FieldBatch.values` answers
+    their values in this order, through one ``itemgetter`` per device's request."""
+
+    __slots__ = ("specs",)
+
+    def __init__(self, specs: Sequence[FieldSpec]) -> None:
+        self.specs = tuple(specs)
+
+    def __repr__(self) -> str:
+        return f"FieldGroup({[s.name for s in self.specs]})"
+
+
+class _Plan:
+    """How one group is taken from one request's numbers: positions (the slot after the numbers, None,
+    for a field not asked), and the fields that are read by their dedicated call instead."""
+
+    __slots__ = ("calls", "take")
+
+    def __init__(self, take: Callable[[Any], Any], calls: tuple[tuple[int, FieldSpec], ...]) -> None:
+        self.take = take
+        self.calls = calls
+
+
+class _Request:
+    """What one device is asked (per not-supported generation): the fields, their positions, the request
+    array on the real bindings, and the one decoder of its answer."""
 
     __slots__ = (
-        "_count", "_floats", "_layout", "_words", "asked", "calls", "ids", "index", "request", "takers",
+        "_floats", "_layout", "_words", "any", "by_call", "count", "generation", "ids", "index", "parts",
+        "plans", "request", "specs",
     )  # fmt: skip
 
     def __init__(
         self,
-        ids: list[int | tuple[int, int]],
-        calls: frozenset[str] = frozenset(),
-        request: FieldRequest | None = None,
+        generation: int,
+        specs: list[FieldSpec],
+        parts: frozenset[str],
+        by_call: set[str],
+        direct: bool,
     ) -> None:
-        self.ids = ids
-        self.calls = calls
-        self.request = request
-        """The device's request array for ``ids`` (built once, with this decoder) on the real bindings;
-        None: pynvml's wrapper builds one per call (the simulator)."""
-        """The names of the fields read by their dedicated call on this device (not in ``ids``)."""
-        self._count = len(ids)
-        self._layout = struct.Struct("@" + _ROW * len(ids))
+        self.generation = generation
+        self.specs = specs
+        self.ids = [s.request for s in specs]
+        self.count = len(specs)
+        self.parts = parts
+        """The names of the fields whose fallback fields are asked in their place."""
+        self.by_call = by_call
+        """The names of the fields read by their dedicated call on this device (grows within a cycle
+        where a field is first refused: the plans are dropped then)."""
+        self.index = {request: i for i, request in enumerate(self.ids)}
+        self.request = FieldRequest(self.ids) if direct and self.ids else None
+        """The request array, built once (the real bindings); None: pynvml's wrapper builds one."""
+        self.plans: dict[FieldGroup, _Plan] = {}
+        """Per group (declared at import: as many as the readers have)."""
+        self.any: dict[str, bool] = {}
+        """Per key: :meth:`FieldBatch.any_asked`'s answer."""
         self._words: tuple[int, ...] = ()
-        """Each field's type-and-code word (:data:`_ROW`) in the answer the layout was built for: its
-        value types, every code SUCCESS."""
+        self._layout = struct.Struct("@" + (_ROW + "Q") * self.count)
         self._floats: tuple[int, ...] = ()
-        self.index: dict[int | tuple[int, int], int] = {request: i for i, request in enumerate(ids)}
-        """Each request's position in the answer (and in :meth:`decode`'s numbers)."""
-        self.takers: dict[FieldGroup, Callable[[Any], Any] | None] = {}
-        """Per group: its numbers by position in one ``itemgetter``; None: the group's per-field path."""
-        self.asked: dict[str, bool] = {}
-        """Per key: :meth:`FieldBatch.any_asked`'s answer for the device's request (its not-supported
-        set, which a new request follows)."""
 
-    def taker(self, group: FieldGroup) -> Callable[[Any], Any] | None:
-        """``group``'s numbers out of :meth:`decode`'s list, in its order (built once per group and
-        request). A field not asked (not supported here) makes it None, the per-field path; for a
-        :attr:`FieldGroup.partial` group it takes the None that :meth:`FieldValues.fetch` puts after the
-        numbers instead, unless the field is read by its dedicated call."""
-        positions = [self.index.get(s.request) for s in group.specs]
-        take: Callable[[Any], Any] | None = None
-        if None not in positions:
-            take = _getter(positions)
-        elif group.partial and not any(
-            at is None and s.name in self.calls for s, at in zip(group.specs, positions, strict=True)
-        ):
-            take = _getter([self._count if at is None else at for at in positions])
-        self.takers[group] = take
-        return take
+    def plan(self, group: FieldGroup) -> _Plan:
+        positions = [self.index.get(s.request, self.count) for s in group.specs]
+        take = operator.itemgetter(*positions)
+        calls = tuple(
+            (i, s) for i, s in enumerate(group.specs) if s.call is not None and s.name in self.by_call
+        )
+        plan = self.plans[group] = _Plan(
+            take if len(positions) > 1 else (lambda numbers: (take(numbers),)), calls
+        )
+        return plan
 
-    def decode(self, raw: Any) -> list[Any] | None:
-        """The numbers in request order (each exact: an int, or a float where the type answers one)."""
-        if len(raw) != self._count:
-            return None
+    def decode(self, raw: Any) -> tuple[list[Any], list[tuple[int, int, int]]]:
+        """The numbers in request order (an exact int, or a float where the type answers one; None where
+        the field gave none), and each field that did not answer SUCCESS with a known type: (position,
+        code, value type). One ``struct`` unpack, laid out anew only when the codes or value types
+        differ from the answer before."""
         flat = self._layout.unpack(raw)  # a ctypes array is a buffer: its bytes, read in place
         words = flat[0::2]
-        if words != self._words:  # a code other than SUCCESS, or other value types than before
-            if not self._relayout(words):
-                return None
+        if words != self._words:
+            self._relayout(words)
             flat = self._layout.unpack(raw)
         numbers = list(flat[1::2])
         for i in self._floats:
             numbers[i] = float(numbers[i])
-        return numbers
+        odd = [(i, *_split(w)) for i, w in enumerate(words) if w not in _KNOWN]  # (i, type, code)
+        for i, _, _ in odd:
+            numbers[i] = None
+        numbers.append(None)  # the slot of a field not asked
+        return numbers, odd
 
-    def _relayout(self, words: tuple[int, ...]) -> bool:
-        """Lay the answer out for the value types of ``words``; False where a code is not SUCCESS or a
-        type is not known here (the general path)."""
-        if any(word >> 32 != pynvml.NVML_SUCCESS for word in words):
-            return False
-        types = [word & 0xFFFF_FFFF for word in words]
-        if not all(t in _VALUE_FORMAT for t in types):
-            return False
+    def _relayout(self, words: tuple[int, ...]) -> None:
+        types = [_KNOWN.get(w, _ULL) for w in words]  # an unusual one is read raw (and set to None)
         self._words = words
-        self._layout = struct.Struct("@" + "".join("24xQ" + _VALUE_FORMAT[t] for t in types))
+        self._layout = struct.Struct("@" + "".join(_ROW + _VALUE_FORMAT[t] for t in types))
         self._floats = tuple(i for i, t in enumerate(types) if t in _AS_FLOAT)
-        return True
 
 
-def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
-    """``itemgetter(*keys)`` that answers a tuple for one key too."""
-    take = operator.itemgetter(*keys)
-    return take if len(keys) > 1 else lambda values: (take(values),)
-
-
-_FIELD_VALUES: Final = "field_values"
-"""The call's not-supported key."""
-_FIELD_VALUES_FN: Final = "nvmlDeviceGetFieldValues"
-_REQUESTS_KEPT: Final = 256
-"""Request arrays kept for the calls of their own (a few per GPU: a fallback's parts, the per-link
-NVLink errors); more and they are all built anew."""
-
-_OLD_DRIVER: Final = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
-
-Answer = float | None | UseCall
-
-
-class Failed:
-    """A field that answered an unexpected code: the error of the reader that asks for it."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: str) -> None:
-        self.error = error
-
-
-_Answers = dict[int | tuple[int, int], Answer | Failed]
-"""Each asked field's answer by request."""
-_Asked = tuple[int, list[int | tuple[int, int]], list[FieldSpec], frozenset[str], "_Shape | None"]
+def _field_array(raw: Any) -> Any:
+    """``raw`` as a ctypes array of ``c_nvmlFieldValue_t`` (what pynvml and the simulator answer; a
+    sequence of the structs is copied into one)."""
+    if isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
+        return raw
+    return (pynvml.c_nvmlFieldValue_t * len(raw))(*raw)
 
 
 class FieldValues:
-    """Per source: which fields each device is asked in its batch, and which use their own call."""
+    """Per source: what each device is asked in its batch, which fields use their own call, and the
+    calls of their own kept between cycles. Everything here is keyed by device (scope)."""
 
     def __init__(self, nvml: NvmlCaller, specs: tuple[FieldSpec, ...] = FIELDS) -> None:
         self._nvml = nvml
-        self._specs = specs
-        self._via_call: set[tuple[str, str]] = set()
-        self._ids: dict[str, _Asked] = {}
-        """Per scope: (the caller's not-supported generation, the field IDs to ask, their specs, the
-        names of the fields whose fallback fields are asked in their place, the decoder of that request
-        or None where its bytes cannot be read)."""
-        self._quiet = 0
-        """Quiet fields found not supported in the current fetch (logged as one line)."""
-        self._quiet_names: list[str] = []
-        """Their names, in request order."""
-        self._fell_back: list[FieldSpec] = []
-        """Fields found replaced by their fallback fields in the current fetch."""
-        self._kept: dict[tuple[str, str], tuple[Any, list[float | None]]] = {}
+        self.specs = specs
+        self._by_call: dict[str, set[str]] = {}
+        """Per scope: the fields read by their dedicated call."""
+        self._asked: dict[str, _Request] = {}
+        """Per scope: its request for the caller's current not-supported generation."""
+        self._own: dict[tuple[str, tuple[FieldSpec, ...]], _Request] = {}
+        """Per scope and field list asked in a call of its own (:meth:`ask`): its request."""
+        self._kept: dict[tuple[str, str], tuple[Any, list[Any]]] = {}
         """Per scope and key: (token, numbers) of :meth:`when_changed`."""
-        self._any: dict[tuple[str, str], tuple[int, bool]] = {}
-        """Per scope and key: (the not-supported generation, :meth:`any_asked`'s answer then)."""
-        self._requests: dict[tuple[str, tuple[int | tuple[int, int], ...]], FieldRequest] = {}
-        """Per scope and field list asked on its own (:meth:`ask`, a fallback's parts): its request
-        array on the real bindings (at most :data:`_REQUESTS_KEPT`; the batch's is its decoder's)."""
-        self.decoded_by: _Shape | None = None
-        """The decoder of the usual answer (:class:`_Shape`) where the last :meth:`fetch` came from it
-        alone: its answer is then the list of numbers in request order (every one a number, none a
-        Failed, USE_CALL or None), which :class:`FieldBatch` reads by position; None: a dict by request."""
-
-    def report(self, failed: Failed) -> None:
-        self._nvml.errors.append(failed.error)
 
     def batch(self, scope: str, handle: Any) -> FieldBatch:
         return FieldBatch(self, scope, handle)
 
-    def supported(self, scope: str, spec: FieldSpec) -> bool:
-        return self._nvml.supported(scope, spec.name)
+    def request(self, scope: str) -> _Request:
+        """``scope``'s request for the current not-supported generation (built when it changed)."""
+        asked = self._asked.get(scope)
+        generation = self._nvml.generation
+        if asked is None or asked.generation != generation:
+            asked = self._asked[scope] = self._build(scope, self.specs)
+        return asked
+
+    def _build(self, scope: str, specs: tuple[FieldSpec, ...]) -> _Request:
+        by_call = self._by_call.setdefault(scope, set())
+        supported = self._nvml.supported
+        parts = frozenset(
+            s.name
+            for s in specs
+            if s.fallback and not supported(scope, s.name) and self.askable(scope, s.fallback)
+        )
+        return _Request(
+            self._nvml.generation,
+            self.askable(scope, specs),
+            parts,
+            by_call,
+            self._nvml.functions is not None,
+        )
+
+    def askable(self, scope: str, specs: Sequence[FieldSpec]) -> list[FieldSpec]:
+        """``specs`` minus those not supported or read by their own call, a not supported one replaced
+        by its fallback fields."""
+        out: list[FieldSpec] = []
+        supported = self._nvml.supported
+        by_call = self._by_call.get(scope, ())
+        for s in specs:
+            if supported(scope, s.name):
+                if s.name not in by_call:
+                    out.append(s)
+            elif s.fallback:
+                out += self.askable(scope, s.fallback)
+        return out
+
+    def fetch(
+        self, scope: str, handle: Any, asked: _Request
+    ) -> tuple[list[Any], dict[int, str], bool] | None:
+        """The numbers of ``asked`` (then one None), the errors of fields that failed, by position, and
+        whether a sum was found refused (its fallback fields are asked from the next request on); None:
+        the call is unavailable (every field by its dedicated call)."""
+        raw = self._raw(scope, handle, asked)
+        if raw is ABSENT:
+            return None
+        numbers, odd = asked.decode(_field_array(raw)) if asked.count else ([None], [])
+        failed: dict[int, str] = {}
+        fell_back = False
+        quiet: list[str] = []
+        for i, value_type, ret in odd:
+            spec = asked.specs[i]
+            if ret == _SUCCESS:
+                failed[i] = f"{spec.name}: unknown field value type {value_type}"
+            elif ret == pynvml.NVML_ERROR_NOT_FOUND:
+                pass
+            elif ret not in _OLD_DRIVER:
+                failed[i] = f"{spec.name}: field {spec.field_id} answered NVML error code {ret}"
+            elif spec.fallback:
+                fell_back = True
+                self._nvml.mark_not_supported(scope, spec.name, quiet=True)
+                log.debug("NVML: field %s of %s answered code %d; asking its %d parts instead",
+                          spec.field_id, scope, ret, len(spec.fallback))  # fmt: skip
+            elif spec.call is None:
+                if spec.quiet:
+                    quiet.append(spec.name)
+                self._nvml.mark_not_supported(scope, spec.name, quiet=spec.quiet)
+            else:
+                asked.by_call.add(spec.name)
+                asked.plans.clear()
+                self._asked.pop(scope, None)
+                # debug: the dedicated call logs "not supported" itself if the reading is missing for good
+                log.debug("NVML: field %s of %s answered code %d; using %s instead", spec.field_id, scope,
+                          ret, spec.call.fn)  # fmt: skip
+        if quiet:
+            first, last = quiet[0], quiet[-1]
+            named = first if first == last else f"{first} ... {last}"
+            self._nvml.unsupported.note(scope, f"{len(quiet)} NVLink fields ({named})")
+        return numbers, failed, fell_back
+
+    def _raw(self, scope: str, handle: Any, asked: _Request) -> Any:
+        """The answer array of ``asked``: on the real bindings through its request array, with NVML's C
+        function called straight (:mod:`falcon_gpu.sources.nvml.direct`); through pynvml's wrapper
+        otherwise (the simulator, or a library without the function). ABSENT: the call failed."""
+        if not asked.count:
+            return ()
+        nvml = self._nvml
+        functions = nvml.functions
+        fn = None if functions is None else functions.get(_FIELD_VALUES_FN)
+        if fn is None or asked.request is None:
+            return nvml.call(scope, _FIELD_VALUES, _FIELD_VALUES_FN, handle, asked.ids)
+        if not nvml.supported(scope, _FIELD_VALUES):
+            return ABSENT
+        ret = asked.request.call(fn, handle)
+        if ret != _SUCCESS:
+            return nvml.code_failed(scope, _FIELD_VALUES, _FIELD_VALUES_FN, ret)
+        return asked.request.array
+
+    def ask(self, scope: str, handle: Any, specs: tuple[FieldSpec, ...]) -> list[Any] | None:
+        """The numbers of ``specs`` (no dedicated calls) in a call of their own; None: the call failed."""
+        key = (scope, specs)
+        asked = self._own.get(key)
+        if asked is None or asked.generation != self._nvml.generation:
+            if asked is None and len(self._own) >= _OWN_KEPT:  # a new list beyond the usual few per GPU
+                self._own.clear()
+            asked = self._own[key] = self._build(scope, specs)
+        got = self.fetch(scope, handle, asked)
+        if got is None:
+            return None
+        numbers, failed, _ = got
+        for error in failed.values():
+            self._nvml.errors.append(error)
+        index = asked.index
+        return [numbers[index.get(s.request, asked.count)] for s in specs]
 
     def when_changed(
         self, scope: str, handle: Any, key: str, token: Any, specs: tuple[FieldSpec, ...]
-    ) -> list[float | None]:
+    ) -> list[Any]:
         kept = self._kept.get((scope, key))
         if kept is not None and kept[0] == token:
             return kept[1]
@@ -459,342 +546,127 @@ class FieldValues:
         self._kept[(scope, key)] = (token, numbers)
         return numbers
 
-    def uses_call(self, scope: str, spec: FieldSpec) -> bool:
-        return (scope, spec.name) in self._via_call
-
-    def _ids_for(self, scope: str) -> _Asked:
-        generation = self._nvml.generation
-        cached = self._ids.get(scope)
-        if cached is not None and cached[0] == generation:
-            return cached
-        specs = self._askable(scope, self._specs)
-        parted = frozenset(
-            s.name
-            for s in self._specs
-            if s.fallback and not self._nvml.supported(scope, s.name) and self._askable(scope, s.fallback)
-        )
-        ids = [s.request for s in specs]
-        calls = frozenset(name for where, name in self._via_call if where == scope)
-        request = FieldRequest(ids) if self._nvml.functions is not None and ids else None
-        shape = _Shape(ids, calls, request) if LITTLE_ENDIAN and ids else None
-        cached = self._ids[scope] = (generation, ids, specs, parted, shape)
-        return cached
-
     def any_asked(self, scope: str, key: str, specs: tuple[FieldSpec, ...]) -> bool:
         """Whether any of ``specs`` (or of their fallback fields) is still asked on ``scope``: False once
-        the driver answered all of them NOT_SUPPORTED (cached until the not-supported set changes)."""
-        generation = self._nvml.generation
-        cached = self._any.get((scope, key))
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        asked = bool(self._askable(scope, specs))
-        self._any[(scope, key)] = (generation, asked)
-        return asked
+        the driver answered all of them NOT_SUPPORTED (kept with the request: until the not-supported
+        set changes)."""
+        asked = self.request(scope)
+        got = asked.any.get(key)
+        if got is None:
+            got = asked.any[key] = bool(self.askable(scope, specs))
+        return got
 
-    def parts_asked(self, scope: str, spec: FieldSpec) -> bool:
-        """Whether ``spec``'s fallback fields are asked in place of it (some of them supported)."""
-        return spec.name in self._ids_for(scope)[3]
-
-    def _askable(self, scope: str, specs: tuple[FieldSpec, ...]) -> list[FieldSpec]:
-        """``specs`` minus those not supported or read by their own call, a not supported one replaced
-        by its fallback fields."""
-        out: list[FieldSpec] = []
-        supported = self._nvml.supported
-        for s in specs:
-            if supported(scope, s.name):
-                if (scope, s.name) not in self._via_call:
-                    out.append(s)
-            elif s.fallback:
-                out += self._askable(scope, s.fallback)
-        return out
-
-    def fetch(self, scope: str, handle: Any) -> _Answers | list[Any] | None:
-        """This cycle's answers by field ID (by position where :attr:`decoded_by` is set: the numbers,
-        then one None, the slot of a partial group's fields that are not asked); None: the call is
-        unavailable (use the dedicated ones)."""
-        cached = self._ids.get(scope)  # _ids_for, written out: once per GPU and cycle
-        if cached is None or cached[0] != self._nvml.generation:
-            cached = self._ids_for(scope)
-        _, ids, specs, _, shape = cached
-        self.decoded_by = None
-        raw = self._raw(scope, handle, ids, None if shape is None else shape.request)
-        if raw is ABSENT:
-            return None
-        if shape is not None and isinstance(raw, ctypes.Array) and raw._type_ is pynvml.c_nvmlFieldValue_t:
-            fast = shape.decode(raw)
-            if fast is not None:
-                self.decoded_by = shape
-                fast.append(None)
-                return fast
-        self._quiet = 0
-        self._quiet_names = []
-        self._fell_back = []
-        answers = self._general(scope, specs, raw)
-        if self._fell_back:  # their parts, in the same cycle (once per device)
-            parts = self._askable(scope, tuple(f for s in self._fell_back for f in s.fallback))
-            more = self._ask(scope, handle, [s.request for s in parts], parts)
-            answers.update(more or {})
-        self._log_quiet(scope)
-        return answers
-
-    def _log_quiet(self, scope: str) -> None:
-        """One line for the NVLink fields found not supported in one call, naming the first and the last
-        (the driver does not answer them: a GPU without NVLink, or counters its generation lacks, such
-        as the ``_L0``-``_L11`` error fields where the driver counts errors per link by ``scopeId``)."""
-        if self._quiet:
-            first, last = self._quiet_names[0], self._quiet_names[-1]
-            named = first if first == last else f"{first} ... {last}"
-            self._nvml.unsupported.note(scope, f"{self._quiet} NVLink fields ({named})")
-
-    def ask(self, scope: str, handle: Any, specs: tuple[FieldSpec, ...]) -> list[float | None] | None:
-        """The numbers of ``specs`` (no dedicated calls) in a call of their own; None: the call failed."""
-        askable = self._askable(scope, specs)
-        self._quiet = 0
-        self._quiet_names = []
-        answers = self._ask(scope, handle, [s.request for s in askable], askable)
-        self._log_quiet(scope)
-        if answers is None:
-            return None
-        return self.numbers_of(answers, specs)
-
-    def numbers_of(self, answers: _Answers, specs: tuple[FieldSpec, ...]) -> list[float | None]:
-        out: list[float | None] = []
-        for spec in specs:
-            got = answers.get(spec.request)
-            if isinstance(got, Failed):
-                self.report(got)
-                got = None
-            out.append(None if isinstance(got, UseCall) else got)
-        return out
-
-    def _raw(
-        self, scope: str, handle: Any, ids: list[int | tuple[int, int]], request: FieldRequest | None = None
-    ) -> Any:
-        """The answer array of ``ids``: on the real bindings through a request array kept per device and
-        field list (``request``, the batch's, else one kept here per scope and list), with NVML's C
-        function called straight (:mod:`falcon_gpu.sources.nvml.direct`); through pynvml's wrapper
-        otherwise (the simulator, or a library without the function). ABSENT: the call failed."""
-        if not ids:
-            return []
-        nvml = self._nvml
-        functions = nvml.functions
-        fn = None if functions is None else functions.get(_FIELD_VALUES_FN)
-        if fn is None:
-            return nvml.call(scope, _FIELD_VALUES, _FIELD_VALUES_FN, handle, ids)
-        if not nvml.supported(scope, _FIELD_VALUES):
-            return ABSENT
-        if request is None:
-            key = (scope, tuple(ids))
-            request = self._requests.get(key)
-            if request is None:
-                if len(self._requests) >= _REQUESTS_KEPT:
-                    self._requests.clear()
-                request = self._requests[key] = FieldRequest(ids)
-        ret = request.call(fn, handle)
-        if ret != pynvml.NVML_SUCCESS:
-            return nvml.code_failed(scope, _FIELD_VALUES, _FIELD_VALUES_FN, ret)
-        return request.array
-
-    def _ask(
-        self, scope: str, handle: Any, ids: list[int | tuple[int, int]], specs: list[FieldSpec]
-    ) -> _Answers | None:
-        raw = self._raw(scope, handle, ids)
-        return None if raw is ABSENT else self._general(scope, specs, raw)
-
-    def _general(self, scope: str, specs: list[FieldSpec], raw: Any) -> _Answers:
-        """Each field's answer by request, its code honoured per field."""
-        # NVML answers in request order (the array it was given, filled in place).
-        return {
-            spec.request: number
-            if ret == pynvml.NVML_SUCCESS and number is not None
-            else self._answer(scope, spec, ret, value_type, number)
-            for spec, (ret, value_type, number) in zip(specs, _decoded(raw), strict=True)
-        }
-
-    def _answer(
-        self, scope: str, spec: FieldSpec, ret: int, value_type: int, number: float | None
-    ) -> Answer | Failed:
-        if ret == pynvml.NVML_SUCCESS:
-            if number is None:
-                return Failed(f"{spec.name}: unknown field value type {value_type}")
-            return number
-        if ret == pynvml.NVML_ERROR_NOT_FOUND:
-            return None
-        if ret in _OLD_DRIVER:
-            if spec.fallback:
-                self._nvml.mark_not_supported(scope, spec.name, quiet=True)
-                self._fell_back.append(spec)
-                log.debug("NVML: field %s of %s answered code %d; asking its %d parts instead",
-                          spec.field_id, scope, ret, len(spec.fallback))  # fmt: skip
-                return None
-            if spec.call is None:
-                if spec.quiet:
-                    self._quiet += 1
-                    self._quiet_names.append(spec.name)
-                self._nvml.mark_not_supported(scope, spec.name, quiet=spec.quiet)
-                return None
-            self._via_call.add((scope, spec.name))
-            self._ids.pop(scope, None)
-            # debug: the dedicated call logs "not supported" itself if the reading is missing for good
-            log.debug("NVML: field %s of %s answered code %d; using %s instead", spec.field_id, scope, ret,
-                      spec.call)  # fmt: skip
-            return USE_CALL
-        return Failed(f"{spec.name}: field {spec.field_id} answered NVML error code {ret}")
+    def forget(self, scope: str) -> None:
+        """Drop what is kept for ``scope`` (a device gone or looked up again)."""
+        self._asked.pop(scope, None)
+        self._by_call.pop(scope, None)
+        for key in [k for k in self._kept if k[0] == scope]:
+            del self._kept[key]
+        for own in [k for k in self._own if k[0] == scope]:
+            del self._own[own]
 
 
-class FieldGroup:
-    """Fields a reader takes together (built once, at import; compared by identity): their numbers by
-    one ``itemgetter`` per device's request (:meth:`_Shape.taker`).
-
-    ``partial``: a field the device is not asked (not supported there, or its fallback fields asked in
-    its place) is None in the group's look-up instead of sending the whole group the per-field way (for
-    readers that treat None as absent anyway: the thermal/power reader, whose T.Limit fields are not on
-    every GPU, and the interconnect reader, whose NVLink fields are not on a GPU without NVLink)."""
-
-    __slots__ = ("partial", "specs")
-
-    def __init__(self, specs: tuple[FieldSpec, ...], *, partial: bool = False) -> None:
-        self.specs = specs
-        self.partial = partial
-
-
-_UNFETCHED: Final[list[Any]] = []
-""":attr:`FieldBatch._numbers` before the batch is fetched (never filled: compared by identity)."""
+_OWN_KEPT: Final = 256
+"""Field lists kept for the calls of their own (a few per GPU: the per-link NVLink errors); more and
+they are all built anew."""
 
 
 class FieldBatch:
     """One device's field values in one cycle, fetched on first use (by the reader that first asks:
     the call's error, if any, is that reader's)."""
 
-    __slots__ = ("_handle", "_numbers", "_owner", "_scope", "_shape", "_values")
+    __slots__ = ("_asked", "_calls", "_failed", "_handle", "_numbers", "_owner", "_scope")
 
     def __init__(self, owner: FieldValues, scope: str, handle: Any) -> None:
         self._owner = owner
         self._scope = scope
         self._handle = handle
-        self._numbers: list[Any] = _UNFETCHED
-        """The usual answer's numbers in request order (then one None); empty once fetched otherwise."""
-        self._values: _Answers | None = None
-        """The general answer by request; None where the call is unavailable or the answer is usual."""
-        self._shape: _Shape | None = None
-        """Where the answer is the usual one (:attr:`FieldValues.decoded_by`): its decoder, whose
-        positions index :attr:`_numbers`."""
+        self._asked: _Request | None = None
+        self._numbers: list[Any] = []
+        """The answer's numbers in request order, then one None (every field None where the call is
+        unavailable)."""
+        self._failed: dict[int, str] = {}
+        """The error of each field that failed, by position (reported to the reader that takes it)."""
+        self._calls: dict[Call, Any] = {}
+        """This cycle's answers of dedicated calls (fields that share one make it once)."""
 
-    def _fetch(self) -> list[Any]:
-        got = self._owner.fetch(self._scope, self._handle)
-        if isinstance(got, list):
-            self._shape = self._owner.decoded_by
-            self._numbers = got
-        else:
-            self._values = got
-            self._numbers = []
-        return self._numbers
+    def _fetch(self) -> _Request:
+        owner = self._owner
+        asked = owner.request(self._scope)
+        got = owner.fetch(self._scope, self._handle, asked)
+        if got is not None and got[2]:  # a sum newly refused: its parts in this cycle too (asked once)
+            asked = owner.request(self._scope)
+            got = owner.fetch(self._scope, self._handle, asked)
+        if got is None:  # the call is unavailable: every field by its own call, none from the batch
+            by_call = {s.name for s in owner.specs if s.call is not None}
+            asked = _Request(asked.generation, [], asked.parts, by_call, direct=False)
+            got = ([None], {}, False)
+        self._numbers, self._failed, _ = got
+        self._asked = asked
+        return asked
 
-    def fast(self, group: FieldGroup) -> tuple[Any, ...] | None:
-        """The numbers of ``group``, in its order, where this cycle's answer is the usual one (every field
-        SUCCESS) and asked all of them (or, for a partial group, each one it did not ask is None, and
-        none is read by its own call): one ``itemgetter`` call instead of a :meth:`get` per field. None
-        otherwise (a field not supported, read by its own call, failed or without a value): the caller
-        takes the per-field path, which keeps each code's meaning."""
-        numbers = self._numbers
-        if numbers is _UNFETCHED:
-            numbers = self._fetch()
-        shape = self._shape
-        if shape is None:
+    def values(self, group: FieldGroup) -> tuple[Any, ...]:
+        """Each field of ``group``, in its order: its number (an exact int, or a float where NVML answers
+        one); the answer of its dedicated call where the batch cannot give it; None where there is
+        none (not supported, no value this cycle, or failed: that error counted against the caller)."""
+        asked = self._asked
+        if asked is None:
+            asked = self._fetch()
+        plan = asked.plans.get(group)
+        if plan is None:
+            plan = asked.plan(group)
+        got = plan.take(self._numbers)
+        if not plan.calls and not self._failed:
+            return got  # type: ignore[no-any-return]
+        return self._unusual(asked, group, list(got), plan)
+
+    def _unusual(self, asked: _Request, group: FieldGroup, got: list[Any], plan: _Plan) -> tuple[Any, ...]:
+        """:meth:`values` with failed fields reported and dedicated calls made."""
+        if self._failed:
+            errors = self._owner._nvml.errors
+            for spec in group.specs:
+                at = asked.index.get(spec.request)
+                if at is not None and at in self._failed:
+                    errors.append(self._failed.pop(at))
+        for i, spec in plan.calls:
+            got[i] = self._by_call(spec)
+        return tuple(got)
+
+    def _by_call(self, spec: FieldSpec) -> Any:
+        call = spec.call
+        assert call is not None
+        answer = self._calls.get(call, _NOT_ASKED)
+        if answer is _NOT_ASKED:
+            nvml = self._owner._nvml
+            answer = self._calls[call] = nvml.call(self._scope, call.key, call.fn, self._handle, *call.args)
+        if answer is ABSENT:
             return None
-        try:
-            take = shape.takers[group]
-        except KeyError:  # the first cycle of this request
-            take = shape.taker(group)
-        return None if take is None else take(numbers)
-
-    def values(self, nvml: NvmlCaller, group: FieldGroup) -> tuple[Any, ...] | list[Any]:
-        """Each field of ``group`` (its order): its number, or its dedicated call's answer where the batch
-        cannot give it; None where there is none. By :meth:`fast` where it can."""
-        got = self.fast(group)
-        if got is not None:
-            return got
-        out = []
-        for spec in group.specs:
-            value = self.value(nvml, spec)
-            out.append(None if value is ABSENT else value)
-        return out
-
-    def get(self, spec: FieldSpec) -> Answer:
-        """The field's number, None (no value), or USE_CALL (ask its dedicated function)."""
-        if self._numbers is _UNFETCHED:
-            self._fetch()
-        shape = self._shape
-        if shape is not None:
-            at = shape.index.get(spec.request)
-            if at is not None:
-                return self._numbers[at]  # type: ignore[no-any-return]
-            return USE_CALL if self._owner.uses_call(self._scope, spec) else None
-        values = self._values
-        if values is None:
-            return USE_CALL
-        request = spec.request
-        if request not in values:  # not asked: not supported (None), or read by its own call
-            return USE_CALL if self._owner.uses_call(self._scope, spec) else None
-        got = values[request]
-        if isinstance(got, Failed):
-            self._owner.report(got)
-            return None
-        return got
-
-    def numbers(self, specs: tuple[FieldSpec, ...]) -> list[float | None]:
-        """The numbers of fields that have no dedicated call (None each where absent), for readers
-        that take many without the per-field fallback checks of :meth:`get`."""
-        numbers = self._numbers
-        if numbers is _UNFETCHED:
-            numbers = self._fetch()
-        shape = self._shape
-        if shape is not None:
-            index = shape.index
-            return [None if (at := index.get(spec.request)) is None else numbers[at] for spec in specs]
-        values = self._values
-        if not values:
-            return [None] * len(specs)
-        return self._owner.numbers_of(values, specs)
+        member = spec.member
+        return answer if member is None else member(answer) if callable(member) else answer[member]
 
     def supported(self, spec: FieldSpec) -> bool:
         """False once the driver answered ``spec`` NOT_SUPPORTED (its fallback fields are asked instead)."""
-        return self._owner.supported(self._scope, spec)
-
-    def any_asked(self, key: str, specs: tuple[FieldSpec, ...]) -> bool:
-        """False once every one of ``specs`` and of their fallback fields is known not supported here
-        (``key`` names the group: the answer is cached per device and group, and with the usual answer's
-        decoder, which lasts as long as the set of fields NVML refused on the device)."""
-        shape = self._shape
-        if shape is None:
-            return self._owner.any_asked(self._scope, key, specs)
-        try:
-            return shape.asked[key]
-        except KeyError:
-            asked = shape.asked[key] = self._owner.any_asked(self._scope, key, specs)
-            return asked
+        return self._owner._nvml.supported(self._scope, spec.name)
 
     def parts_asked(self, spec: FieldSpec) -> bool:
         """True where ``spec`` is not supported and (some of) its fallback fields are asked instead."""
-        return self._owner.parts_asked(self._scope, spec)
+        return spec.name in self._owner.request(self._scope).parts
 
-    def ask(self, specs: tuple[FieldSpec, ...]) -> list[float | None] | None:
+    def any_asked(self, key: str, specs: tuple[FieldSpec, ...]) -> bool:
+        """False once every one of ``specs`` and of their fallback fields is known not supported here
+        (``key`` names the group: the answer is kept with the device's request)."""
+        return self._owner.any_asked(self._scope, key, specs)
+
+    def ask(self, specs: tuple[FieldSpec, ...]) -> list[Any] | None:
         """The numbers of ``specs`` (fields outside the batch, none with a dedicated call) in a call of
-        their own, now; None: the call failed. For fields read now and then (the NVLink data-link error
-        counters, with the slow readings)."""
+        their own, now; None: the call failed."""
         return self._owner.ask(self._scope, self._handle, specs)
 
-    def when_changed(self, key: str, token: Any, specs: tuple[FieldSpec, ...]) -> list[float | None]:
+    def when_changed(self, key: str, token: Any, specs: tuple[FieldSpec, ...]) -> list[Any]:
         """The numbers of ``specs``, asked in a call of their own only when ``token`` differs from the
         one they were last asked under (the per-link NVLink errors, when an error total moved), else
         the numbers kept from then: the counters they sum cannot have moved either."""
         return self._owner.when_changed(self._scope, self._handle, key, token, specs)
 
-    def value(self, nvml: NvmlCaller, spec: FieldSpec) -> Any:
-        """The field's number, or its dedicated call's answer where the batch cannot give it; ABSENT: none."""
-        got = self.get(spec)
-        if isinstance(got, UseCall):
-            if spec.call is None:
-                return ABSENT
-            return nvml.call(self._scope, spec.name, spec.call, self._handle, *spec.args)
-        return ABSENT if got is None else got
+
+_NOT_ASKED: Final = object()

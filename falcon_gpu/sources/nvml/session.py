@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from types import MappingProxyType
+from typing import Final
 
 import pynvml
 
@@ -21,14 +23,16 @@ from falcon_gpu.sources.nvml.calls import ABSENT, NvmlCaller, NvmlFailure, text
 INITIAL_DELAY_S = 1.0
 MAX_DELAY_S = 300.0
 
-_HINTS = {
-    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: "libnvidia-ml.so.1 was not found: install the NVIDIA driver, "
-    "or mount the driver libraries into the container (NVIDIA container toolkit)",
-    pynvml.NVML_ERROR_DRIVER_NOT_LOADED: "the NVIDIA kernel driver is not loaded (is this a GPU node?)",
-    pynvml.NVML_ERROR_NO_PERMISSION: "no permission to open /dev/nvidia*: grant the devices",
-    pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "the NVML library and the kernel driver versions differ: "
-    "restart the agent after a driver upgrade",
-}
+_HINTS: Final = MappingProxyType(
+    {
+        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: "libnvidia-ml.so.1 was not found: install the NVIDIA driver, "
+        "or mount the driver libraries into the container (NVIDIA container toolkit)",
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED: "the NVIDIA kernel driver is not loaded (is this a GPU node?)",
+        pynvml.NVML_ERROR_NO_PERMISSION: "no permission to open /dev/nvidia*: grant the devices",
+        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "the NVML library and the kernel driver versions differ: "
+        "restart the agent after a driver upgrade",
+    }
+)
 
 
 def cuda_version_text(value: int) -> str:

@@ -3,27 +3,23 @@
 On a real driver every NVML call is an ioctl; a reading whose answer cannot have
 changed since it was last asked is reused instead of asked again. Four kinds:
 
-- Administrator settings (:meth:`SlowReadings.call`): the enforced power limit changes
-  when someone runs ``nvidia-smi -pl`` (or a power-capping daemon does), the infoROM
-  checksum only when the board is re-flashed or corrupts, the MIG mode with a
-  reconfiguration. Re-read once every :data:`REFRESH_S`.
-- Readings that follow another one (``call(..., token=...)``): re-read as soon as the
-  reading they follow changed, then every cycle until two answers in a row agree (a fan
-  ramping to its new speed, a clock switching), and at least every :data:`REFRESH_S` for a
-  setting that overrides it. The memory clock follows the performance state (each P-state has its
-  memory clock; ``nvidia-smi -lmc`` locks it, seen within a minute); the fan's
-  *intended* speed (what ``nvmlDeviceGetFanSpeed`` answers) follows the GPU temperature
-  through the fan curve (a manual fan setting is seen within a minute). The clock event reasons
-  follow the throttle counters, the SM clock and whether the GPU is idle, and are asked every cycle
-  while the last answer held a limiter (:meth:`SlowReadings.follows`,
-  :mod:`falcon_gpu.sources.nvml.readers.clocks`).
+- Administrator settings (:meth:`SlowReadings.call`; a table row's ``SETTING``): the enforced power
+  limit changes when someone runs ``nvidia-smi -pl``, the infoROM checksum only when the board is
+  re-flashed, the MIG mode with a reconfiguration. Re-read once every :data:`REFRESH_S`.
+- Readings that follow another one (``call(..., token=...)``; a table row's
+  ``Refresh("follows", ...)``, which names the reading it follows): re-read as soon as that reading
+  changed, then every cycle until two answers in a row agree (a fan ramping, a clock switching), and at
+  least every :data:`REFRESH_S` for a setting that overrides it. The clock event reasons follow the
+  throttle counters, the SM clock and whether the GPU is idle, and are asked every cycle while the last
+  answer held a limiter (:meth:`SlowReadings.follows`, :mod:`falcon_gpu.sources.nvml.readers.clocks`).
 - Answers built from several calls (:meth:`SlowReadings.kept`): a MIG GPU's layout (each
   instance's handle and identity, :mod:`falcon_gpu.sources.nvml.readers.mig`), built again
   every :data:`REFRESH_S` or as soon as the caller sees it changed (:meth:`SlowReadings.drop`);
   also a struct decoded into a record, such as the NVLink fabric attachment
   (:mod:`falcon_gpu.sources.nvml.readers.fabric`: a fabric manager's registration and the
   fabric's health, seen within a minute).
-- Readings that are zero while nothing uses what they measure (:meth:`SlowReadings.gated`):
+- Readings that are zero while nothing uses what they measure (:meth:`SlowReadings.gated`; a table
+  row's ``Refresh("gated", ...)``, read by its reader's hook, which sees the evidence):
   asked while the caller sees a use this cycle, while the last answer was not "idle" (to see
   it fall back), and at least every :data:`REFRESH_S` whatever the caller sees (so a wrong
   "not in use" costs at most a minute); otherwise the idle answer is reused.
@@ -67,6 +63,21 @@ class SlowReadings:
     ) -> Any:
         """``nvml.call(scope, field, fn_name, *args)``, or its answer of less than REFRESH_S ago
         asked under the same ``token`` (with a token: once it answered the same twice in a row)."""
+        return self.call_args(nvml, now, scope, field, fn_name, args, token, answers)
+
+    def call_args(
+        self,
+        nvml: NvmlCaller,
+        now: float,
+        scope: str,
+        field: str,
+        fn_name: str,
+        args: tuple[Any, ...],
+        token: Any = None,
+        answers: Mapping[int, Any] | None = None,
+    ) -> Any:
+        """:meth:`call` with the arguments as one tuple (a caller that holds them so: no ``*args`` call
+        with a keyword, which CPython builds a tuple and a dict for)."""
         fields = self._kept.get(scope)
         if fields is not None:
             kept = fields.get(field)

@@ -32,7 +32,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -47,7 +47,6 @@ from falcon_gpu.sources.nvml.mig_profiles import MigProfiles
 from falcon_gpu.sources.nvml.process_names import ProcessNames
 from falcon_gpu.sources.nvml.rates import CounterRates
 from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields, Reader, check_fields
-from falcon_gpu.sources.nvml.readers.base import CHECKED_SHAPES, SHAPES_KEPT
 from falcon_gpu.sources.nvml.session import NvmlSession
 from falcon_gpu.sources.nvml.slow import SlowReadings
 
@@ -82,7 +81,7 @@ class _Device:
         self.shape: list[Any] | None = None
         """The shape (keys, then each value's exact type) of the last merged answer found right: the
         steady cycle compares its shape with this one (a list compare, no hash of 60-odd items) and looks
-        it up in :data:`CHECKED_SHAPES` only when it differs."""
+        it up in the source's known-right shapes only when it differs."""
 
 
 class _ReaderStats:
@@ -90,8 +89,8 @@ class _ReaderStats:
 
     __slots__ = ("names", "ok", "readers", "seconds")
 
-    def __init__(self) -> None:
-        self.names, self.readers = _split(READERS)
+    def __init__(self, names: tuple[str, ...], readers: tuple[Reader, ...]) -> None:
+        self.names, self.readers = names, readers
         self.ok = [True] * len(self.names)
         self.seconds = [0.0] * len(self.names)
 
@@ -99,15 +98,9 @@ class _ReaderStats:
         telemetry.readers_done(dict(zip(self.names, zip(self.ok, self.seconds, strict=True), strict=True)))
 
 
-_SPLIT: list[Any] = [None, (), ()]
-"""The last :data:`READERS` seen and its names and functions (a test may replace READERS)."""
-
-
-def _split(readers: tuple[tuple[str, Reader], ...]) -> tuple[tuple[str, ...], tuple[Reader, ...]]:
-    """``readers``' names and functions as two tuples, worked out once per READERS."""
-    if _SPLIT[0] is not readers:
-        _SPLIT[:] = readers, tuple(name for name, _ in readers), tuple(reader for _, reader in readers)
-    return _SPLIT[1], _SPLIT[2]
+SHAPES_KEPT: Final = 1024
+"""At most this many merged-answer shapes kept as found right, per source (a reader whose values are None
+or not varies a little)."""
 
 
 class NvmlSource:
@@ -143,6 +136,12 @@ class NvmlSource:
         """GPU index -> the telemetry key under which it was reported down."""
         self._devices: dict[int, _Device] = {}
         """GPU index -> what its cycle needs, once its handle and identity are known."""
+        self._split: tuple[Any, tuple[str, ...], tuple[Reader, ...]] = (None, (), ())
+        """The :data:`READERS` last seen and its names and functions (a test may replace READERS)."""
+        self._shapes: set[tuple[Any, ...]] = set()
+        """The shapes (keys, then the exact type of each value) of merged answers found right: a device
+        answers the same shape cycle after cycle, so an unknown one is checked reader by reader
+        (:meth:`_checked`) only once (at most :data:`SHAPES_KEPT`)."""
         self._answers: list[Fields | None] = [None] * len(READERS)
         """The device being read: each reader's answer (None: it raised or was found wrong)."""
 
@@ -200,7 +199,9 @@ class NvmlSource:
         if self._xid is not None:
             self._xid.drain_now()
             xid_counts, last_xid = self._xid.read()
-        stats = _ReaderStats()
+        if self._split[0] is not READERS:
+            self._split = READERS, tuple(name for name, _ in READERS), tuple(reader for _, reader in READERS)
+        stats = _ReaderStats(self._split[1], self._split[2])
         devices = tuple([self._read_device(i, timestamp, xid_counts, last_xid, stats) for i in range(count)])
         if self._one_shot and self._xid is not None and self._xid.drain_after_readings():
             devices = self._with_xids(devices, *self._xid.read())
@@ -341,6 +342,7 @@ class NvmlSource:
         known = self._identity.get(index) or Identity("", "", "")
         self._gpm.forget(known.uuid or f"gpu{index}")  # its samples, and its instances'
         self._rates.forget(known.uuid or f"gpu{index}")
+        self._field_values.forget(known.uuid or f"gpu{index}")
         key = self._down[index] = f"gpu:{known.uuid or index}"
         self._telemetry.failing(key, "gpu", f"GPU {index} ({known.uuid or 'uuid unknown'}) is down: {gone}")
         return DeviceReading(
@@ -352,7 +354,7 @@ class NvmlSource:
     def _run_readers(self, index: int, device: _Device, stats: _ReaderStats) -> Fields:
         """Every reader on one device. The errors list is looked at once per reader and cleared only
         where a reader left something in it (:meth:`_errors_of`). The success path checks one shape, the
-        merged answer's (see :data:`CHECKED_SHAPES`); an unknown one is checked reader by reader
+        merged answer's (see :attr:`_shapes`); an unknown one is checked reader by reader
         (:meth:`_checked`), which drops only the answer at fault. "Works again" is said after that
         check, never before."""
         ctx = device.ctx
@@ -379,7 +381,7 @@ class NvmlSource:
                 failed = self._errors_of(stats, i, device, index, failed)
         shape = [*fields, *map(type, fields.values())]
         if shape != device.shape:  # not last cycle's: look it up among the known-right ones
-            if tuple(shape) in CHECKED_SHAPES:
+            if tuple(shape) in self._shapes:
                 device.shape = shape
             else:
                 fields = ctx.fields = self._checked(shape, stats, device, index, failed is None)
@@ -424,8 +426,8 @@ class NvmlSource:
             fields.update(answer)
         if clean:
             device.shape = shape
-            if len(CHECKED_SHAPES) < SHAPES_KEPT:
-                CHECKED_SHAPES.add(tuple(device.shape))
+            if len(self._shapes) < SHAPES_KEPT:
+                self._shapes.add(tuple(device.shape))
         return fields
 
     def _recovered(self, stats: _ReaderStats, device: _Device, index: int, failed: Any) -> None:

@@ -1,40 +1,73 @@
 """The device readers, one per concern, in the order the source runs them.
 
-To read something new from NVML: add the field to ``DeviceReading`` and to
-:class:`~falcon_gpu.sources.nvml.readers.base.Fields`, a function ``(ctx) -> Fields``
-in a module here (a scalar NVML also has a field ID for goes in
-:data:`~falcon_gpu.sources.nvml.field_values.FIELDS` and is read with
-``ctx.field_values``), and register it below; its name becomes the ``reader``
-label of ``falcon_gpu_agent_reader_success`` / ``_reader_seconds``. ``processes``
-runs before ``mig`` because MIG instances reuse its SM shares and process list, and
-``gpm`` after ``mig`` because it samples each instance and gives its processes their SM share.
+A scalar reading is a row of the reading table (:mod:`falcon_gpu.readings.device`), read by the generic
+table reader (:mod:`~falcon_gpu.sources.nvml.readers.table`) of the reader the row names, unless the row
+is a ``hook``: then that reader's own code reads it. A new concern is a module here, a function
+``(ctx) -> Fields`` registered in :data:`READERS` (its name becomes the ``reader`` label of
+``falcon_gpu_agent_reader_success`` / ``_reader_seconds``) and, for the structured readings it answers,
+its line in :data:`STRUCTURED_BY`. A reader that reads what an earlier one left in ``ctx.fields`` says
+so (its module's ``NEEDS``, in :data:`NEEDS`): :func:`check_order` refuses, at import, an order in
+which a reading is needed before the reader that reads it runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from falcon_gpu.readings.device import READINGS
+from falcon_gpu.sources.nvml.readers import clocks, gpm, mig, processes, thermal_power, utilization
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields, Reader, check_fields
-from falcon_gpu.sources.nvml.readers.clocks import read_clocks
 from falcon_gpu.sources.nvml.readers.fabric import read_fabric
-from falcon_gpu.sources.nvml.readers.gpm import read_gpm
 from falcon_gpu.sources.nvml.readers.health import read_health
 from falcon_gpu.sources.nvml.readers.interconnect import read_interconnect
 from falcon_gpu.sources.nvml.readers.memory import read_memory
-from falcon_gpu.sources.nvml.readers.mig import read_mig
-from falcon_gpu.sources.nvml.readers.processes import read_processes
-from falcon_gpu.sources.nvml.readers.thermal_power import read_thermal_power
-from falcon_gpu.sources.nvml.readers.utilization import read_utilization
 
 READERS: tuple[tuple[str, Reader], ...] = (
     ("memory", read_memory),
-    ("utilization", read_utilization),
-    ("thermal_power", read_thermal_power),
-    ("clocks", read_clocks),
+    ("utilization", utilization.read_utilization),
+    ("thermal_power", thermal_power.read_thermal_power),
+    ("clocks", clocks.read_clocks),
     ("health", read_health),
     ("fabric", read_fabric),
-    ("processes", read_processes),
-    ("mig", read_mig),
-    ("gpm", read_gpm),
+    ("processes", processes.read_processes),
+    ("mig", mig.read_mig),
+    ("gpm", gpm.read_gpm),
     ("interconnect", read_interconnect),
 )
 
-__all__ = ["READERS", "DeviceContext", "Fields", "Reader", "check_fields"]
+NEEDS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({
+    "utilization": utilization.TABLE.needs,
+    "thermal_power": thermal_power.TABLE.needs,
+    "clocks": clocks.NEEDS,
+    "processes": processes.NEEDS,
+    "mig": mig.NEEDS,
+    "gpm": gpm.NEEDS,
+})  # fmt: skip
+"""Per reader: the readings it takes from earlier readers this cycle (``ctx.fields``)."""
+
+STRUCTURED_BY: Final[Mapping[str, str]] = MappingProxyType({
+    "ecc": "health", "retired_pages": "health", "remapped_rows": "health", "inforom_valid": "health",
+    "clock_event_reasons": "clocks", "fabric": "fabric", "processes": "processes", "mig_enabled": "mig",
+    "mig": "mig", "gpm": "gpm", "nvlink_errors": "interconnect", "nvlink": "interconnect",
+})  # fmt: skip
+"""The reader that first answers each structured reading (the table names the scalar ones')."""
+
+
+def check_order(readers: tuple[tuple[str, Reader], ...], needs: Mapping[str, tuple[str, ...]]) -> None:
+    """Raise ValueError where a reader needs a reading that no earlier reader answers."""
+    produced_by = {r.field: r.reader for r in READINGS} | dict(STRUCTURED_BY)
+    seen: set[str] = set()
+    for name, _ in readers:
+        for field in needs.get(name, ()):
+            if produced_by.get(field) not in seen:
+                raise ValueError(
+                    f"reader {name} needs {field}, which {produced_by.get(field)} reads after it"
+                )
+        seen.add(name)
+
+
+check_order(READERS, NEEDS)
+
+__all__ = ["NEEDS", "READERS", "DeviceContext", "Fields", "Reader", "check_fields", "check_order"]

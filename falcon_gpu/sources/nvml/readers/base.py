@@ -14,10 +14,11 @@ fields, never the device.
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Final, TypedDict
+from typing import Any, Final
 
 import msgspec
 
+from falcon_gpu.model.device_reading import ReadingFields
 from falcon_gpu.model.fabric import FabricReading
 from falcon_gpu.model.snapshot import (
     EccCounts,
@@ -39,29 +40,11 @@ from falcon_gpu.sources.nvml.rates import CounterRates
 from falcon_gpu.sources.nvml.slow import SlowReadings
 
 
-class Fields(TypedDict, total=False):
-    """The reading fields of :class:`DeviceReading` (identity and ``up`` are the source's)."""
+class Fields(ReadingFields, total=False):
+    """What a reader answers: the reading fields of :class:`DeviceReading`. The scalar ones come from the
+    reading table (:class:`~falcon_gpu.model.device_reading.ReadingFields`); the structured ones are
+    listed here (identity, ``up`` and the XID counts are the source's)."""
 
-    memory_total_bytes: int | None
-    memory_used_bytes: int | None
-    memory_free_bytes: int | None
-    memory_reserved_bytes: int | None
-    utilization_ratio: float | None
-    memory_utilization_ratio: float | None
-    temperature_celsius: float | None
-    memory_temperature_celsius: float | None
-    slowdown_tlimit_celsius: float | None
-    shutdown_tlimit_celsius: float | None
-    power_watts: float | None
-    power_limit_watts: float | None
-    energy_joules: float | None
-    performance_state: int | None
-    sm_clock_hertz: float | None
-    memory_clock_hertz: float | None
-    fan_speed_ratio: float | None
-    encoder_utilization_ratio: float | None
-    decoder_utilization_ratio: float | None
-    pcie_replays: int | None
     ecc: EccCounts | None
     retired_pages: RetiredPages | None
     remapped_rows: RemappedRows | None
@@ -69,16 +52,8 @@ class Fields(TypedDict, total=False):
     inforom_valid: bool | None
     fabric: FabricReading | None
     gpm: GpmReading | None
-    pcie_tx_bytes: int | None
-    pcie_rx_bytes: int | None
-    pcie_tx_bytes_per_second: float | None
-    pcie_rx_bytes_per_second: float | None
-    nvlink_tx_bytes: int | None
-    nvlink_rx_bytes: int | None
     nvlink_errors: NvlinkErrors | None
     nvlink: tuple[NvlinkReading, ...]
-    nvlink_tx_bytes_per_second: float | None
-    nvlink_rx_bytes_per_second: float | None
     mig_enabled: bool
     mig: tuple[MigReading, ...]
     processes: tuple[ProcessReading, ...]
@@ -102,32 +77,13 @@ FIELD_TYPES: Final[dict[str, tuple[type, ...]]] = {
 """What each field may hold at run time (derived from :class:`Fields`, checked in the guard)."""
 
 
-CHECKED_SHAPES: Final[set[tuple[Any, ...]]] = set()
-"""The shapes (keys, then the exact type of each value) of answers found right: a reader answers the
-same shape cycle after cycle, so the steady cycle checks one shape per GPU: the source compares the
-shape of all readers' answers merged with the device's last right one, looks it up here only when it
-differs, and only for an unknown one calls :func:`check_fields` per reader."""
-SHAPES_KEPT: Final = 1024
-"""At most this many shapes kept (a reader whose values are None or not varies a little; so does a
-merged answer)."""
-
-
 def check_fields(reader: str, fields: Fields) -> None:
     """Raise TypeError when ``fields`` has a key :class:`Fields` lacks or a value of the wrong type.
 
     Keeps a reader's mistake (a misspelt key, a struct where a number belongs) inside
-    that reader's guard instead of failing ``DeviceReading(**fields)`` for the whole device.
-    An answer of a shape already found right (the same keys, each value of the same exact type,
-    which makes ``isinstance`` answer the same) is not looked at again."""
-    shape = (*fields, *map(type, fields.values()))
-    if shape in CHECKED_SHAPES:
-        return
-    _check(reader, fields)
-    if len(CHECKED_SHAPES) < SHAPES_KEPT:
-        CHECKED_SHAPES.add(shape)
-
-
-def _check(reader: str, fields: Fields) -> None:
+    that reader's guard instead of failing the device's ``DeviceReading`` for the whole device.
+    The source checks a merged answer of a shape it has not seen right before only (its
+    ``_shapes``)."""
     for key, value in fields.items():
         allowed = FIELD_TYPES.get(key)
         if allowed is None:

@@ -1,15 +1,10 @@
-"""SM and memory clocks (MHz -> Hz) and the active clock event (throttle) reasons.
+"""SM and memory clocks (MHz -> Hz), read by the table, and the active clock event (throttle) reasons.
 
-``nvmlDeviceGetCurrentClocksEventReasons`` replaced ``...ThrottleReasons`` in
-newer drivers; the bit layout is the same (``CLOCK_EVENT_REASONS`` order).
-
-The SM clock moves with load and power every cycle and is asked every cycle. The memory
-clock does not: it is set by the performance state (P0 runs the memory at its maximum,
-lower P-states at theirs), so it is re-read when the P-state the thermal_power reader read
-this cycle differs from the one of its last read, and at least once a minute
-(:mod:`falcon_gpu.sources.nvml.slow`) so that a locked memory clock (``nvidia-smi -lmc``,
-which holds the clock within a P-state) is seen within 60 s. Where the P-state is unknown it
-is asked every cycle.
+The SM clock moves with load and power every cycle and is asked every cycle. The memory clock does not:
+it is set by the performance state (P0 runs the memory at its maximum, lower P-states at theirs), so its
+table row follows ``performance_state`` (a locked memory clock, ``nvidia-smi -lmc``, is seen within a
+minute). ``nvmlDeviceGetCurrentClocksEventReasons`` replaced ``...ThrottleReasons`` in newer drivers;
+the bit layout is the same (``CLOCK_EVENT_REASONS`` order).
 
 The clock event reasons (a bit mask) are not asked every cycle either. Its limiter bits (SW power cap,
 HW slowdown, sync boost, SW and HW thermal slowdown, HW power brake) hold the clocks down, and the time
@@ -30,21 +25,16 @@ a lightly loaded GPU may move it every cycle: the mask is then asked every cycle
 
 from __future__ import annotations
 
-import pynvml
-
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS
-from falcon_gpu.readings.device import BY_FIELD
-from falcon_gpu.readings.spec import multiplier_from_nvml
 from falcon_gpu.sources.nvml.calls import ABSENT, Variant
 from falcon_gpu.sources.nvml.field_values import THROTTLE_TIME, FieldGroup
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
+from falcon_gpu.sources.nvml.readers.table import TableRows, read_table
 
-_HZ_PER_MHZ, _MEMORY_HZ_PER_MHZ = (
-    multiplier_from_nvml(BY_FIELD["sm_clock_hertz"]),
-    multiplier_from_nvml(BY_FIELD["memory_clock_hertz"]),
-)
-"""MHz -> Hz (the reading table's units): NVML's integer times the exact constant, the float
-``from_nvml`` computes, without its call."""
+TABLE = TableRows("clocks")
+NEEDS = (*TABLE.needs, "utilization_ratio")
+"""What earlier readers must have read this cycle: the P-state the memory clock follows, and the
+utilisation the clock event reasons follow."""
 _REASONS: tuple[Variant, ...] = (
     ("events", "nvmlDeviceGetCurrentClocksEventReasons", {}),
     ("throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", {}),
@@ -65,47 +55,40 @@ def _limited(mask: object) -> bool:
 
 _EVENTS = "clock_event_reasons"
 """The mask's not-supported key and variant family."""
-_BY_MASK: dict[int, frozenset[str]] = {}
-"""Each mask's reasons, built once: a GPU shows a handful of masks, asked every cycle."""
 _MASKS_KEPT = 1024
-"""At most this many masks kept (a mask is a bit set: a driver could in principle answer any)."""
+"""At most this many masks' reason sets kept per source (a mask is a bit set: a driver could in principle
+answer any; a GPU shows a handful, asked every cycle)."""
 
 
 def reasons_from_mask(mask: int) -> frozenset[str]:
-    found = _BY_MASK.get(mask)
+    return frozenset(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
+
+
+def _reasons(ctx: DeviceContext, mask: int) -> frozenset[str]:
+    """:func:`reasons_from_mask`, each mask's set built once per source (kept in its caller's memo)."""
+    by_mask: dict[int, frozenset[str]] | None = ctx.nvml.memo.get(_EVENTS)
+    if by_mask is None:
+        by_mask = ctx.nvml.memo[_EVENTS] = {}
+    found = by_mask.get(mask)
     if found is None:
-        found = frozenset(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
-        if len(_BY_MASK) < _MASKS_KEPT:
-            _BY_MASK[mask] = found
+        found = reasons_from_mask(mask)
+        if len(by_mask) < _MASKS_KEPT:
+            by_mask[mask] = found
     return found
 
 
 def read_clocks(ctx: DeviceContext) -> Fields:
-    nvml, scope, h, fields = ctx.nvml, ctx.scope, ctx.handle, ctx.fields
-    call = nvml.call
-    out: Fields = {}
-    sm = call(scope, "sm_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_SM)
-    if sm is not ABSENT:
-        out["sm_clock_hertz"] = sm * _HZ_PER_MHZ
-    pstate = fields.get("performance_state")
-    if pstate is None:
-        mem = call(scope, "memory_clock", "nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_MEM)
-    else:
-        mem = ctx.slow.call(nvml, ctx.timestamp, scope, "memory_clock", "nvmlDeviceGetClockInfo", h,
-                            pynvml.NVML_CLOCK_MEM, token=pstate)  # fmt: skip
-    if mem is not ABSENT:
-        out["memory_clock_hertz"] = mem * _MEMORY_HZ_PER_MHZ
-    batch = ctx.field_values
-    app, base = batch.fast(_THROTTLE) or batch.values(nvml, _THROTTLE)
-    utilization = fields.get("utilization_ratio")
-    if app is None or base is None or sm is ABSENT or utilization is None:
+    out = read_table(ctx, TABLE)
+    nvml, scope, h = ctx.nvml, ctx.scope, ctx.handle
+    app, base = ctx.field_values.values(_THROTTLE)
+    sm = out.get("sm_clock_hertz")
+    utilization = ctx.fields.get("utilization_ratio")
+    if app is None or base is None or sm is None or utilization is None:
         mask = nvml.call_first(scope, _EVENTS, _EVENTS, _REASONS, h)
     else:
         token = (app, base, sm, utilization == 0)
         mask = ctx.slow.follows(nvml, ctx.timestamp, scope, _EVENTS, token, _limited,
                                 nvml.call_first, scope, _EVENTS, _EVENTS, _REASONS, h)  # fmt: skip
     if mask is not ABSENT:
-        mask = int(mask)
-        reasons = _BY_MASK.get(mask)  # reasons_from_mask's look-up, written out: once per GPU and cycle
-        out["clock_event_reasons"] = reasons_from_mask(mask) if reasons is None else reasons
+        out["clock_event_reasons"] = _reasons(ctx, int(mask))
     return out

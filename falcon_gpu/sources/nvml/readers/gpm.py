@@ -72,6 +72,10 @@ def _with_share(
     return tuple(out)
 
 
+NEEDS = ("mig", "processes")
+"""The MIG instances and the processes, which the GPM shares are put on."""
+
+
 def read_gpm(ctx: DeviceContext) -> Fields:
     if not ctx.gpm.supported(ctx.scope, ctx.handle):
         return {}

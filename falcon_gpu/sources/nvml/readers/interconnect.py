@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import product
+from types import MappingProxyType
+from typing import Final
 
 from falcon_gpu.model.snapshot import NvlinkErrors, NvlinkReading
 from falcon_gpu.sources.nvml.field_values import (
@@ -63,15 +65,20 @@ from falcon_gpu.sources.nvml.readers.nvlink_links import (
 )
 
 KIB = 1024
-_NO_ERRORS: list[float | None] = [0.0] * NVLINK_ERROR_LINKS
+_NO_ERRORS: tuple[float | None, ...] = (0.0,) * NVLINK_ERROR_LINKS
 """Every link's counter of a kind whose total is zero."""
-_NOT_COUNTED: list[float | None] = [None] * NVLINK_ERROR_LINKS
+_NOT_COUNTED: tuple[float | None, ...] = (None,) * NVLINK_ERROR_LINKS
 """Every link's counter of a kind the GPU does not count (no NVLink)."""
-_BEYOND_L11: list[float | None] = [None] * (NVLINK_LINKS - NVLINK_ERROR_LINKS)
+_BEYOND_L11: tuple[float | None, ...] = (None,) * (NVLINK_LINKS - NVLINK_ERROR_LINKS)
 """Links 12-17 in the older fields, which have none for them."""
+_TRAFFIC = FieldGroup(NVLINK_TRAFFIC)
+_LINKS_TX, _LINKS_RX = FieldGroup(NVLINK_TX), FieldGroup(NVLINK_RX)
+_TOTALS = FieldGroup(NVLINK_ERROR_TOTALS)
+_KIND_LINKS = tuple(FieldGroup(links) for links in NVLINK_ERRORS)
+"""Per error kind: its per-link counters (asked in the batch where the driver refuses the total)."""
 
 
-def _sum(values: list[float | None]) -> int | None:
+def _sum(values: Sequence[float | None]) -> int | None:
     known = [v for v in values if v is not None]
     return int(sum(known)) if known else None
 
@@ -82,20 +89,18 @@ def _kib(value: float | None) -> int | None:
 
 def _traffic(batch: FieldBatch) -> tuple[int | None, int | None]:
     """NVLink bytes sent and received over all links: the driver's sums, else the per-link fields'."""
-    tx, rx = batch.numbers(NVLINK_TRAFFIC)
+    tx, rx = batch.values(_TRAFFIC)
     tx_spec, rx_spec = NVLINK_TRAFFIC
-    return _direction(batch, tx_spec, tx, NVLINK_TX), _direction(batch, rx_spec, rx, NVLINK_RX)
+    return _direction(batch, tx_spec, tx, _LINKS_TX), _direction(batch, rx_spec, rx, _LINKS_RX)
 
 
-def _direction(
-    batch: FieldBatch, spec: FieldSpec, total: float | None, links: tuple[FieldSpec, ...]
-) -> int | None:
+def _direction(batch: FieldBatch, spec: FieldSpec, total: float | None, links: FieldGroup) -> int | None:
     if batch.supported(spec):
         return _kib(total)
-    return _kib(_sum(batch.numbers(links))) if batch.parts_asked(spec) else None
+    return _kib(_sum(batch.values(links))) if batch.parts_asked(spec) else None
 
 
-def _per_link(errors: list[list[float | None]]) -> tuple[NvlinkReading, ...]:
+def _per_link(errors: Sequence[Sequence[float | None]]) -> tuple[NvlinkReading, ...]:
     """The links with a non-zero error counter (``errors``: per kind, per link)."""
     links = []
     for link, counts in enumerate(zip(*errors, strict=True)):
@@ -106,18 +111,18 @@ def _per_link(errors: list[list[float | None]]) -> tuple[NvlinkReading, ...]:
 
 def _errors(
     batch: FieldBatch, dl: DlErrors = NO_DL_ERRORS
-) -> tuple[list[int | None], list[list[float | None]]]:
+) -> tuple[list[int | None], list[Sequence[float | None]]]:
     """Per error kind: the total over the links, and the per-link counters (18 each, index = link). A
     kind the data-link fields count (``dl``) is taken from them; the others from the older fields."""
     covered = [False] * len(NVLINK_ERROR_TOTALS)
     for at, counts in zip(DL_KIND_AT, dl.kinds, strict=True):
         covered[at] = counts is not None
-    totals = batch.numbers(NVLINK_ERROR_TOTALS)
+    totals = batch.values(_TOTALS)
     aggregate = [batch.supported(spec) for spec in NVLINK_ERROR_TOTALS]
-    per_kind: list[list[float | None]] = [
+    per_kind: list[Sequence[float | None]] = [
         _NO_ERRORS if summed or dl_counted  # not summed: the per-link fields are in the batch (if any)
-        else batch.numbers(links) if batch.parts_asked(spec) else _NOT_COUNTED
-        for spec, summed, dl_counted, links in zip(NVLINK_ERROR_TOTALS, aggregate, covered, NVLINK_ERRORS,
+        else batch.values(links) if batch.parts_asked(spec) else _NOT_COUNTED
+        for spec, summed, dl_counted, links in zip(NVLINK_ERROR_TOTALS, aggregate, covered, _KIND_LINKS,
                                                    strict=True)
     ]  # fmt: skip
     named = [summed and not dl_counted for summed, dl_counted in zip(aggregate, covered, strict=True)]
@@ -139,7 +144,7 @@ def _errors(
         (None if total is None else int(total)) if summed else _sum(links)
         for total, summed, links in zip(totals, aggregate, per_kind, strict=True)
     ]
-    per_kind = [links + _BEYOND_L11 for links in per_kind]
+    per_kind = [(*links, *_BEYOND_L11) for links in per_kind]
     for at, counts in zip(DL_KIND_AT, dl.kinds, strict=True):
         if counts is not None:
             per_kind[at] = list(counts)
@@ -150,17 +155,18 @@ def _errors(
 _AGGREGATES: tuple[FieldSpec, ...] = PCIE_TRAFFIC + NVLINK_TRAFFIC + NVLINK_ERROR_TOTALS
 """The eight values of a steady cycle (PCIe TX/RX, NVLink TX/RX, the four error totals), taken in one
 look-up of the batch (:data:`_AGGREGATE_GROUP`)."""
-_AGGREGATE_GROUP = FieldGroup(_AGGREGATES, partial=True)
-"""Partial: a sum the device is not asked (no NVLink, or its per-link fields asked instead) is None, as
-:meth:`FieldBatch.numbers` answers it."""
+_AGGREGATE_GROUP = FieldGroup(_AGGREGATES)
+"""A sum the device is not asked (no NVLink, or its per-link fields asked instead) is None in it."""
 _ZERO_ERRORS = NvlinkErrors(0, 0, 0, 0)
 """Shared by every cycle of every GPU whose links counted no error (a record is never changed)."""
 
 
-_QUIET_TOTALS = {
-    kinds: _ZERO_ERRORS if None not in kinds else NvlinkErrors(*kinds)
-    for kinds in product((0, None), repeat=len(NVLINK_ERROR_TOTALS))
-}
+_QUIET_TOTALS: Final = MappingProxyType(
+    {
+        kinds: _ZERO_ERRORS if None not in kinds else NvlinkErrors(*kinds)
+        for kinds in product((0, None), repeat=len(NVLINK_ERROR_TOTALS))
+    }
+)
 """The error totals of a GPU whose counters are all zero where they are counted: one shared record per
 combination of the kinds it counts (a constant table, built at import), as :data:`_ZERO_ERRORS` is."""
 
@@ -186,7 +192,7 @@ def _quiet_totals(
     return tuple(out)
 
 
-_Links = tuple[int | None, int | None, list[int | None], list[list[float | None]]]
+_Links = tuple[int | None, int | None, list[int | None], list[Sequence[float | None]]]
 """NVLink bytes sent and received, the error totals per kind, and the per-link error counters."""
 
 
@@ -211,7 +217,7 @@ def _put_traffic(ctx: DeviceContext, out: Fields, sent: int | None, received: in
 
 def read_interconnect(ctx: DeviceContext) -> Fields:
     batch, rates, now, scope = ctx.field_values, ctx.rates, ctx.timestamp, ctx.scope
-    values = batch.fast(_AGGREGATE_GROUP) or batch.numbers(_AGGREGATES)
+    values = batch.values(_AGGREGATE_GROUP)
     pcie_tx, pcie_rx, sum_tx, sum_rx, crc_flit, crc_data, replay, recovery = values
     tx = None if pcie_tx is None else int(pcie_tx)
     rx = None if pcie_rx is None else int(pcie_rx)

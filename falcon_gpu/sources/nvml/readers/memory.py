@@ -14,9 +14,11 @@ import pynvml
 
 from falcon_gpu.sources.nvml.calls import ABSENT, VARIANT_FALLBACK, NvmlCaller, Variant
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
+from falcon_gpu.sources.nvml.readers.table import table_call
 
 MEMORY_FALLBACK: Final = VARIANT_FALLBACK | {pynvml.NVML_ERROR_NOT_SUPPORTED}
-_V1: Variant = ("v1", "nvmlDeviceGetMemoryInfo", {})
+_MEMORY_INFO = table_call("memory_used_bytes")
+_V1: Variant = ("v1", _MEMORY_INFO, {})
 
 
 def _variants(nvml: NvmlCaller) -> tuple[Variant, ...]:
@@ -24,9 +26,7 @@ def _variants(nvml: NvmlCaller) -> tuple[Variant, ...]:
     variants: tuple[Variant, ...] | None = nvml.memo.get("memory_info")
     if variants is None:
         version = getattr(nvml.lib, "nvmlMemory_v2", None)
-        v2: tuple[Variant, ...] = (
-            () if version is None else (("v2", "nvmlDeviceGetMemoryInfo", {"version": version}),)
-        )
+        v2: tuple[Variant, ...] = () if version is None else (("v2", _MEMORY_INFO, {"version": version}),)
         variants = nvml.memo["memory_info"] = (*v2, _V1)
     return variants
 

@@ -47,6 +47,7 @@ falls back to the profile alone, see :mod:`falcon_gpu.attribution.device_index`)
 from __future__ import annotations
 
 import logging
+from types import MappingProxyType
 from typing import Any, Final
 
 import msgspec
@@ -164,7 +165,7 @@ def _instance(ctx: DeviceContext, s: MigSlot, memory: Any) -> MigReading:
     )
 
 
-_UNPRIVILEGED = {pynvml.NVML_ERROR_NO_PERMISSION: ABSENT}
+_UNPRIVILEGED: Final = MappingProxyType({pynvml.NVML_ERROR_NO_PERMISSION: ABSENT})
 
 
 def _placement_start(ctx: DeviceContext, scope: str, gpu_instance_id: int | None) -> int | None:
@@ -184,6 +185,10 @@ def _placement_start(ctx: DeviceContext, scope: str, gpu_instance_id: int | None
 
 def _int(value: Any) -> int | None:
     return None if value is ABSENT or value is None else int(value)
+
+
+NEEDS = ("processes",)
+"""The processes reader's list (each instance takes its processes from it)."""
 
 
 def read_mig(ctx: DeviceContext) -> Fields:

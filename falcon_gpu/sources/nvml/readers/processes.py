@@ -61,7 +61,7 @@ identity), its names kept alive for the cycle as the general path would
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from operator import attrgetter, not_
 from types import MappingProxyType
 from typing import Any, Final
@@ -82,9 +82,9 @@ NOT_AVAILABLE_ULL = 0xFFFFFFFFFFFFFFFF
 
 ProcessKey = tuple[int, int | None, int | None]
 
-_VARIANTS: dict[str, tuple[Variant, ...]] = {
-    kind: (("v3", f"{base}_v3", {}), ("v2", f"{base}_v2", {}), ("v1", base, {})) for kind, base in LISTS
-}
+_VARIANTS: Final[Mapping[str, tuple[Variant, ...]]] = MappingProxyType(
+    {kind: (("v3", f"{base}_v3", {}), ("v2", f"{base}_v2", {}), ("v1", base, {})) for kind, base in LISTS}
+)
 """Per list: the process-info generations, newest first (``_v3`` -> ``_v2`` -> plain)."""
 (_COMPUTE_FIELD, _GRAPHICS_FIELD, _MPS_FIELD) = (f"processes_{kind}" for kind, _ in LISTS)
 """Per list: its not-supported key and variant family."""
@@ -359,9 +359,8 @@ _NO_SAMPLES: Final = MappingProxyType({pynvml.NVML_SUCCESS: (), pynvml.NVML_ERRO
 """The codes that mean "no new samples" (built once: this call is made every cycle on every GPU)."""
 
 
-_SHARES: dict[Any, float] = {}
-"""Each SM percent's share (0-1), converted once: NVML answers whole percents, a hundred-odd values."""
-_SHARES_KEPT: Final = 1024
+_SHARES: Final = MappingProxyType({percent: PERCENT_TO_RATIO(float(percent)) for percent in range(101)})
+"""Each SM percent's share (0-1), converted once, at import: NVML answers whole percents."""
 
 
 def process_samples(ctx: DeviceContext) -> ProcessSamples:
@@ -432,8 +431,6 @@ def _averaged(ctx: DeviceContext, samples: Any, last_seen: int, newest: int) -> 
         share = by_percent.get(percent)
         if share is None:
             share = PERCENT_TO_RATIO(float(percent))
-            if len(by_percent) < _SHARES_KEPT:
-                by_percent[percent] = share
         if pid in shares:
             shares[pid] += share
             counts[pid] = counts.get(pid, 1) + 1
@@ -447,6 +444,10 @@ def _averaged(ctx: DeviceContext, samples: Any, last_seen: int, newest: int) -> 
     for pid, n in counts.items():
         shares[pid] /= n
     return ProcessSamples(shares, encoder, decoder)
+
+
+NEEDS = ("memory_used_bytes",)
+"""The memory reader's used bytes (what the graphics-list gate compares)."""
 
 
 def read_processes(ctx: DeviceContext) -> Fields:
