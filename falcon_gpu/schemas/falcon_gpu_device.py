@@ -83,12 +83,11 @@ MigKey = tuple[int, int, str, str]
 class DeviceLabels:
     """The label tuples of one GPU's series (empty values left out), built once per identity:
     the GPU's (node labels, index, UUID, model), then per check, XID, link and MIG device on
-    first use. A GPU whose identity changes gets a new ``DeviceLabels`` (see :data:`_DEVICES`).
+    first use. A GPU whose identity changes gets a new ``DeviceLabels`` (see :class:`DeviceLabelSets`).
 
     Also the values of the GPU's groups of series that are the same across most cycles, kept with
     what they were made from: the health checks (:attr:`health`), per clock-event-reason set the
-    0/1 of each reason (:attr:`reason_values`). Each is replaced whole (an immutable tuple), so two
-    threads rendering at once at worst both build it."""
+    0/1 of each reason (:attr:`reason_values`), each replaced whole (an immutable tuple)."""
 
     __slots__ = (
         "checks", "device", "ecc", "health", "info", "links", "migs", "reason_labels", "reason_values",
@@ -138,18 +137,24 @@ class DeviceLabels:
         return labels, values
 
 
-_DEVICES: LabelCache[tuple[Labels, int, str, str], DeviceLabels] = LabelCache(DeviceLabels)
-"""(base labels, index, UUID, model) -> that GPU's label tuples, shared by every cycle and schema part."""
+class DeviceLabelSets:
+    """What one renderer keeps of the device series (:mod:`falcon_gpu.schemas.label_cache`): per GPU
+    identity (base labels, index, UUID, model) its :class:`DeviceLabels`, shared by every part of the
+    schema (pods, policies), and the fabric series' labels."""
 
+    __slots__ = ("_by_identity", "fabric")
 
-def device_label_set(base: Labels, dev: DeviceReading) -> DeviceLabels:
-    """``base``: the cycle's :attr:`~falcon_gpu.model.cycle.CycleData.base_labels`."""
-    return _DEVICES.get((base, dev.index, dev.uuid, dev.name))
+    def __init__(self) -> None:
+        self._by_identity: LabelCache[tuple[Labels, int, str, str], DeviceLabels] = LabelCache(DeviceLabels)
+        self.fabric = fabric.FabricLabels()
 
+    def of(self, base: Labels, dev: DeviceReading) -> DeviceLabels:
+        """``base``: the cycle's :attr:`~falcon_gpu.model.cycle.CycleData.base_labels`."""
+        return self._by_identity.get((base, dev.index, dev.uuid, dev.name))
 
-def device_labels(base: Labels, dev: DeviceReading) -> Labels:
-    """The GPU's labels (the same tuple every cycle while its identity holds; empty values left out)."""
-    return _DEVICES.get((base, dev.index, dev.uuid, dev.name)).device
+    def labels(self, base: Labels, dev: DeviceReading) -> Labels:
+        """The GPU's labels (the same tuple every cycle while its identity holds; empty values left out)."""
+        return self._by_identity.get((base, dev.index, dev.uuid, dev.name)).device
 
 
 def mig_key(mig: MigReading) -> MigKey:
@@ -166,7 +171,7 @@ def _mig_labels(base: Labels, gpu_instance: int, compute_instance: int, profile:
     )
 
 
-def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
+def add_devices(b: FamilyBuilder, cycle: CycleData, kept: DeviceLabelSets) -> None:
     snap = cycle.snapshot
     base = cycle.base_labels
     driver, cuda = snap.driver_version or "", snap.cuda_version or ""
@@ -175,7 +180,7 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
     health_labels, health_values = b.column(P + "health")
     want_health, want_reasons = b.wants(P + "health"), b.wants(P + "clock_event_active")
     for dev in snap.devices:
-        ls = _DEVICES.get((base, dev.index, dev.uuid, dev.name))
+        ls = kept.of(base, dev)
         lb = ls.device
         info_labels.append(ls.info.get((driver, cuda, dev.pci_bus_id)))
         info_values.append(1.0)
@@ -191,7 +196,7 @@ def add_devices(b: FamilyBuilder, cycle: CycleData) -> None:
             for xid, n in sorted(dev.xid_counts.items()):
                 b.put(P + "xid_errors_total", xids(xid), n)
         if dev.up:
-            _readings(b, ls, dev, want_reasons)
+            _readings(b, ls, dev, want_reasons, kept.fabric)
 
 
 _STRUCTURED = (
@@ -201,7 +206,13 @@ _STRUCTURED = (
 """The structured device series that :func:`_readings` appends to directly, in its order."""
 
 
-def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading, want_reasons: bool) -> None:
+def _readings(
+    b: FamilyBuilder,
+    ls: DeviceLabels,
+    dev: DeviceReading,
+    want_reasons: bool,
+    fabric_labels: fabric.FabricLabels,
+) -> None:
     """``want_reasons``: ``clock_event_active`` is emitted (the ``[metrics]`` table)."""
     lb = ls.device
     SCALARS.add_to(b, lb, dev)
@@ -245,7 +256,7 @@ def _readings(b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading, want_reaso
             for labels, value in zip(links(link.link), _NVLINK_VALUES(link.errors)):  # noqa: B905 (hot)
                 b.put(P + "nvlink_errors_total", labels, value)
     if dev.fabric is not None:
-        fabric.add_falcon_gpu(b, lb, dev.fabric)
+        fabric.add_falcon_gpu(b, lb, dev.fabric, fabric_labels)
     for mig in dev.mig:
         ml = ls.migs.get(mig_key(mig))
         if mig.gpm is not None:

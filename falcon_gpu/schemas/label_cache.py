@@ -7,10 +7,14 @@ identity; a changed identity (a new UUID, driver version, node label...) is a ne
 Reusing the same tuple object also makes the Prometheus encoder's per-series cache hit by identity
 (:mod:`falcon_gpu.sinks.encoding.prom_text`): equal-and-identical keys compare at once.
 
-Bounded: at :attr:`LabelCache.limit` entries the cache starts again empty (swapped for a new dict,
-not cleared in place, since sinks may render in threads of their own), so identities that come and
-go (pods on a busy node) cannot grow it without bound. Values must be immutable or only ever grown
-with equal values, so that two threads building the same entry at once is harmless.
+Owned by the renderer that uses it: a schema module declares the caches it needs as a small class
+(``AgentLabels``, ``PodLabels``...), and each :class:`~falcon_gpu.schemas.render.SchemaRenderer`
+holds one of each, passed in to the functions that render, so two agents (two tests) in one process
+never share one, and one render at a time uses it (the renderer's lock).
+
+Bounded by what it keys: the GPUs, instances, links, pods of a node. At :attr:`LabelCache.limit`
+entries the cache starts again empty, so identities that come and go (pods on a busy node) cannot
+grow it without bound.
 """
 
 from __future__ import annotations

@@ -164,10 +164,12 @@ def render(name: str) -> dict[str, str]:
     with _no_settings_from_the_environment():
         cycles = _cycles(name)
     fg, dc, of, ns = [], [], [], []
+    kept = falcon_gpu.Caches(), dcgm.Caches(), nvidia_smi.Caches()  # one agent's, across its cycles
+    texts = prom_text.SeriesText(), prom_text.SeriesText(), prom_text.SeriesText()
     for i, cycle in enumerate(cycles):
-        fg.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle)))
-        dc.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle)))
-        ns.append(f"# cycle {i}\n" + prom_text.encode(nvidia_smi.render(cycle)))
+        fg.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle, kept=kept[0]), texts[0]))
+        dc.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle, kept=kept[1]), texts[1]))
+        ns.append(f"# cycle {i}\n" + prom_text.encode(nvidia_smi.render(cycle, kept=kept[2]), texts[2]))
         items = (json.dumps(item.as_json(), sort_keys=True) for item in openfalcon.render(cycle))
         of.append("[\n  " + ",\n  ".join(items) + "\n ]")
     return {

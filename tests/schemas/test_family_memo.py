@@ -111,15 +111,13 @@ def cycles() -> Iterator[CycleData]:
 
 
 @pytest.mark.parametrize("schema", [falcon_gpu, dcgm])
-def test_a_run_of_cycles_writes_what_fresh_caches_write(schema: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    render: Callable[[CycleData], PromBatch] = schema.render
-    memo = FamilyMemo()
+def test_a_run_of_cycles_writes_what_fresh_caches_write(schema: Any) -> None:
+    render: Callable[..., PromBatch] = schema.render
+    caches = schema.Caches()
     cache = prom_text.SeriesText()
     texts = []
     for c in cycles():
-        monkeypatch.setattr(schema, "_MEMO", memo)
-        kept = prom_text.encode(render(c), cache)
-        monkeypatch.setattr(schema, "_MEMO", FamilyMemo())
+        kept = prom_text.encode(render(c, kept=caches), cache)
         fresh = prom_text.encode(render(c), prom_text.SeriesText())
         assert kept == fresh
         texts.append(kept)
@@ -133,14 +131,15 @@ def test_a_run_of_cycles_writes_what_fresh_caches_write(schema: Any, monkeypatch
 
 def test_changed_health_checks_show() -> None:
     c = cycle()
-    first = prom_text.encode(falcon_gpu.render(c))
+    kept = falcon_gpu.Caches()
+    first = prom_text.encode(falcon_gpu.render(c, kept=kept))
     health = dict(c.health)
     health["GPU-aaaa"] = HealthReport({"ecc": 2, "xid": 2, "lost": 0, "pcie": 1}, last_xid=79)
-    second = prom_text.encode(falcon_gpu.render(replaced(c, health=health)))
+    second = prom_text.encode(falcon_gpu.render(replaced(c, health=health), kept=kept))
     line = 'falcon_gpu_health{node="node-a",gpu="0",uuid="GPU-aaaa",model="NVIDIA H100 80GB HBM3",check='
     assert line + '"ecc"} 0\n' in first and line + '"pcie"' not in first
     assert line + '"ecc"} 2\n' in second and line + '"pcie"} 1\n' in second
-    assert prom_text.encode(falcon_gpu.render(c)) == first, "and back"
+    assert prom_text.encode(falcon_gpu.render(c, kept=kept)) == first, "and back"
 
 
 BLOCK = RowBlock(SPECS, (float, lambda v: v / 1000))

@@ -8,7 +8,7 @@ from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.model.snapshot import MigReading, NvlinkErrors, NvlinkReading
 from falcon_gpu.schemas import dcgm, falcon_gpu
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
-from falcon_gpu.schemas.falcon_gpu_device import device_labels
+from falcon_gpu.schemas.falcon_gpu_device import DeviceLabelSets
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.xid_catalog import xid_message
 from falcon_gpu.sinks.encoding import prom_text
@@ -53,7 +53,8 @@ def test_cache_builds_once_per_key_and_starts_again_when_full() -> None:
 
 
 def test_device_labels_are_the_same_tuple_every_cycle() -> None:
-    one, two = falcon_gpu.render(cycle()), falcon_gpu.render(cycle())
+    kept = falcon_gpu.Caches()
+    one, two = falcon_gpu.render(cycle(), kept=kept), falcon_gpu.render(cycle(), kept=kept)
     assert_same_label_objects(one, two, "falcon_gpu_up", "falcon_gpu_info", "falcon_gpu_ecc_errors_total")
     assert_same_label_objects(one, two, "falcon_gpu_sm_active_ratio", "falcon_gpu_memory_used_bytes")
     assert prom_text.encode(one) == prom_text.encode(two)
@@ -61,11 +62,13 @@ def test_device_labels_are_the_same_tuple_every_cycle() -> None:
 
 def test_a_changed_identity_changes_every_label_it_is_in() -> None:
     c = cycle()
-    before = device_labels(c.base_labels, c.snapshot.devices[0])
+    kept = falcon_gpu.Caches()
+    falcon_gpu.render(c, kept=kept)
+    before = kept.devices.labels(c.base_labels, c.snapshot.devices[0])
     renamed = with_device(c, uuid="GPU-eeee", name="NVIDIA H200")
     renamed = renamed._replace(health={**c.health, "GPU-eeee": c.health["GPU-aaaa"]})
-    out = falcon_gpu.render(renamed)
-    assert device_labels(renamed.base_labels, renamed.snapshot.devices[0]) is not before
+    out = falcon_gpu.render(renamed, kept=kept)
+    assert kept.devices.labels(renamed.base_labels, renamed.snapshot.devices[0]) is not before
     for name in PER_DEVICE:
         got = [lb for lb in labels_of(out, name) if lb.get("gpu") == "0"]
         assert got and all(lb["uuid"] == "GPU-eeee" and lb["model"] == "NVIDIA H200" for lb in got), name
@@ -120,7 +123,8 @@ def test_put_stores_clean_labels_as_given_and_skips_absent_values() -> None:
 
 def test_a_device_added_later_gets_labels_without_its_empty_values() -> None:
     dev = (full_device(index=3, uuid="GPU-dddd"))._replace(name="")
-    assert device_labels((("node", "n"),), dev) == (("node", "n"), ("gpu", "3"), ("uuid", "GPU-dddd"))
+    labels = DeviceLabelSets().labels((("node", "n"),), dev)
+    assert labels == (("node", "n"), ("gpu", "3"), ("uuid", "GPU-dddd"))
 
 
 def with_attribution(c: CycleData, **changes: object) -> CycleData:
@@ -129,7 +133,8 @@ def with_attribution(c: CycleData, **changes: object) -> CycleData:
 
 def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
     c = cycle(process_metrics=True)
-    one, two = falcon_gpu.render(c), falcon_gpu.render(cycle(process_metrics=True))
+    kept = falcon_gpu.Caches()
+    one, two = falcon_gpu.render(c, kept=kept), falcon_gpu.render(cycle(process_metrics=True), kept=kept)
     assert_same_label_objects(
         one,
         two,
@@ -143,7 +148,9 @@ def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
         claim_name="gpu-claim",
     )
     proc = c.attribution.processes[0]._replace(pid=5151, command="torchrun", container=moved.container)
-    out = falcon_gpu.render(with_attribution(c, pods=(moved, *c.attribution.pods[1:]), processes=(proc,)))
+    out = falcon_gpu.render(
+        with_attribution(c, pods=(moved, *c.attribution.pods[1:]), processes=(proc,)), kept=kept
+    )
     mem = [lb for lb in labels_of(out, "falcon_gpu_pod_memory_used_bytes") if lb["gpu"] == "0"]
     assert [(lb["pod"], lb["label_team"]) for lb in mem] == [("train-1", "nlp")]
     (info,) = [lb for lb in labels_of(out, "falcon_gpu_pod_info") if lb["gpu"] == "0"]
@@ -155,7 +162,8 @@ def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
 
 def test_dcgm_labels_are_reused_and_follow_the_gpu_its_pod_and_its_xid() -> None:
     c = cycle()
-    one, two = dcgm.render(c), dcgm.render(cycle())
+    kept = dcgm.Caches()
+    one, two = dcgm.render(c, kept=kept), dcgm.render(cycle(), kept=kept)
     assert_same_label_objects(
         one, two, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_USED"
     )
@@ -163,7 +171,7 @@ def test_dcgm_labels_are_reused_and_follow_the_gpu_its_pod_and_its_xid() -> None
     moved = pod._replace(gpu_uuid="GPU-eeee", container=pod.container._replace(pod="train-1"))
     changed = with_device(with_attribution(c, pods=(moved, *c.attribution.pods[1:])), uuid="GPU-eeee")
     health = {**c.health, "GPU-eeee": HealthReport({"xid": 2}, {48: 1}, last_xid=48)}
-    out = dcgm.render(changed._replace(health=health))
+    out = dcgm.render(changed._replace(health=health), kept=kept)
     (temp,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_GPU_TEMP") if lb["gpu"] == "0"]
     assert (temp["UUID"], temp["pod"]) == ("GPU-eeee", "train-1")
     (xid,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_XID_ERRORS") if lb["gpu"] == "0"]

@@ -18,6 +18,9 @@ identity check. So the per-cycle work is one look-up per family, plus one look-u
 and one comparison per series of a family that changed, plus formatting for what
 changed. The caches are bounded (:data:`MAX_CACHED` series and families, dropped
 all at once when full, so a node whose pods churn cannot grow them without bound).
+
+A :class:`SeriesText` belongs to the one thing that encodes with it (a Pushgateway sink, the stdout
+sink, ``listen``), which encodes on one thread: none is shared by the process.
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ class SeriesText:
         text = self.header(family) + "\n" + "\n".join(lines)
         families = self._families
         if len(families) >= self.limit and name not in families:
-            families = self._families = {}  # a new dict, as for the lines below
+            families = self._families = {}
         families[name] = (family, text, lines, cuts)
         return text
 
@@ -170,8 +173,8 @@ class SeriesText:
         if hit is not None:
             line = hit[1][: hit[1].rindex(" ") + 1] + format_value(value)
         else:
-            if self._size >= self.limit:  # a new dict, not cleared in place: sinks encode in
-                self._lines = {}  # threads of their own, and another may be walking this one
+            if self._size >= self.limit:
+                self._lines = {}
                 self._size = 0
             self._size += 1
             line = series_prefix(name, labels) + format_value(value)
@@ -199,17 +202,10 @@ def _follow(
     return out
 
 
-_CACHE = SeriesText()
-"""The process's cache: every sink encoding Prometheus text shares it (they render the same series)."""
-
-
-def encode_family(family: Family) -> str:
-    return _CACHE.text(family) + "\n"
-
-
-def encode(batch: PromBatch, cache: SeriesText = _CACHE) -> str:
-    """The whole batch; families with no series are left out (the format allows it, but it is noise)."""
-    out = cache.texts(batch.families)
+def encode(batch: PromBatch, cache: SeriesText | None = None) -> str:
+    """The whole batch; families with no series are left out (the format allows it, but it is noise).
+    ``cache``: the caller's, kept across its cycles (None: a fresh one, nothing reused)."""
+    out = (cache if cache is not None else SeriesText()).texts(batch.families)
     if not out:
         return ""
     out.append("")
