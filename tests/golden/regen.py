@@ -74,7 +74,7 @@ def _normalised(view: TelemetryView) -> TelemetryView:
     return view._replace(last_cycle_seconds=0.0, readers=readers)
 
 
-def _cycles(name: str) -> list[CycleData]:
+def cycles_of(name: str) -> list[CycleData]:
     scenario = load_scenario(scenario_paths()[name])
     host = SimulatedHost(scenario.host, node=NODE) if scenario.host is not None else None
     paths = host.start() if host is not None else None
@@ -162,7 +162,7 @@ def _no_settings_from_the_environment() -> Iterator[None]:
 def render(name: str) -> dict[str, str]:
     """File name -> content for one scenario."""
     with _no_settings_from_the_environment():
-        cycles = _cycles(name)
+        cycles = cycles_of(name)
     fg, dc, of, ns = [], [], [], []
     kept = falcon_gpu.Caches(), dcgm.Caches(), nvidia_smi.Caches()  # one agent's, across its cycles
     texts = prom_text.SeriesText(), prom_text.SeriesText(), prom_text.SeriesText()
