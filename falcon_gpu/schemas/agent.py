@@ -5,7 +5,7 @@ from __future__ import annotations
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
-from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.label_cache import Kept, LabelCache
 
 P = "falcon_gpu_agent_"
 
@@ -26,19 +26,17 @@ def _with(key: tuple[Labels, tuple[tuple[str, str], ...]]) -> Labels:
     return without_empty((*key[0], *key[1]))
 
 
-class AgentLabels:
+class AgentLabels(Kept):
     """The agent series' label tuples one renderer keeps (:mod:`falcon_gpu.schemas.label_cache`)."""
 
     __slots__ = ("readers", "series")
 
     def __init__(self) -> None:
-        self.series: LabelCache[tuple[Labels, tuple[tuple[str, str], ...]], Labels] = LabelCache(
-            _with, limit=1024
-        )
+        self.series: LabelCache[tuple[Labels, tuple[tuple[str, str], ...]], Labels] = LabelCache(_with)
         """(node labels, what a series adds: its error kind, sink, outcome or reader) -> the series'
         labels, built once (the same few come back every cycle; their values change)."""
         self.readers: LabelCache[tuple[Labels, tuple[str, ...]], tuple[Labels, ...]] = LabelCache(
-            lambda key: tuple(_with((key[0], (("reader", reader),))) for reader in key[1]), limit=64
+            lambda key: tuple(_with((key[0], (("reader", reader),))) for reader in key[1])
         )
         """(node labels, the readers' names in order) -> each reader's series labels: the same readers
         every cycle, so one look-up a cycle instead of one per reader."""

@@ -208,8 +208,8 @@ class Caches(SchemaCaches):
             lambda k: without_empty((*k[0], *k[1]))
         )
         """(a GPU's labels, what a series adds: its pod, its GPU instance, its XID) -> the series' labels."""
-        self.xid: LabelCache[int, Labels] = LabelCache(_xid_labels, limit=256)
-        self.masks: LabelCache[frozenset[str], int] = LabelCache(_reason_mask, limit=256)
+        self.xid: LabelCache[int, Labels] = LabelCache(_xid_labels)
+        self.masks: LabelCache[frozenset[str], int] = LabelCache(_reason_mask)
         """A set of active clock-event reasons -> dcgm-exporter's bitmask of them."""
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from falcon_gpu.model.fabric import STATE_COMPLETED, FabricReading
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
-from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.label_cache import Kept, LabelCache
 
 P = "falcon_gpu_fabric_"
 FALCON_GPU_SPECS: tuple[MetricSpec, ...] = (
@@ -51,7 +51,7 @@ DCGM_FAILURE = 4
 """``DcgmFMStatusFailure``: registration completed with an error status."""
 
 
-class FabricLabels:
+class FabricLabels(Kept):
     """The fabric series' label tuples one renderer keeps (:mod:`falcon_gpu.schemas.label_cache`)."""
 
     __slots__ = ("dcgm", "fault", "info")

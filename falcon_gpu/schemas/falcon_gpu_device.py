@@ -22,7 +22,7 @@ from falcon_gpu.model.snapshot import (
 from falcon_gpu.readings.device import BOARD, INTERCONNECT, READINGS
 from falcon_gpu.schemas import fabric
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, RowBlock, without_empty
-from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.label_cache import Kept, LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 
 P = "falcon_gpu_"
@@ -80,7 +80,7 @@ MigKey = tuple[int, int, str, str]
 """(GPU instance id, compute instance id, profile, MIG uuid): what a MIG device's labels say."""
 
 
-class DeviceLabels:
+class DeviceLabels(Kept):
     """The label tuples of one GPU's series (empty values left out), built once per identity:
     the GPU's (node labels, index, UUID, model), then per check, XID, link and MIG device on
     first use. A GPU whose identity changes gets a new ``DeviceLabels`` (see :class:`DeviceLabelSets`).
@@ -102,28 +102,24 @@ class DeviceLabels:
         self.remapped = ((*lb, ("type", "correctable")), (*lb, ("type", "uncorrectable")))
         self.reason_labels = tuple((*lb, ("reason", reason)) for reason in CLOCK_EVENT_REASONS)
         self.reason_values: LabelCache[frozenset[str], tuple[float, ...]] = LabelCache(
-            lambda active: tuple(float(reason in active) for reason in CLOCK_EVENT_REASONS), limit=64
+            lambda active: tuple(float(reason in active) for reason in CLOCK_EVENT_REASONS)
         )
         """The set of active clock-event reasons -> each reason's value, in CLOCK_EVENT_REASONS order."""
         self.info: LabelCache[tuple[str, str, str], Labels] = LabelCache(
             lambda k: without_empty(
                 (*lb, ("driver_version", k[0]), ("cuda_version", k[1]), ("pci_bus_id", k[2]))
             ),
-            limit=16,
         )
         """(driver version, CUDA version, PCI bus id) -> the ``info`` series' labels."""
-        self.checks: LabelCache[str, Labels] = LabelCache(lambda check: (*lb, ("check", check)), limit=256)
+        self.checks: LabelCache[str, Labels] = LabelCache(lambda check: (*lb, ("check", check)))
         self.health: tuple[dict[str, int], tuple[Labels, ...], tuple[float, ...]] | None = None
         """The last health checks seen, and their series' labels and values (sorted by check)."""
-        self.xids: LabelCache[int, Labels] = LabelCache(lambda xid: (*lb, ("xid", str(xid))), limit=256)
+        self.xids: LabelCache[int, Labels] = LabelCache(lambda xid: (*lb, ("xid", str(xid))))
         self.links: LabelCache[int, tuple[Labels, ...]] = LabelCache(
             lambda link: tuple((*lb, ("link", str(link)), ("type", kind)) for kind in NVLINK_ERROR_TYPES),
-            limit=256,
         )
         """Link number -> the labels of its error series, in NVLINK_ERROR_TYPES order."""
-        self.migs: LabelCache[MigKey, Labels] = LabelCache(
-            lambda k: without_empty(_mig_labels(lb, *k)), limit=256
-        )
+        self.migs: LabelCache[MigKey, Labels] = LabelCache(lambda k: without_empty(_mig_labels(lb, *k)))
 
     def health_series(self, checks: dict[str, int]) -> tuple[tuple[Labels, ...], tuple[float, ...]]:
         """The ``health`` series of ``checks`` (sorted by check): kept while the checks are equal."""
@@ -137,7 +133,7 @@ class DeviceLabels:
         return labels, values
 
 
-class DeviceLabelSets:
+class DeviceLabelSets(Kept):
     """What one renderer keeps of the device series (:mod:`falcon_gpu.schemas.label_cache`): per GPU
     identity (base labels, index, UUID, model) its :class:`DeviceLabels`, shared by every part of the
     schema (pods, policies), and the fabric series' labels."""
@@ -147,6 +143,12 @@ class DeviceLabelSets:
     def __init__(self) -> None:
         self._by_identity: LabelCache[tuple[Labels, int, str, str], DeviceLabels] = LabelCache(DeviceLabels)
         self.fabric = fabric.FabricLabels()
+
+    def sweep(self) -> None:
+        """Each GPU's own caches (its links, XIDs, MIG devices...), then the GPUs themselves."""
+        for labels in self._by_identity.values():
+            labels.sweep()
+        super().sweep()
 
     def of(self, base: Labels, dev: DeviceReading) -> DeviceLabels:
         """``base``: the cycle's :attr:`~falcon_gpu.model.cycle.CycleData.base_labels`."""

@@ -13,7 +13,7 @@ from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import DeviceReading, MigReading
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
 from falcon_gpu.schemas.falcon_gpu_device import DeviceLabelSets, mig_key
-from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.label_cache import Kept, LabelCache
 
 P = "falcon_gpu_"
 
@@ -158,7 +158,7 @@ def _process_labels(key: ProcessKey) -> Labels:
     return without_empty((*dl, *cl, ("pid", str(pid)), ("command", command)))
 
 
-class PodLabels:
+class PodLabels(Kept):
     """The pod and process series' label tuples one renderer keeps (:mod:`falcon_gpu.schemas.label_cache`)."""
 
     __slots__ = ("pods", "processes")

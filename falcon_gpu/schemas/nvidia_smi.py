@@ -173,7 +173,7 @@ class Caches(SchemaCaches):
         )
         """(a GPU's labels, what a series adds: its pod, GPU instance, XID, process) -> the series' labels."""
         self.info: LabelCache[InfoKey, Labels] = LabelCache(_info_labels)
-        self.masks: LabelCache[frozenset[str], int] = LabelCache(_reason_mask, limit=256)
+        self.masks: LabelCache[frozenset[str], int] = LabelCache(_reason_mask)
         """A set of active clock-event reasons -> NVML's bitmask of them (``clocks_event_reasons.active``)."""
 
 

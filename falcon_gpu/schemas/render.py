@@ -16,26 +16,36 @@ from __future__ import annotations
 
 import threading
 from functools import cached_property
+from typing import Final
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import FalconItem, PromBatch, PromGroup
 from falcon_gpu.schemas import openfalcon, registry
 from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 
+SWEEP_EVERY: Final = 16
+"""Renders between two sweeps of a renderer's caches: an identity (a pod, a GPU) gone for 16 to 32
+cycles has its label tuples dropped (:mod:`falcon_gpu.schemas.label_cache`)."""
+
 
 class SchemaRenderer:
     """One Prometheus schema rendered by one owner, with what it keeps across cycles."""
 
-    __slots__ = ("_kept", "_lock", "name")
+    __slots__ = ("_lock", "_renders", "kept", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._kept = registry.new_caches(name)
+        self.kept = registry.new_caches(name)
+        """What it keeps across cycles (its module's ``Caches``), used under :attr:`_lock`."""
         self._lock = threading.Lock()
+        self._renders = 0
 
     def render(self, cycle: CycleData, selection: MetricSelection) -> PromBatch:
         with self._lock:
-            return registry.renderer(self.name)(cycle, selection, self._kept)
+            self._renders += 1
+            if self._renders % SWEEP_EVERY == 0:  # identities gone since the sweep before go
+                self.kept.sweep()
+            return registry.renderer(self.name)(cycle, selection, self.kept)
 
 
 class Renderers:

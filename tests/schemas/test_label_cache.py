@@ -10,6 +10,8 @@ from falcon_gpu.schemas import dcgm, falcon_gpu
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
 from falcon_gpu.schemas.falcon_gpu_device import DeviceLabelSets
 from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.render import SWEEP_EVERY, SchemaRenderer
+from falcon_gpu.schemas.selection import EVERYTHING
 from falcon_gpu.schemas.xid_catalog import xid_message
 from falcon_gpu.sinks.encoding import prom_text
 from tests.schemas.fixtures import cycle, full_device
@@ -41,15 +43,45 @@ def assert_same_label_objects(one: PromBatch, two: PromBatch, *names: str) -> No
         assert a and all(x.labels is y.labels for x, y in zip(a, b, strict=True)), name
 
 
-def test_cache_builds_once_per_key_and_starts_again_when_full() -> None:
+def test_cache_builds_once_per_key_and_a_sweep_drops_what_was_not_asked_for() -> None:
     built: list[int] = []
-    cache: LabelCache[int, tuple[int]] = LabelCache(lambda k: (built.append(k), (k,))[1], limit=3)
+    cache: LabelCache[int, tuple[int]] = LabelCache(lambda k: (built.append(k), (k,))[1])
     first = cache.get(1)
     assert cache.get(1) is first and built == [1], "the same key is built once"
-    for k in (2, 3, 4):
+    for k in range(2, 5000):
         cache.get(k)
-    assert len(cache) == 1, "full at 3 keys: it started again with the 4th"
-    assert cache.get(1) == (1,) and built == [1, 2, 3, 4, 1], "a dropped key is rebuilt, equal"
+    assert len(cache) == 4999, "no size limit: as many keys as asked for"
+    cache.sweep()
+    assert cache.get(1) is first and cache.get(2) == (2,) and len(cache) == 4999, "kept for one period"
+    cache.sweep()
+    assert len(cache) == 2 and cache.get(1) is first, "the keys not asked for in a whole period went"
+    cache.sweep()
+    cache.sweep()
+    assert len(cache) == 0 and cache.get(1) == (1,) and built.count(1) == 2, "a dropped key is rebuilt"
+
+
+def test_a_renderer_keeps_the_pods_of_the_last_two_sweep_periods_only() -> None:
+    """One new pod every cycle for 100 cycles (a busy node): the renderer's pod labels stay bounded
+    by the pods it met in the last two periods, and a pod there all along keeps its very tuples."""
+    renderer = SchemaRenderer("falcon_gpu")
+    c = cycle()
+    pod = c.attribution.pods[0]
+    kept_pod: object = None
+    for n in range(100):
+        churned = pod._replace(container=pod.container._replace(pod=f"batch-{n}"))
+        batch = renderer.render(with_attribution(c, pods=(churned, *c.attribution.pods[1:])), EVERYTHING)
+        (stayed,) = [
+            s.labels
+            for f in batch.families
+            if f.name == "falcon_gpu_pod_memory_used_bytes"
+            for s in f.series
+            if dict(s.labels)["pod"] == c.attribution.pods[1].container.pod
+        ]
+        assert kept_pod is None or stayed is kept_pod, f"cycle {n}: the staying pod's labels were rebuilt"
+        kept_pod = stayed
+        assert f'pod="batch-{n}"' in prom_text.encode(batch)
+    pods = renderer.kept.pods.pods
+    assert len(pods) <= 2 * SWEEP_EVERY + len(c.attribution.pods), len(pods)
 
 
 def test_device_labels_are_the_same_tuple_every_cycle() -> None:
