@@ -46,7 +46,6 @@ class LatestCycle(Sink):
         self._bodies: dict[Key, bytes] = {}
         """The newest cycle's bodies: replaced whole at each hand-over, never written after."""
         self._asked: set[Key] = set()
-        self._generation = 0
         self._started = clock()
         self._last: float | None = None
         self._text = prom_text.SeriesText()
@@ -62,7 +61,6 @@ class LatestCycle(Sink):
         now = self._clock()
         with self._lock:
             self._batch, self._bodies = batch, bodies
-            self._generation += 1
             self._last = now
 
     # -- state for /readyz and /healthz -------------------------------------
