@@ -78,16 +78,16 @@ def test_duplicates_keep_the_last_value_in_the_first_place_every_cycle() -> None
 
 
 def test_the_encoder_keeps_a_familys_text_with_that_family_only() -> None:
-    cache = prom_text.SeriesText(limit=3)
+    cache = prom_text.SeriesText()
     family = Family("x", "gauge", "X.", (Series(GPU0, 1.0),))
     text = cache.text(family)
     assert cache.text(family) is text, "the same family object: its kept text"
     equal = Family("x", "gauge", "X.", (Series(GPU0, 2.0),))
     assert cache.text(equal) == '# HELP x X.\n# TYPE x gauge\nx{gpu="0"} 2'
-    for n in range(10):  # bounded: names that come and go (the limit is 3 here)
+    for n in range(3 * prom_text.SWEEP_EVERY):  # bounded: names that come and go, swept
         named = Family(f"y{n}", "gauge", "Y.", (Series((), float(n)),))
-        assert cache.text(named).endswith(f"y{n} {n}")
-    assert len(cache._families) <= 3
+        assert prom_text.encode(PromBatch(0, (named,)), cache).endswith(f"y{n} {n}\n")
+    assert len(cache._families) <= prom_text.SWEEP_EVERY
 
 
 def with_first_device(c: CycleData, **changes: object) -> CycleData:
