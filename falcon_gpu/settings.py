@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import socket
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
@@ -242,16 +243,20 @@ class _EnvSource(PydanticBaseSettingsSource):
         return read_env(setting_fields())
 
 
-class _TomlSource(PydanticBaseSettingsSource):
-    """Reads the TOML file chosen by :func:`load_settings` (class attribute, set per load)."""
+_TOML: ContextVar[dict[str, Any]] = ContextVar("falcon_gpu_toml")
+"""The TOML file's values that :func:`load_settings` is loading in this thread: a context variable,
+not a class attribute, so two loads at once (a test, a SIGHUP reload beside a start) never read each
+other's file."""
 
-    data: ClassVar[dict[str, Any]] = {}
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """Reads the TOML file chosen by :func:`load_settings` (:data:`_TOML`, set per load)."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return self.data.get(field_name), field_name, False
+        return _TOML.get({}).get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return dict(self.data)
+        return dict(_TOML.get({}))
 
 
 def _sink_types() -> list[str]:
@@ -335,7 +340,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     Raises ConfigError naming the setting when any source holds an invalid value.
     """
     config_file = config_file_in_use(config_file)
-    _TomlSource.data = read_toml(config_file) if config_file else {}
+    token = _TOML.set(read_toml(config_file) if config_file else {})
     given = {k: v for k, v in overrides.items() if v is not None}
     source = f"{config_file}, environment and flags" if config_file else "environment and flags"
     try:
@@ -343,7 +348,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
     finally:
-        _TomlSource.data = {}
+        _TOML.reset(token)
     problem = unusable_text(settings.model_dump(by_alias=True))
     if problem:
         raise ConfigError(f"invalid configuration ({source}):\n  {problem}")

@@ -26,7 +26,7 @@ from falcon_gpu.model.policy import PolicyStatus
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import Snapshot
 from falcon_gpu.model.telemetry import Telemetry
-from falcon_gpu.schemas.render import RenderedCycle
+from falcon_gpu.schemas.render import RenderedCycle, Renderers
 from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 from falcon_gpu.sinks.base import Sink
 
@@ -103,6 +103,8 @@ class CycleRunner:
         self.telemetry, self.schema, self.process_metrics = telemetry, schema, process_metrics
         self.sink_schemas: Mapping[str, str] = dict(sink_schemas or {})
         self.selection = selection
+        self.renderers = Renderers()
+        """What the schemas keep from one cycle to the next: this runner's, no other's."""
         self.health = HealthEvaluator()
         self.policies = policies
         self._clock = clock
@@ -146,7 +148,7 @@ class CycleRunner:
             carbon_intensity=self.carbon_intensity,
             advice=advice,
         )
-        rendered = RenderedCycle(cycle, self.schema, self.selection)
+        rendered = RenderedCycle(cycle, self.schema, self.selection, self.renderers)
         schemas = self.sink_schemas
         for sink in self.sinks:
             key, again = self._sink_keys.get(sink.name) or self._sink_key(sink.name)

@@ -1,9 +1,12 @@
-"""The sink behind ``listen``: it holds the newest rendered cycle for scrapers.
+"""The sink behind ``listen``: it holds the newest cycle's ``/metrics`` bodies for scrapers.
 
-Handing a cycle over is one reference swap under a lock, so the cycle never
-waits for a scraper. The body is encoded lazily, once per cycle and format, by
-the first scrape that wants it (gzip'd once more if asked), and cached until
-the next cycle: ten scrapers of one cycle cost one encoding.
+The cycle is rendered and encoded on the cycle's thread, in :meth:`LatestCycle.submit`: once per
+cycle for each body scrapers have asked for (text or OpenMetrics, plain or gzip'd; at most four),
+and the finished bodies (immutable ``bytes``) are handed over whole, one reference swap under a
+lock. A scrape takes the body under that lock: it never renders, never touches an encoder's cache,
+and ten scrapers of one cycle cost one encoding. The first scrape of a body not yet asked for
+encodes it from the cycle's batch (immutable) with fresh encoders, once, and from then on each
+cycle encodes it too.
 
 Health follows the cycles: ready after the first one; healthy while the last
 one (or the start, before the first) is at most three intervals old.
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from falcon_gpu.listen import openmetrics
+from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.sinks.base import Rendered, Sink
 from falcon_gpu.sinks.encoding import prom_text
 
@@ -26,25 +30,35 @@ MISSED_INTERVALS = 3
 GZIP_LEVEL = 6
 
 
+Key = tuple[Format, bool]
+"""(format, gzip'd): one ``/metrics`` body."""
+
+
 class LatestCycle(Sink):
     def __init__(self, interval: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = "listen"
         self._interval = interval
         self._clock = clock
-        self._lock = threading.Lock()  # guards the hand-over only
-        self._rendered: Rendered | None = None
-        self._generation = 0
+        self._lock = threading.Lock()  # guards the hand-over and the bodies asked for
+        self._batch: PromBatch | None = None
+        self._bodies: dict[Key, bytes] = {}
+        """The newest cycle's bodies: replaced whole at each hand-over, never written after."""
+        self._asked: set[Key] = set()
         self._started = clock()
         self._last: float | None = None
-        self._encode_lock = threading.Lock()  # one encoding at a time; the cycle never takes it
-        self._cache_generation = -1
-        self._cache: dict[tuple[Format, bool], bytes] = {}
+        self._text = prom_text.SeriesText()
+        """The text encoder's cache, used on the cycle's thread only (:meth:`submit`)."""
+        self._first_lock = threading.Lock()  # one first encoding of a body at a time
 
     def submit(self, rendered: Rendered) -> None:
+        """Render and encode the cycle here, on the cycle's thread, then hand it over."""
+        batch = rendered.prometheus
+        with self._lock:
+            asked = tuple(self._asked)
+        bodies = _encoded(batch, asked, self._text)
         now = self._clock()
         with self._lock:
-            self._rendered = rendered
-            self._generation += 1
+            self._batch, self._bodies = batch, bodies
             self._last = now
 
     # -- state for /readyz and /healthz -------------------------------------
@@ -70,27 +84,34 @@ class LatestCycle(Sink):
     # -- the body for /metrics ----------------------------------------------
     def body(self, fmt: Format, *, gzipped: bool) -> bytes | None:
         """The newest cycle encoded as asked; None before the first cycle."""
+        key = (fmt, gzipped)
         with self._lock:
-            rendered, generation = self._rendered, self._generation
-        if rendered is None:
-            return None
-        with self._encode_lock:
-            if generation != self._cache_generation:
-                self._cache_generation, self._cache = generation, {}
-            key = (fmt, gzipped)
-            found = self._cache.get(key)
-            if found is None:
-                if gzipped:
-                    found = gzip.compress(self._plain(rendered, fmt), GZIP_LEVEL, mtime=0)
-                else:
-                    found = self._plain(rendered, fmt)
-                self._cache[key] = found
+            batch, found = self._batch, self._bodies.get(key)
+            if batch is None:
+                return None
+            self._asked.add(key)  # the next cycles encode it on their thread
+        if found is not None:
+            return found
+        with self._first_lock:
+            with self._lock:
+                batch, found = self._batch, self._bodies.get(key)
+            if found is None and batch is not None:
+                found = _encoded(batch, (key,), None)[key]
+                with self._lock:
+                    if self._batch is batch:  # still the newest cycle: later scrapes take it
+                        self._bodies = {**self._bodies, key: found}
             return found
 
-    def _plain(self, rendered: Rendered, fmt: Format) -> bytes:
-        found = self._cache.get((fmt, False))
-        if found is None:
-            batch = rendered.prometheus
-            text = openmetrics.encode(batch) if fmt == "openmetrics" else prom_text.encode(batch)
-            found = self._cache[(fmt, False)] = text.encode()
-        return found
+
+def _encoded(batch: PromBatch, keys: tuple[Key, ...], text: prom_text.SeriesText | None) -> dict[Key, bytes]:
+    """The bodies ``keys`` of ``batch``, each format encoded once for plain and gzip'd alike.
+    ``text``: the text encoder's cache (None: a fresh one)."""
+    plain: dict[Format, bytes] = {}
+    out: dict[Key, bytes] = {}
+    for fmt, gzipped in sorted(keys):
+        body = plain.get(fmt)
+        if body is None:
+            encoded = openmetrics.encode(batch) if fmt == "openmetrics" else prom_text.encode(batch, text)
+            body = plain[fmt] = encoded.encode()
+        out[(fmt, gzipped)] = gzip.compress(body, GZIP_LEVEL, mtime=0) if gzipped else body
+    return out

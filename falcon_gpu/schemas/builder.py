@@ -64,16 +64,30 @@ the column of raw values, the family or None if no row had a value) of a block's
 
 
 class FamilyMemo(dict[str, MemoEntry]):
-    """One schema's families of its previous cycle: metric name -> :data:`MemoEntry`.
+    """One renderer's families of its previous cycle in one schema: metric name -> :data:`MemoEntry`,
+    and the index of the schema's table of specs (names in order, name -> spec), built on first use.
 
-    Bounded by the schema's metric names. Shared by whichever thread renders (sinks may render in
-    threads of their own): an entry is an immutable tuple replaced whole, its lists never written
-    after it is stored, so a render that reads an entry another one just replaced still compares
-    that entry's own labels and values with its own. (A dict itself: its ``get`` and item
-    assignment are the C ones, two per metric and cycle.)
+    Owned by whoever renders (:class:`~falcon_gpu.schemas.render.SchemaRenderer`, one per agent and
+    schema), never shared between owners, and used by one render at a time (the owner's lock).
+    Bounded by the schema's metric names. An entry is an immutable tuple replaced whole, its lists
+    never written after it is stored. (A dict itself: its ``get`` and item assignment are the C
+    ones, two per metric and cycle.)
     """
 
-    __slots__ = ()
+    __slots__ = ("_table",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._table: tuple[tuple[MetricSpec, ...], tuple[str, ...], dict[str, MetricSpec]] | None = None
+
+    def table(self, specs: tuple[MetricSpec, ...]) -> tuple[tuple[str, ...], dict[str, MetricSpec]]:
+        """``specs``' names and name -> spec, indexed once for this memo's life; another table (a
+        memo handed to a second schema) starts the memo again, as its families are not this one's."""
+        table = self._table
+        if table is None or table[0] is not specs:
+            self.clear()
+            table = self._table = (specs, *index_specs(specs))
+        return table[1], table[2]
 
 
 class FamilyBuilder:
@@ -89,9 +103,9 @@ class FamilyBuilder:
     dropped for it. Doing it here, where every Prometheus schema builds its
     series, is what makes it hold for every schema and every sink.
 
-    ``memo``: the schema's previous families (:class:`FamilyMemo`); a metric whose series are equal
-    to its previous ones (the same labels, in the same order, and equal values) is that previous
-    :class:`Family` object. None: every family is built anew (a schema rendered per group).
+    ``memo``: the renderer's previous families in this schema (:class:`FamilyMemo`); a metric whose
+    series are equal to its previous ones (the same labels, in the same order, and equal values) is
+    that previous :class:`Family` object. None: every family is built anew (a schema rendered per group).
 
     ``chosen``: the families the ``[metrics]`` table keeps (:mod:`falcon_gpu.schemas.selection`;
     None: all). Any other family's series are dropped before a ``Series`` or a conversion is made
@@ -120,7 +134,7 @@ class FamilyBuilder:
     ) -> None:
         self._memo = memo
         self._chosen = chosen
-        self._names, self._by_name = _table_of(specs)
+        self._names, self._by_name = memo.table(specs) if memo is not None else index_specs(specs)
         # lists only for the metrics that get series this cycle: a schema has some eighty metrics,
         # most of them with no ``put``/``add`` series in a given cycle (block metrics, MIG, pods)
         self._labels: defaultdict[str, list[Labels]] = defaultdict(list)
@@ -128,8 +142,8 @@ class FamilyBuilder:
         # schemas add many metrics with the same label tuple in a row: filter it once
         self._last_in: Labels | None = None
         self._last_out: Labels = ()
-        self._columns: dict[int, tuple[tuple[list[Labels], ...], tuple[list[float], ...]]] = {}
-        self._rows: dict[int, tuple[RowBlock, list[Row]]] = {}
+        self._columns: dict[tuple[str, ...], tuple[tuple[list[Labels], ...], tuple[list[float], ...]]] = {}
+        self._rows: dict[RowBlock, tuple[RowBlock, list[Row]]] = {}
 
     def wants(self, name: str) -> bool:
         """Whether the family ``name`` is emitted at all (the ``[metrics]`` table)."""
@@ -138,9 +152,9 @@ class FamilyBuilder:
     def rows(self, block: RowBlock) -> list[Row]:
         """The block's rows of this cycle, to append ``(labels, raw values)`` to: labels with no empty
         value (as :meth:`put`), one raw value (or None) per metric of the block, in its order."""
-        found = self._rows.get(id(block))
+        found = self._rows.get(block)
         if found is None:
-            found = self._rows[id(block)] = (block, [])
+            found = self._rows[block] = (block, [])
         return found[1]
 
     def add(self, name: str, labels: Labels, value: float | int | bool | None) -> None:
@@ -167,11 +181,11 @@ class FamilyBuilder:
 
     def columns_of(self, names: tuple[str, ...]) -> tuple[tuple[list[Labels], ...], tuple[list[float], ...]]:
         """The label and the value lists of each of ``names`` (looked up once per builder), to append
-        to as :meth:`column`'s; ``names`` must stay the same tuple object."""
-        return self._columns.get(id(names)) or self._columns_of(names)
+        to as :meth:`column`'s."""
+        return self._columns.get(names) or self._columns_of(names)
 
     def _columns_of(self, names: tuple[str, ...]) -> tuple[tuple[list[Labels], ...], tuple[list[float], ...]]:
-        found = self._columns[id(names)] = (
+        found = self._columns[names] = (
             tuple(self._labels[name] for name in names),
             tuple(self._values[name] for name in names),
         )
@@ -245,21 +259,12 @@ class FamilyBuilder:
         return found
 
 
-_TABLES: dict[int, tuple[tuple[MetricSpec, ...], tuple[str, ...], dict[str, MetricSpec]]] = {}
-"""id(specs) -> (specs, their names, name -> spec): a schema's table is one tuple for the process's
-life, so it is indexed once, not each cycle (``specs`` is kept so that its id cannot be reused)."""
-
-
-def _table_of(specs: tuple[MetricSpec, ...]) -> tuple[tuple[str, ...], dict[str, MetricSpec]]:
-    found = _TABLES.get(id(specs))
-    if found is None or found[0] is not specs:
-        by_name = {spec.name: spec for spec in specs}
-        if len(by_name) != len(specs):
-            raise ValueError("a metric is listed twice in the table")
-        if len(_TABLES) >= 64:  # tables built per call (tests): bounded
-            _TABLES.clear()
-        found = _TABLES[id(specs)] = (specs, tuple(by_name), by_name)
-    return found[1], found[2]
+def index_specs(specs: tuple[MetricSpec, ...]) -> tuple[tuple[str, ...], dict[str, MetricSpec]]:
+    """(the names in order, name -> spec); ValueError if a name is listed twice."""
+    by_name = {spec.name: spec for spec in specs}
+    if len(by_name) != len(specs):
+        raise ValueError("a metric is listed twice in the table")
+    return tuple(by_name), by_name
 
 
 def _family(

@@ -43,7 +43,8 @@ from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading, MigReading
 from falcon_gpu.readings.device import BOARD, BY_FIELD, INTERCONNECT, READINGS
 from falcon_gpu.schemas import agent, fabric, falcon_gpu_pod, falcon_gpu_policy, profiles
-from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec, without_empty
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
+from falcon_gpu.schemas.kept import SchemaCaches
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
@@ -186,23 +187,30 @@ def _base_labels(key: BaseKey) -> Labels:
     )
 
 
-_BASES: LabelCache[BaseKey, Labels] = LabelCache(_base_labels)
-"""Per GPU identity, its labels: the same tuple every cycle (:mod:`falcon_gpu.schemas.label_cache`)."""
-_EXTENDED: LabelCache[tuple[Labels, Labels], Labels] = LabelCache(lambda k: without_empty((*k[0], *k[1])))
-"""(a GPU's labels, what a series adds: its pod, its GPU instance, its XID) -> the series' labels."""
-
-
 def _xid_labels(code: int) -> Labels:
     return (("err_code", str(code)), ("err_msg", xid_message(code)))
 
 
-_XID: LabelCache[int, Labels] = LabelCache(_xid_labels, limit=256)
-_MASKS: LabelCache[frozenset[str], int] = LabelCache(
-    lambda active: sum(1 << i for i, r in enumerate(CLOCK_EVENT_REASONS) if r in active), limit=256
-)
-"""A set of active clock-event reasons -> dcgm-exporter's bitmask of them."""
-_MEMO = FamilyMemo()
-"""The previous cycle's families: those that did not change are handed out again (builder.py)."""
+def _reason_mask(active: frozenset[str]) -> int:
+    return sum(1 << i for i, r in enumerate(CLOCK_EVENT_REASONS) if r in active)
+
+
+class Caches(SchemaCaches):
+    """What a renderer keeps across cycles in this schema (:mod:`falcon_gpu.schemas.kept`)."""
+
+    __slots__ = ("bases", "extended", "masks", "xid")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bases: LabelCache[BaseKey, Labels] = LabelCache(_base_labels)
+        """Per GPU identity, its labels: the same tuple every cycle."""
+        self.extended: LabelCache[tuple[Labels, Labels], Labels] = LabelCache(
+            lambda k: without_empty((*k[0], *k[1]))
+        )
+        """(a GPU's labels, what a series adds: its pod, its GPU instance, its XID) -> the series' labels."""
+        self.xid: LabelCache[int, Labels] = LabelCache(_xid_labels)
+        self.masks: LabelCache[frozenset[str], int] = LabelCache(_reason_mask)
+        """A set of active clock-event reasons -> dcgm-exporter's bitmask of them."""
 
 
 def _memory(b: FamilyBuilder, lb: Labels, used: int | None, free: int | None) -> None:
@@ -212,14 +220,14 @@ def _memory(b: FamilyBuilder, lb: Labels, used: int | None, free: int | None) ->
         b.put(_FB_FREE, lb, _TO_MIB(free))
 
 
-def _xid(b: FamilyBuilder, lb: Labels, dev: DeviceReading, health: HealthReport | None) -> None:
+def _xid(b: FamilyBuilder, lb: Labels, dev: DeviceReading, health: HealthReport | None, kept: Caches) -> None:
     last = health.last_xid if health else None
     code = last if last is not None else (0 if dev.up else None)
     if code is not None:
-        b.put(F + "XID_ERRORS", _EXTENDED.get((lb, _XID.get(code))), code)
+        b.put(F + "XID_ERRORS", kept.extended.get((lb, kept.xid.get(code))), code)
 
 
-def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
+def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading, kept: Caches) -> None:
     """Readings of the whole board (memory is added by the caller: per GPU or per GPU instance).
 
     ``lb`` and every label tuple of this module's device series come from a :class:`LabelCache` with
@@ -239,9 +247,9 @@ def _device(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
         b.put(F + "UNCORRECTABLE_REMAPPED_ROWS", lb, d.remapped_rows.uncorrectable)
         b.put(F + "ROW_REMAP_FAILURE", lb, d.remapped_rows.failed)
     if d.clock_event_reasons is not None:
-        b.put(F + "CLOCK_THROTTLE_REASONS", lb, _MASKS.get(d.clock_event_reasons))
+        b.put(F + "CLOCK_THROTTLE_REASONS", lb, kept.masks.get(d.clock_event_reasons))
     if d.fabric is not None:
-        fabric.add_dcgm(b, lb, d.fabric)
+        fabric.add_dcgm(b, lb, d.fabric, kept.devices.fabric)
     _interconnect(b, lb, d)
 
 
@@ -268,23 +276,29 @@ LEAN = profiles.lean_set(NAMES)
 """The default profile: dcgm-exporter's default counters, and the ``falcon_gpu_*`` default families."""
 
 
-def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBatch:
-    b = FamilyBuilder(SPECS, _MEMO, selection.chosen(NAMES, LEAN))
+def render(
+    cycle: CycleData, selection: MetricSelection = EVERYTHING, kept: Caches | None = None
+) -> PromBatch:
+    """``kept``: the renderer's caches (None: fresh ones, nothing kept from a previous cycle)."""
+    if kept is None:
+        kept = Caches()
+    b = FamilyBuilder(SPECS, kept.memo, selection.chosen(NAMES, LEAN))
+    bases, extended = kept.bases.get, kept.extended.get
     owners = Owners(cycle)
     node, driver, extra = cycle.node, cycle.snapshot.driver_version or "", cycle.extra_labels
     for dev in cycle.snapshot.devices:
-        base = _BASES.get((node, dev.index, dev.uuid, dev.name, dev.pci_bus_id, driver, extra))
+        base = bases((node, dev.index, dev.uuid, dev.name, dev.pci_bus_id, driver, extra))
         instances = gpu_instances(dev) if dev.mig_enabled else ()
-        whole = base if dev.mig_enabled else _EXTENDED.get((base, owners.labels((dev.uuid,))))
-        _xid(b, whole, dev, cycle.health.get(dev.uuid))
+        whole = base if dev.mig_enabled else extended((base, owners.labels((dev.uuid,))))
+        _xid(b, whole, dev, cycle.health.get(dev.uuid), kept)
         if not dev.up:
             continue
-        _device(b, whole, dev)
+        _device(b, whole, dev, kept)
         if not instances:
             _memory(b, whole, dev.memory_used_bytes, dev.memory_free_bytes)
             _gpm(b, whole, dev.gpm)
         for gi in instances:
-            lb = _EXTENDED.get(
+            lb = extended(
                 (
                     base,
                     (("GPU_I_PROFILE", gi.profile), ("GPU_I_ID", str(gi.id)), *owners.labels(gi.mig_uuids)),
@@ -292,7 +306,9 @@ def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBat
             )
             _memory(b, lb, gi.memory_used_bytes, gi.memory_free_bytes)
             _gpm(b, lb, gi.gpm)
-    falcon_gpu_policy.add_policies(b, cycle)
-    falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
-    agent.add_agent(b, cycle)
+    falcon_gpu_policy.add_policies(b, cycle, kept.devices)
+    falcon_gpu_pod.add_pods(
+        b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices, kept.devices), kept.pods
+    )
+    agent.add_agent(b, cycle, kept.agent)
     return PromBatch(timestamp_ms=int(cycle.snapshot.timestamp * 1000), families=b.families())

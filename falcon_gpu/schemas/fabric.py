@@ -23,7 +23,7 @@ from __future__ import annotations
 from falcon_gpu.model.fabric import STATE_COMPLETED, FabricReading
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
-from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.label_cache import Kept, LabelCache
 
 P = "falcon_gpu_fabric_"
 FALCON_GPU_SPECS: tuple[MetricSpec, ...] = (
@@ -50,25 +50,36 @@ DCGM_SPECS: tuple[MetricSpec, ...] = (
 DCGM_FAILURE = 4
 """``DcgmFMStatusFailure``: registration completed with an error status."""
 
-_INFO: LabelCache[tuple[Labels, int, str], Labels] = LabelCache(
-    lambda k: without_empty((*k[0], ("clique_id", str(k[1])), ("cluster_uuid", k[2])))
-)
-_FAULT: LabelCache[tuple[Labels, str], Labels] = LabelCache(lambda k: (*k[0], ("condition", k[1])))
-_DCGM: LabelCache[tuple[Labels, str], Labels] = LabelCache(
-    lambda k: without_empty((*k[0], ("DCGM_FI_DEV_FABRIC_CLUSTER_UUID", k[1])))
-)
+
+class FabricLabels(Kept):
+    """The fabric series' label tuples one renderer keeps (:mod:`falcon_gpu.schemas.label_cache`)."""
+
+    __slots__ = ("dcgm", "fault", "info")
+
+    def __init__(self) -> None:
+        self.info: LabelCache[tuple[Labels, int, str], Labels] = LabelCache(
+            lambda k: without_empty((*k[0], ("clique_id", str(k[1])), ("cluster_uuid", k[2])))
+        )
+        self.fault: LabelCache[tuple[Labels, str], Labels] = LabelCache(
+            lambda k: (*k[0], ("condition", k[1]))
+        )
+        self.dcgm: LabelCache[tuple[Labels, str], Labels] = LabelCache(
+            lambda k: without_empty((*k[0], ("DCGM_FI_DEV_FABRIC_CLUSTER_UUID", k[1])))
+        )
 
 
-def add_falcon_gpu(b: FamilyBuilder, lb: Labels, fabric: FabricReading, sparse: bool = False) -> None:
+def add_falcon_gpu(
+    b: FamilyBuilder, lb: Labels, fabric: FabricReading, kept: FabricLabels, sparse: bool = False
+) -> None:
     """``lb``: the GPU's labels, no empty value (from a label cache). ``sparse`` (the default
     profile): a ``fault`` series only while its condition holds."""
-    b.put(P + "info", _INFO.get((lb, fabric.clique_id, fabric.cluster_uuid)), 1)
+    b.put(P + "info", kept.info.get((lb, fabric.clique_id, fabric.cluster_uuid)), 1)
     b.put(P + "state", lb, fabric.state)
     b.put(P + "status", lb, fabric.status)
     b.put(P + "health_mask", lb, fabric.health_mask)
     for condition, holds in fabric.health:
         if holds or not sparse:
-            b.put(P + "fault", _FAULT.get((lb, condition)), holds)
+            b.put(P + "fault", kept.fault.get((lb, condition)), holds)
 
 
 def dcgm_status(fabric: FabricReading) -> int:
@@ -78,8 +89,8 @@ def dcgm_status(fabric: FabricReading) -> int:
     return fabric.state
 
 
-def add_dcgm(b: FamilyBuilder, lb: Labels, fabric: FabricReading) -> None:
-    labels = _DCGM.get((lb, fabric.cluster_uuid))
+def add_dcgm(b: FamilyBuilder, lb: Labels, fabric: FabricReading, kept: FabricLabels) -> None:
+    labels = kept.dcgm.get((lb, fabric.cluster_uuid))
     b.put(F + "MANAGER_STATUS", labels, dcgm_status(fabric))
     b.put(F + "CLIQUE_ID", labels, fabric.clique_id)
     b.put(F + "HEALTH_MASK", labels, fabric.health_mask)

@@ -13,7 +13,8 @@ from falcon_gpu.schemas import (
     falcon_gpu_policy,
     profiles,
 )
-from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo
+from falcon_gpu.schemas.builder import FamilyBuilder
+from falcon_gpu.schemas.kept import SchemaCaches
 from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
 
 SPECS = (
@@ -24,8 +25,8 @@ SPECS = (
     + agent.SPECS
     + falcon_gpu_carbon.SPECS
 )
-_MEMO = FamilyMemo()
-"""The previous cycle's families: those that did not change are handed out again (builder.py)."""
+Caches = SchemaCaches
+"""What a renderer keeps across cycles in this schema (:mod:`falcon_gpu.schemas.kept`)."""
 
 
 NAMES = tuple(spec.name for spec in SPECS)
@@ -33,12 +34,19 @@ LEAN = profiles.lean_set(NAMES)
 """The families of the default profile (:mod:`falcon_gpu.schemas.profiles`)."""
 
 
-def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBatch:
-    b = FamilyBuilder(SPECS, _MEMO, selection.chosen(NAMES, LEAN))
-    falcon_gpu_device.add_devices(b, cycle, selection.sparse)
-    falcon_gpu_policy.add_policies(b, cycle)
-    falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices))
+def render(
+    cycle: CycleData, selection: MetricSelection = EVERYTHING, kept: SchemaCaches | None = None
+) -> PromBatch:
+    """``kept``: the renderer's caches (None: fresh ones, nothing kept from a previous cycle)."""
+    if kept is None:
+        kept = SchemaCaches()
+    b = FamilyBuilder(SPECS, kept.memo, selection.chosen(NAMES, LEAN))
+    falcon_gpu_device.add_devices(b, cycle, kept.devices, selection.sparse)
+    falcon_gpu_policy.add_policies(b, cycle, kept.devices)
+    falcon_gpu_pod.add_pods(
+        b, cycle, falcon_gpu_pod.DeviceIndex(cycle.snapshot.devices, kept.devices), kept.pods
+    )
     falcon_gpu_advice.add_advice(b, cycle)
-    agent.add_agent(b, cycle)
+    agent.add_agent(b, cycle, kept.agent)
     falcon_gpu_carbon.add_carbon(b, cycle)
     return PromBatch(timestamp_ms=int(cycle.snapshot.timestamp * 1000), families=b.families())

@@ -26,7 +26,7 @@ from falcon_gpu.model.snapshot import (
 from falcon_gpu.readings.device import BOARD, INTERCONNECT, READINGS
 from falcon_gpu.schemas import fabric
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, RowBlock, without_empty
-from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.label_cache import Kept, LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 
 P = "falcon_gpu_"
@@ -85,15 +85,14 @@ MigKey = tuple[int, int, str, str]
 """(GPU instance id, compute instance id, profile, MIG uuid): what a MIG device's labels say."""
 
 
-class DeviceLabels:
+class DeviceLabels(Kept):
     """The label tuples of one GPU's series (empty values left out), built once per identity:
     the GPU's (node labels, index, UUID, model), then per check, XID, link and MIG device on
-    first use. A GPU whose identity changes gets a new ``DeviceLabels`` (see :data:`_DEVICES`).
+    first use. A GPU whose identity changes gets a new ``DeviceLabels`` (see :class:`DeviceLabelSets`).
 
     Also the values of the GPU's groups of series that are the same across most cycles, kept with
     what they were made from: the health checks (:attr:`health`), per clock-event-reason set the
-    0/1 of each reason (:attr:`reason_values`). Each is replaced whole (an immutable tuple), so two
-    threads rendering at once at worst both build it."""
+    0/1 of each reason (:attr:`reason_values`), each replaced whole (an immutable tuple)."""
 
     __slots__ = (
         "checks", "device", "ecc", "health", "info", "links", "migs", "reason_labels", "reason_values",
@@ -108,28 +107,24 @@ class DeviceLabels:
         self.remapped = ((*lb, ("type", "correctable")), (*lb, ("type", "uncorrectable")))
         self.reason_labels = tuple((*lb, ("reason", reason)) for reason in CLOCK_EVENT_REASONS)
         self.reason_values: LabelCache[frozenset[str], tuple[float, ...]] = LabelCache(
-            lambda active: tuple(float(reason in active) for reason in CLOCK_EVENT_REASONS), limit=64
+            lambda active: tuple(float(reason in active) for reason in CLOCK_EVENT_REASONS)
         )
         """The set of active clock-event reasons -> each reason's value, in CLOCK_EVENT_REASONS order."""
         self.info: LabelCache[tuple[str, str, str], Labels] = LabelCache(
             lambda k: without_empty(
                 (*lb, ("driver_version", k[0]), ("cuda_version", k[1]), ("pci_bus_id", k[2]))
             ),
-            limit=16,
         )
         """(driver version, CUDA version, PCI bus id) -> the ``info`` series' labels."""
-        self.checks: LabelCache[str, Labels] = LabelCache(lambda check: (*lb, ("check", check)), limit=256)
+        self.checks: LabelCache[str, Labels] = LabelCache(lambda check: (*lb, ("check", check)))
         self.health: tuple[dict[str, int], tuple[Labels, ...], tuple[float, ...]] | None = None
         """The last health checks seen, and their series' labels and values (sorted by check)."""
-        self.xids: LabelCache[int, Labels] = LabelCache(lambda xid: (*lb, ("xid", str(xid))), limit=256)
+        self.xids: LabelCache[int, Labels] = LabelCache(lambda xid: (*lb, ("xid", str(xid))))
         self.links: LabelCache[int, tuple[Labels, ...]] = LabelCache(
             lambda link: tuple((*lb, ("link", str(link)), ("type", kind)) for kind in NVLINK_ERROR_TYPES),
-            limit=256,
         )
         """Link number -> the labels of its error series, in NVLINK_ERROR_TYPES order."""
-        self.migs: LabelCache[MigKey, Labels] = LabelCache(
-            lambda k: without_empty(_mig_labels(lb, *k)), limit=256
-        )
+        self.migs: LabelCache[MigKey, Labels] = LabelCache(lambda k: without_empty(_mig_labels(lb, *k)))
 
     def health_series(self, checks: dict[str, int]) -> tuple[tuple[Labels, ...], tuple[float, ...]]:
         """The ``health`` series of ``checks`` (sorted by check): kept while the checks are equal."""
@@ -143,18 +138,30 @@ class DeviceLabels:
         return labels, values
 
 
-_DEVICES: LabelCache[tuple[Labels, int, str, str], DeviceLabels] = LabelCache(DeviceLabels)
-"""(base labels, index, UUID, model) -> that GPU's label tuples, shared by every cycle and schema part."""
+class DeviceLabelSets(Kept):
+    """What one renderer keeps of the device series (:mod:`falcon_gpu.schemas.label_cache`): per GPU
+    identity (base labels, index, UUID, model) its :class:`DeviceLabels`, shared by every part of the
+    schema (pods, policies), and the fabric series' labels."""
 
+    __slots__ = ("_by_identity", "fabric")
 
-def device_label_set(base: Labels, dev: DeviceReading) -> DeviceLabels:
-    """``base``: the cycle's :attr:`~falcon_gpu.model.cycle.CycleData.base_labels`."""
-    return _DEVICES.get((base, dev.index, dev.uuid, dev.name))
+    def __init__(self) -> None:
+        self._by_identity: LabelCache[tuple[Labels, int, str, str], DeviceLabels] = LabelCache(DeviceLabels)
+        self.fabric = fabric.FabricLabels()
 
+    def sweep(self) -> None:
+        """Each GPU's own caches (its links, XIDs, MIG devices...), then the GPUs themselves."""
+        for labels in self._by_identity.values():
+            labels.sweep()
+        super().sweep()
 
-def device_labels(base: Labels, dev: DeviceReading) -> Labels:
-    """The GPU's labels (the same tuple every cycle while its identity holds; empty values left out)."""
-    return _DEVICES.get((base, dev.index, dev.uuid, dev.name)).device
+    def of(self, base: Labels, dev: DeviceReading) -> DeviceLabels:
+        """``base``: the cycle's :attr:`~falcon_gpu.model.cycle.CycleData.base_labels`."""
+        return self._by_identity.get((base, dev.index, dev.uuid, dev.name))
+
+    def labels(self, base: Labels, dev: DeviceReading) -> Labels:
+        """The GPU's labels (the same tuple every cycle while its identity holds; empty values left out)."""
+        return self._by_identity.get((base, dev.index, dev.uuid, dev.name)).device
 
 
 def mig_key(mig: MigReading) -> MigKey:
@@ -171,8 +178,9 @@ def _mig_labels(base: Labels, gpu_instance: int, compute_instance: int, profile:
     )
 
 
-def add_devices(b: FamilyBuilder, cycle: CycleData, sparse: bool = False) -> None:
-    """``sparse``: the default profile's rendering (module docstring)."""
+def add_devices(b: FamilyBuilder, cycle: CycleData, kept: DeviceLabelSets, sparse: bool = False) -> None:
+    """``kept``: the renderer's label tuples; ``sparse``: the default profile's rendering (module
+    docstring)."""
     snap = cycle.snapshot
     base = cycle.base_labels
     driver, cuda = snap.driver_version or "", snap.cuda_version or ""
@@ -182,7 +190,7 @@ def add_devices(b: FamilyBuilder, cycle: CycleData, sparse: bool = False) -> Non
     want_reasons = b.wants(P + "clock_event_active")
     want_health = b.wants(P + "health") or (sparse and b.wants(P + "health_worst"))
     for dev in snap.devices:
-        ls = _DEVICES.get((base, dev.index, dev.uuid, dev.name))
+        ls = kept.of(base, dev)
         lb = ls.device
         info_labels.append(ls.info.get((driver, cuda, dev.pci_bus_id)))
         info_values.append(1.0)
@@ -202,7 +210,7 @@ def add_devices(b: FamilyBuilder, cycle: CycleData, sparse: bool = False) -> Non
             for xid, n in sorted(dev.xid_counts.items()):
                 b.put(P + "xid_errors_total", xids(xid), n)
         if dev.up:
-            _readings(b, ls, dev, want_reasons, sparse)
+            _readings(b, ls, dev, want_reasons, sparse, kept.fabric)
 
 
 _STRUCTURED = (
@@ -226,7 +234,12 @@ def _nonzero(
 
 
 def _readings(
-    b: FamilyBuilder, ls: DeviceLabels, dev: DeviceReading, want_reasons: bool, sparse: bool
+    b: FamilyBuilder,
+    ls: DeviceLabels,
+    dev: DeviceReading,
+    want_reasons: bool,
+    sparse: bool,
+    fabric_labels: fabric.FabricLabels,
 ) -> None:
     """``want_reasons``: ``clock_event_active`` is emitted (the ``[metrics]`` table); ``sparse``: the
     default profile's structured series, only those not 0."""
@@ -242,7 +255,7 @@ def _readings(
             for labels, value in zip(links(link.link), _NVLINK_VALUES(link.errors)):  # noqa: B905 (hot)
                 b.put(P + "nvlink_errors_total", labels, value)
     if dev.fabric is not None:
-        fabric.add_falcon_gpu(b, lb, dev.fabric, sparse)
+        fabric.add_falcon_gpu(b, lb, dev.fabric, fabric_labels, sparse)
     for mig in dev.mig:
         ml = ls.migs.get(mig_key(mig))
         if mig.gpm is not None:

@@ -12,8 +12,8 @@ from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels
 from falcon_gpu.model.snapshot import DeviceReading, MigReading
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
-from falcon_gpu.schemas.falcon_gpu_device import device_label_set, mig_key
-from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.falcon_gpu_device import DeviceLabelSets, mig_key
+from falcon_gpu.schemas.label_cache import Kept, LabelCache
 
 P = "falcon_gpu_"
 
@@ -88,10 +88,12 @@ class DeviceIndex:
     cycle with no pod, container, job or process to label, as on a node without attribution,
     builds neither)."""
 
-    __slots__ = ("_by_uuid", "_devices", "_mig")
+    __slots__ = ("_by_uuid", "_devices", "_kept", "_mig")
 
-    def __init__(self, devices: tuple[DeviceReading, ...]) -> None:
+    def __init__(self, devices: tuple[DeviceReading, ...], kept: DeviceLabelSets) -> None:
+        """``kept``: the renderer's device label tuples."""
         self._devices = devices
+        self._kept = kept
         self._by_uuid: dict[str, DeviceReading] | None = None
         self._mig: dict[str, tuple[DeviceReading, MigReading]] | None = None
 
@@ -114,7 +116,7 @@ class DeviceIndex:
         dev = self.by_uuid.get(gpu_uuid)
         if dev is None:
             return None
-        labels = device_label_set(node, dev)  # node labels + gpu, uuid, model; kept per identity
+        labels = self._kept.of(node, dev)  # node labels + gpu, uuid, model; kept per identity
         if mig_uuid is None:
             return labels.device
         found: tuple[DeviceReading, MigReading] | None = self.mig.get(mig_uuid)
@@ -146,10 +148,6 @@ def _pod_labels(key: PodKey) -> tuple[Labels, Labels]:
     return lb, without_empty(info)
 
 
-_PODS: LabelCache[PodKey, tuple[Labels, Labels]] = LabelCache(_pod_labels)
-"""A pod's label tuples, built once per pod on a device (a pod that goes is dropped when the cache
-fills and starts again)."""
-
 ProcessKey = tuple[Labels, "ContainerRef | None", int, str]
 """Device labels, container (None: in no pod), pid, command."""
 
@@ -160,8 +158,17 @@ def _process_labels(key: ProcessKey) -> Labels:
     return without_empty((*dl, *cl, ("pid", str(pid)), ("command", command)))
 
 
-_PROCESSES: LabelCache[ProcessKey, Labels] = LabelCache(_process_labels)
-"""A process's labels, built once per process (its pid, command and container hold for its life)."""
+class PodLabels(Kept):
+    """The pod and process series' label tuples one renderer keeps (:mod:`falcon_gpu.schemas.label_cache`)."""
+
+    __slots__ = ("pods", "processes")
+
+    def __init__(self) -> None:
+        self.pods: LabelCache[PodKey, tuple[Labels, Labels]] = LabelCache(_pod_labels)
+        """A pod's label tuples, built once per pod on a device (a pod that goes is dropped when the
+        cache fills and starts again)."""
+        self.processes: LabelCache[ProcessKey, Labels] = LabelCache(_process_labels)
+        """A process's labels, built once per process (its pid, command and container hold for its life)."""
 
 
 _POD_FAMILIES = tuple(spec.name for spec in SPECS if spec.name.startswith(P + "pod_"))
@@ -169,7 +176,7 @@ _PROCESS_FAMILIES = (P + "process_memory_used_bytes", P + "process_utilization_r
 """Groups of families gathered in one loop: a loop none of whose families is emitted is skipped."""
 
 
-def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
+def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex, kept: PodLabels) -> None:
     att = cycle.attribution
     node = cycle.base_labels
     for resource, count in att.allocatable or ():
@@ -179,7 +186,7 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         if dl is None:
             continue
         c = use.container
-        lb, info = _PODS.get(
+        lb, info = kept.pods.get(
             (
                 dl,
                 c.namespace,
@@ -238,7 +245,7 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex) -> None:
         dl = index.labels(node, proc.gpu_uuid, proc.mig_uuid)
         if dl is None:
             continue
-        lb = _PROCESSES.get((dl, proc.container, proc.pid, proc.command))
+        lb = kept.processes.get((dl, proc.container, proc.pid, proc.command))
         b.put(P + "process_memory_used_bytes", lb, proc.memory_used_bytes)
         b.put(P + "process_utilization_ratio", lb, proc.utilization_ratio)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
-from falcon_gpu.schemas.falcon_gpu_device import device_labels
+from falcon_gpu.schemas.falcon_gpu_device import DeviceLabelSets
 
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("falcon_gpu_policy_violation", "gauge", "1 while the policy is violated on this GPU."),
@@ -16,7 +16,7 @@ SPECS: tuple[MetricSpec, ...] = (
 )
 
 
-def add_policies(b: FamilyBuilder, cycle: CycleData) -> None:
+def add_policies(b: FamilyBuilder, cycle: CycleData, devices_kept: DeviceLabelSets) -> None:
     if not cycle.policies:
         return
     devices = {d.uuid: d for d in cycle.snapshot.devices}
@@ -24,6 +24,6 @@ def add_policies(b: FamilyBuilder, cycle: CycleData) -> None:
         dev = devices.get(st.gpu_uuid)
         if dev is None:
             continue
-        lb = (*device_labels(cycle.base_labels, dev), ("policy", st.policy))
+        lb = (*devices_kept.labels(cycle.base_labels, dev), ("policy", st.policy))
         b.add("falcon_gpu_policy_violation", lb, st.violating)
         b.add("falcon_gpu_policy_violations_total", lb, st.violations_total)

@@ -36,8 +36,9 @@ from falcon_gpu.model.samples import Labels, PromBatch
 from falcon_gpu.model.snapshot import CLOCK_EVENT_REASONS, DeviceReading, GpmReading
 from falcon_gpu.readings.device import READINGS
 from falcon_gpu.schemas import agent, falcon_gpu_pod, falcon_gpu_policy
-from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec, without_empty
+from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec, without_empty
 from falcon_gpu.schemas.dcgm import GpuInstance, Owners, gpu_instances
+from falcon_gpu.schemas.kept import SchemaCaches
 from falcon_gpu.schemas.label_cache import LabelCache
 from falcon_gpu.schemas.scalars import ScalarSeries
 from falcon_gpu.schemas.selection import EVERYTHING, MetricSelection
@@ -138,32 +139,45 @@ DeviceKey = tuple[str, Labels]
 InfoKey = tuple[Labels, str, int, str, str, str]
 """A GPU's labels, name, index, PCI bus id, driver and CUDA version: its ``gpu_info`` labels."""
 
-_DEVICE: LabelCache[DeviceKey, Labels] = LabelCache(
-    lambda k: without_empty((("uuid", smi_uuid(k[0])), *k[1]))
-)
-_EXTENDED: LabelCache[tuple[Labels, Labels], Labels] = LabelCache(lambda k: without_empty((*k[0], *k[1])))
-"""(a GPU's labels, what a series adds: its pod, GPU instance, XID, process) -> the series' labels."""
-_INFO: LabelCache[InfoKey, Labels] = LabelCache(
-    lambda k: without_empty(
+
+def _info_labels(k: InfoKey) -> Labels:
+    labels, name, index, pci_bus_id, driver, cuda = k
+    return without_empty(
         (
-            *k[0],
-            ("name", k[1]),
-            ("index", str(k[2])),
-            ("pci_bus_id", k[3]),
-            ("driver_version", k[4]),
-            ("cuda_version", k[5]),
+            *labels,
+            ("name", name),
+            ("index", str(index)),
+            ("pci_bus_id", pci_bus_id),
+            ("driver_version", driver),
+            ("cuda_version", cuda),
         )
     )
-)
-_MASKS: LabelCache[frozenset[str], int] = LabelCache(
-    lambda active: sum(1 << i for i, r in enumerate(CLOCK_EVENT_REASONS) if r in active), limit=256
-)
-"""A set of active clock-event reasons -> NVML's bitmask of them (``clocks_event_reasons.active``)."""
-_MEMO = FamilyMemo()
-"""The previous cycle's families: those that did not change are handed out again (builder.py)."""
 
 
-def _structured(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
+def _reason_mask(active: frozenset[str]) -> int:
+    return sum(1 << i for i, r in enumerate(CLOCK_EVENT_REASONS) if r in active)
+
+
+class Caches(SchemaCaches):
+    """What a renderer keeps across cycles in this schema (:mod:`falcon_gpu.schemas.kept`)."""
+
+    __slots__ = ("device", "extended", "info", "masks")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.device: LabelCache[DeviceKey, Labels] = LabelCache(
+            lambda k: without_empty((("uuid", smi_uuid(k[0])), *k[1]))
+        )
+        self.extended: LabelCache[tuple[Labels, Labels], Labels] = LabelCache(
+            lambda k: without_empty((*k[0], *k[1]))
+        )
+        """(a GPU's labels, what a series adds: its pod, GPU instance, XID, process) -> the series' labels."""
+        self.info: LabelCache[InfoKey, Labels] = LabelCache(_info_labels)
+        self.masks: LabelCache[frozenset[str], int] = LabelCache(_reason_mask)
+        """A set of active clock-event reasons -> NVML's bitmask of them (``clocks_event_reasons.active``)."""
+
+
+def _structured(b: FamilyBuilder, lb: Labels, d: DeviceReading, kept: Caches) -> None:
     if d.ecc is not None:
         b.put(N + "ecc_errors_corrected_volatile_total", lb, d.ecc.corrected_volatile)
         b.put(N + "ecc_errors_uncorrected_volatile_total", lb, d.ecc.uncorrected_volatile)
@@ -180,29 +194,29 @@ def _structured(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
         b.put(N + "remapped_rows_failure", lb, d.remapped_rows.failed)
     active = d.clock_event_reasons
     if active is not None:
-        b.put(N + "clocks_event_reasons_active", lb, _MASKS.get(active))
+        b.put(N + "clocks_event_reasons_active", lb, kept.masks.get(active))
         for name, (reason, _) in zip(_REASON_NAMES, REASONS, strict=True):
             b.put(name, lb, reason in active)
     if d.fabric is not None:
         b.put(N + "fabric_state", lb, d.fabric.state)
 
 
-def _xids(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
+def _xids(b: FamilyBuilder, lb: Labels, d: DeviceReading, kept: Caches) -> None:
     for xid, n in sorted(d.xid_counts.items()):
-        b.put(N + "xid_errors_total", _EXTENDED.get((lb, (("xid", str(xid)),))), n)
+        b.put(N + "xid_errors_total", kept.extended.get((lb, (("xid", str(xid)),))), n)
 
 
-def _processes(b: FamilyBuilder, lb: Labels, d: DeviceReading) -> None:
+def _processes(b: FamilyBuilder, lb: Labels, d: DeviceReading, kept: Caches) -> None:
     """Upstream's ``--collect.compute-apps`` families (``process_metrics = true`` here)."""
     compute = [p for p in d.processes if "compute" in p.types]
     for p in compute:
-        plb = _EXTENDED.get((lb, (("pid", str(p.pid)), ("process_name", p.name or ""))))
+        plb = kept.extended.get((lb, (("pid", str(p.pid)), ("process_name", p.name or ""))))
         b.put(N + "compute_app_info", plb, 1)
         b.put(N + "compute_app_used_memory_bytes", plb, p.used_memory_bytes)
     b.put(N + "compute_apps", lb, len(compute))
 
 
-def _mig(b: FamilyBuilder, gpu: Labels, d: DeviceReading, owners: Owners) -> None:
+def _mig(b: FamilyBuilder, gpu: Labels, d: DeviceReading, owners: Owners, kept: Caches) -> None:
     """Per MIG device its identity (with its pod); per GPU instance its memory and GPM ratios."""
     for m in d.mig:
         identity = (
@@ -211,9 +225,9 @@ def _mig(b: FamilyBuilder, gpu: Labels, d: DeviceReading, owners: Owners) -> Non
             ("compute_instance_id", str(m.compute_instance_id)),
             ("profile", m.profile),
         )
-        b.put(N + "mig_info", _EXTENDED.get((gpu, (*identity, *owners.labels((m.uuid,))))), 1)
+        b.put(N + "mig_info", kept.extended.get((gpu, (*identity, *owners.labels((m.uuid,))))), 1)
     for gi in gpu_instances(d):
-        _instance(b, _EXTENDED.get((gpu, (("gpu_instance_id", str(gi.id)),))), gi)
+        _instance(b, kept.extended.get((gpu, (("gpu_instance_id", str(gi.id)),))), gi)
 
 
 def _instance(b: FamilyBuilder, lb: Labels, gi: GpuInstance) -> None:
@@ -230,8 +244,13 @@ def _instance(b: FamilyBuilder, lb: Labels, gi: GpuInstance) -> None:
 NAMES = tuple(spec.name for spec in SPECS)
 
 
-def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBatch:
-    b = FamilyBuilder(SPECS, _MEMO, selection.chosen(NAMES))
+def render(
+    cycle: CycleData, selection: MetricSelection = EVERYTHING, kept: Caches | None = None
+) -> PromBatch:
+    """``kept``: the renderer's caches (None: fresh ones, nothing kept from a previous cycle)."""
+    if kept is None:
+        kept = Caches()
+    b = FamilyBuilder(SPECS, kept.memo, selection.chosen(NAMES))
     owners = Owners(cycle)
     snap = cycle.snapshot
     driver, cuda, extra = snap.driver_version or "", snap.cuda_version or "", cycle.extra_labels
@@ -240,21 +259,21 @@ def render(cycle: CycleData, selection: MetricSelection = EVERYTHING) -> PromBat
     if processes is not None:
         b.add(N + "compute_apps_last_collect_success", cycle.base_labels, processes[0])
     for dev in snap.devices:
-        lb = _DEVICE.get((dev.uuid, extra))
-        owner = lb if dev.mig_enabled else _EXTENDED.get((lb, owners.labels((dev.uuid,))))
-        b.put(N + "gpu_info", _INFO.get((owner, dev.name, dev.index, dev.pci_bus_id, driver, cuda)), 1)
+        lb = kept.device.get((dev.uuid, extra))
+        owner = lb if dev.mig_enabled else kept.extended.get((lb, owners.labels((dev.uuid,))))
+        b.put(N + "gpu_info", kept.info.get((owner, dev.name, dev.index, dev.pci_bus_id, driver, cuda)), 1)
         b.put(N + "index", lb, dev.index)
-        _xids(b, lb, dev)
+        _xids(b, lb, dev, kept)
         if not dev.up:
             continue
         b.put(N + "mig_mode_current", lb, dev.mig_enabled)
         SCALARS.add_to(b, lb, dev)
-        _structured(b, lb, dev)
+        _structured(b, lb, dev, kept)
         if dev.mig_enabled:
-            _mig(b, lb, dev, owners)
+            _mig(b, lb, dev, owners, kept)
         if cycle.process_metrics:
-            _processes(b, lb, dev)
-    falcon_gpu_policy.add_policies(b, cycle)
-    falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(snap.devices))
-    agent.add_agent(b, cycle)
+            _processes(b, lb, dev, kept)
+    falcon_gpu_policy.add_policies(b, cycle, kept.devices)
+    falcon_gpu_pod.add_pods(b, cycle, falcon_gpu_pod.DeviceIndex(snap.devices, kept.devices), kept.pods)
+    agent.add_agent(b, cycle, kept.agent)
     return PromBatch(timestamp_ms=int(snap.timestamp * 1000), families=b.families())

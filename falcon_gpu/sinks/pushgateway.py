@@ -75,6 +75,9 @@ class PushgatewayPusher:
         self._transport = HttpTransport(config, sink=self.name)
         self._groups: dict[Labels, PromGroup] = {}
         self._groups_lock = threading.Lock()
+        self._text = prom_text.SeriesText()
+        """The cycle's text kept across pushes (pushed by the delivery's one thread); job groups,
+        each pushed once, are encoded without it."""
 
     def state(self, rendered: Rendered) -> tuple[PromBatch, int]:
         batch = rendered.prometheus
@@ -84,7 +87,7 @@ class PushgatewayPusher:
         return batch, batch.sample_count()
 
     def push(self, state: PromBatch) -> Ack:
-        self._put(self._url, state)
+        self._put(self._url, state, self._text)
         with self._groups_lock:
             waiting = list(self._groups.values())
         for g in waiting:
@@ -99,8 +102,8 @@ class PushgatewayPusher:
                     del self._groups[g.grouping]
         return Ack()
 
-    def _put(self, url: str, batch: PromBatch) -> None:
-        body = prom_text.encode(batch).encode()
+    def _put(self, url: str, batch: PromBatch, text: prom_text.SeriesText | None = None) -> None:
+        body = prom_text.encode(batch, text).encode()
         headers = {"Content-Type": prom_text.CONTENT_TYPE}
         if self._gzip:
             body = gzip.compress(body, compresslevel=5)

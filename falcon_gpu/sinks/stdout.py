@@ -17,13 +17,19 @@ from falcon_gpu.sinks.context import SinkContext
 from falcon_gpu.sinks.encoding import falcon_json, prom_text
 
 
-def encode(rendered: Rendered, fmt: str) -> str:
-    """The text one cycle becomes in ``fmt``; ends with a newline."""
+def encode(
+    rendered: Rendered,
+    fmt: str,
+    series: prom_text.SeriesText | None = None,
+    items: falcon_json.ItemText | None = None,
+) -> str:
+    """The text one cycle becomes in ``fmt``; ends with a newline. ``series``, ``items``: the sink's
+    encoder caches, kept across its cycles (None: fresh ones)."""
     if fmt == "falcon":
-        return falcon_json.text(rendered.falcon, allow_nan=True) + "\n"
+        return falcon_json.text(rendered.falcon, allow_nan=True, cache=items) + "\n"
     batch = rendered.prometheus
     if fmt == "prometheus":
-        return prom_text.encode(batch)
+        return prom_text.encode(batch, series)
     samples = [
         {"name": f.name, "type": f.kind, "labels": dict(s.labels), "value": s.value}
         for f in batch.families
@@ -43,10 +49,13 @@ class StdoutSink(Sink):
         self._key = f"sink:{self.name}"
         self._again = f"stdout sink {self.name!r} writes again"
         """Formatted once: the success path of every cycle formats nothing."""
+        self._series = prom_text.SeriesText()
+        self._items = falcon_json.ItemText()
+        """This sink's encoder caches (it encodes on the cycle's thread, in ``submit``)."""
         telemetry.register_sink(self.name)
 
     def submit(self, rendered: Rendered) -> None:
-        text = encode(rendered, self.format)
+        text = encode(rendered, self.format, self._series, self._items)
         count = len(rendered.falcon) if self.format == "falcon" else rendered.prometheus.sample_count()
         stream = self._stream or sys.stdout
         try:

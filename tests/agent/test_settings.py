@@ -109,3 +109,33 @@ def test_unusable_spool_dir_exits_2_naming_it(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert "setting 'spool_dir'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_two_loads_at_once_each_read_their_own_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load paused between reading its file and building the settings (here: in the environment
+    source) while another load of another file runs whole still gets its own file's values."""
+    import threading
+
+    from falcon_gpu import settings as settings_module
+
+    first, second = tmp_path / "a.toml", tmp_path / "b.toml"
+    first.write_text("interval = 11\n")
+    second.write_text("interval = 22\n")
+    paused, resume = threading.Event(), threading.Event()
+    read_env = settings_module._EnvSource.__call__
+
+    def slow_env(self: settings_module._EnvSource) -> dict[str, object]:
+        if threading.current_thread().name == "first-load":
+            paused.set()
+            resume.wait(10)
+        return read_env(self)
+
+    monkeypatch.setattr(settings_module._EnvSource, "__call__", slow_env)
+    got: list[float] = []
+    loader = threading.Thread(target=lambda: got.append(load_settings(first).interval), name="first-load")
+    loader.start()
+    assert paused.wait(10), "the first load reached its environment source"
+    assert load_settings(second).interval == 22
+    resume.set()
+    loader.join(10)
+    assert got == [11], "the first load read its own file, not the second's (nor nothing)"

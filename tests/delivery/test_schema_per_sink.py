@@ -50,11 +50,11 @@ class RenderSpy:
             monkeypatch.setattr(module, "render", self._counting(name, module.render))
 
     def _counting(
-        self, name: str, render: Callable[[CycleData, MetricSelection], PromBatch]
-    ) -> Callable[[CycleData, MetricSelection], PromBatch]:
-        def counted(cycle: CycleData, selection: MetricSelection) -> PromBatch:
+        self, name: str, render: Callable[[CycleData, MetricSelection, Any], PromBatch]
+    ) -> Callable[[CycleData, MetricSelection, Any], PromBatch]:
+        def counted(cycle: CycleData, selection: MetricSelection, kept: Any) -> PromBatch:
             self.calls[name] += 1
-            self.last[name] = batch = render(cycle, selection)
+            self.last[name] = batch = render(cycle, selection, kept)
             return batch
 
         return counted
@@ -165,7 +165,7 @@ def test_listen_serves_its_own_schema_beside_a_sink_in_another(
         page = http_get(f"http://{host}:{port}/metrics").decode()
     finally:
         rt.close(15.0)
-    assert spy.calls == {"dcgm": 1, "falcon_gpu": CYCLES}  # listen renders on a scrape: one, of the last
+    assert spy.calls == {"dcgm": CYCLES, "falcon_gpu": CYCLES}  # listen renders on the cycle's thread
     served = {line.split()[2] for line in page.splitlines() if line.startswith("# TYPE ")}
     assert served == {f.name for f in spy.last["dcgm"].families}
     want_own = {f.name for f in spy.last["falcon_gpu"].families}

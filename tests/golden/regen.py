@@ -92,7 +92,7 @@ CARBON_INTENSITY = {"job-node": 400.0}
 """A numeric ``carbon_intensity`` (gCO2e/kWh) for one scenario: its series is in that golden."""
 
 
-def _cycles(name: str) -> list[CycleData]:
+def cycles_of(name: str) -> list[CycleData]:
     scenario = load_scenario(scenario_paths()[name])
     host = SimulatedHost(scenario.host, node=NODE) if scenario.host is not None else None
     paths = host.start() if host is not None else None
@@ -187,14 +187,19 @@ def _no_settings_from_the_environment() -> Iterator[None]:
 def render(name: str) -> dict[str, str]:
     """File name -> content for one scenario."""
     with _no_settings_from_the_environment():
-        cycles = _cycles(name)
+        cycles = cycles_of(name)
     fg, dc, of, ns, fg_lean, dc_lean = [], [], [], [], [], []
+    # one agent's caches across its cycles, one per schema and profile (an agent renders one profile)
+    kept = falcon_gpu.Caches(), dcgm.Caches(), nvidia_smi.Caches(), falcon_gpu.Caches(), dcgm.Caches()
+    texts = tuple(prom_text.SeriesText() for _ in kept)
     for i, cycle in enumerate(cycles):
-        fg.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle)))
-        dc.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle)))
-        fg_lean.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle, DEFAULT)))
-        dc_lean.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle, DEFAULT)))
-        ns.append(f"# cycle {i}\n" + prom_text.encode(nvidia_smi.render(cycle)))
+        fg.append(f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle, kept=kept[0]), texts[0]))
+        dc.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle, kept=kept[1]), texts[1]))
+        ns.append(f"# cycle {i}\n" + prom_text.encode(nvidia_smi.render(cycle, kept=kept[2]), texts[2]))
+        fg_lean.append(
+            f"# cycle {i}\n" + prom_text.encode(falcon_gpu.render(cycle, DEFAULT, kept[3]), texts[3])
+        )
+        dc_lean.append(f"# cycle {i}\n" + prom_text.encode(dcgm.render(cycle, DEFAULT, kept[4]), texts[4]))
         items = (json.dumps(item.as_json(), sort_keys=True) for item in openfalcon.render(cycle))
         of.append("[\n  " + ",\n  ".join(items) + "\n ]")
     return {

@@ -37,10 +37,12 @@ class CountingRendered:
     def __init__(self, value: float) -> None:
         self._inner = prom_cycle(1000, value).prometheus
         self.asked = 0
+        self.threads: set[str] = set()
 
     @property
     def prometheus(self):  # type: ignore[no-untyped-def]
         self.asked += 1
+        self.threads.add(threading.current_thread().name)
         return self._inner
 
     @property
@@ -96,6 +98,35 @@ def test_one_encoding_per_cycle_and_format() -> None:
     latest.submit(prom_cycle(2000, 0.25))
     assert b"falcon_gpu_utilization_ratio" in (latest.body("text", gzipped=False) or b"")
     assert b" 0.25\n" in (latest.body("text", gzipped=False) or b"")
+
+
+def test_the_cycle_is_rendered_on_the_submitting_thread_never_by_a_scrape(
+    served: tuple[LatestCycle, str],
+) -> None:
+    latest, url = served
+    rendered = CountingRendered(0.5)
+    submitter = threading.Thread(target=latest.submit, args=(rendered,), name="the-cycle")
+    submitter.start()
+    submitter.join(10)
+    for headers in (
+        {},
+        {"Accept-Encoding": "gzip"},
+        {"Accept": "application/openmetrics-text; version=1.0.0"},
+    ):
+        assert get(url + "/metrics", headers)[0] == 200
+    assert rendered.threads == {"the-cycle"} and rendered.asked == 1
+
+
+def test_a_body_asked_for_once_is_encoded_by_each_later_cycle_before_it_is_handed_over() -> None:
+    latest = LatestCycle(30)
+    latest.submit(prom_cycle(1000, 0.5))
+    first = latest.body("openmetrics", gzipped=True)  # the first ask: encoded for the scrape
+    assert first is not None and gzip.decompress(first).endswith(b"# EOF\n")
+    latest.submit(prom_cycle(2000, 0.25))
+    handed = latest._bodies  # what the hand-over swapped in, before any scrape of this cycle
+    assert set(handed) == {("openmetrics", True)}
+    assert latest.body("openmetrics", gzipped=True) is handed[("openmetrics", True)]
+    assert b" 0.25\n" in gzip.decompress(handed[("openmetrics", True)])
 
 
 def test_metrics_text_gzip_and_openmetrics_over_http(served: tuple[LatestCycle, str]) -> None:

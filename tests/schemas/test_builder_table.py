@@ -1,4 +1,4 @@
-"""The builder's table index (schemas/builder.py ``_table_of``): indexed once per specs tuple, the
+"""The builder's table index (schemas/builder.py ``index_specs``, kept by a ``FamilyMemo``): the
 families still come out in the table's order whichever order they were added in, an equal table
 that is another tuple gets the same families, and a table that lists a metric twice is refused."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
+from falcon_gpu.schemas.builder import FamilyBuilder, FamilyMemo, MetricSpec
 
 SPECS = (
     MetricSpec("a", "gauge", "A."),
@@ -35,3 +35,18 @@ def test_families_follow_the_table_and_an_equal_table_gives_the_same() -> None:
 def test_a_metric_listed_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="listed twice"):
         FamilyBuilder((*SPECS, MetricSpec("a", "gauge", "again")))
+
+
+def test_a_memo_handed_another_table_starts_again() -> None:
+    memo = FamilyMemo()
+    b = FamilyBuilder(SPECS, memo)
+    b.put("a", (("gpu", "0"),), 1)
+    (first,) = b.families()
+    again = FamilyBuilder(SPECS, memo)
+    again.put("a", (("gpu", "0"),), 1)
+    assert again.families() == (first,) and again.families()[0] is first, "the same table: kept"
+    other = (MetricSpec("a", "gauge", "Another help."),)
+    b = FamilyBuilder(other, memo)
+    b.put("a", (("gpu", "0"),), 1)
+    (fam,) = b.families()
+    assert fam.help == "Another help." and len(memo) == 1, "another table: its own families only"

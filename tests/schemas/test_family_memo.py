@@ -78,16 +78,16 @@ def test_duplicates_keep_the_last_value_in_the_first_place_every_cycle() -> None
 
 
 def test_the_encoder_keeps_a_familys_text_with_that_family_only() -> None:
-    cache = prom_text.SeriesText(limit=3)
+    cache = prom_text.SeriesText()
     family = Family("x", "gauge", "X.", (Series(GPU0, 1.0),))
     text = cache.text(family)
     assert cache.text(family) is text, "the same family object: its kept text"
     equal = Family("x", "gauge", "X.", (Series(GPU0, 2.0),))
     assert cache.text(equal) == '# HELP x X.\n# TYPE x gauge\nx{gpu="0"} 2'
-    for n in range(10):  # bounded: names that come and go (the limit is 3 here)
+    for n in range(3 * prom_text.SWEEP_EVERY):  # bounded: names that come and go, swept
         named = Family(f"y{n}", "gauge", "Y.", (Series((), float(n)),))
-        assert cache.text(named).endswith(f"y{n} {n}")
-    assert len(cache._families) <= 3
+        assert prom_text.encode(PromBatch(0, (named,)), cache).endswith(f"y{n} {n}\n")
+    assert len(cache._families) <= prom_text.SWEEP_EVERY
 
 
 def with_first_device(c: CycleData, **changes: object) -> CycleData:
@@ -111,15 +111,13 @@ def cycles() -> Iterator[CycleData]:
 
 
 @pytest.mark.parametrize("schema", [falcon_gpu, dcgm])
-def test_a_run_of_cycles_writes_what_fresh_caches_write(schema: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    render: Callable[[CycleData], PromBatch] = schema.render
-    memo = FamilyMemo()
+def test_a_run_of_cycles_writes_what_fresh_caches_write(schema: Any) -> None:
+    render: Callable[..., PromBatch] = schema.render
+    caches = schema.Caches()
     cache = prom_text.SeriesText()
     texts = []
     for c in cycles():
-        monkeypatch.setattr(schema, "_MEMO", memo)
-        kept = prom_text.encode(render(c), cache)
-        monkeypatch.setattr(schema, "_MEMO", FamilyMemo())
+        kept = prom_text.encode(render(c, kept=caches), cache)
         fresh = prom_text.encode(render(c), prom_text.SeriesText())
         assert kept == fresh
         texts.append(kept)
@@ -133,14 +131,15 @@ def test_a_run_of_cycles_writes_what_fresh_caches_write(schema: Any, monkeypatch
 
 def test_changed_health_checks_show() -> None:
     c = cycle()
-    first = prom_text.encode(falcon_gpu.render(c))
+    kept = falcon_gpu.Caches()
+    first = prom_text.encode(falcon_gpu.render(c, kept=kept))
     health = dict(c.health)
     health["GPU-aaaa"] = HealthReport({"ecc": 2, "xid": 2, "lost": 0, "pcie": 1}, last_xid=79)
-    second = prom_text.encode(falcon_gpu.render(replaced(c, health=health)))
+    second = prom_text.encode(falcon_gpu.render(replaced(c, health=health), kept=kept))
     line = 'falcon_gpu_health{node="node-a",gpu="0",uuid="GPU-aaaa",model="NVIDIA H100 80GB HBM3",check='
     assert line + '"ecc"} 0\n' in first and line + '"pcie"' not in first
     assert line + '"ecc"} 2\n' in second and line + '"pcie"} 1\n' in second
-    assert prom_text.encode(falcon_gpu.render(c)) == first, "and back"
+    assert prom_text.encode(falcon_gpu.render(c, kept=kept)) == first, "and back"
 
 
 BLOCK = RowBlock(SPECS, (float, lambda v: v / 1000))

@@ -10,8 +10,10 @@ from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.model.snapshot import MigReading, NvlinkErrors, NvlinkReading
 from falcon_gpu.schemas import dcgm, falcon_gpu
 from falcon_gpu.schemas.builder import FamilyBuilder, MetricSpec
-from falcon_gpu.schemas.falcon_gpu_device import device_labels
+from falcon_gpu.schemas.falcon_gpu_device import DeviceLabelSets
 from falcon_gpu.schemas.label_cache import LabelCache
+from falcon_gpu.schemas.render import SWEEP_EVERY, SchemaRenderer
+from falcon_gpu.schemas.selection import EVERYTHING
 from falcon_gpu.schemas.xid_catalog import xid_message
 from falcon_gpu.sinks.encoding import prom_text
 from tests.schemas.fixtures import cycle, full_device
@@ -43,19 +45,50 @@ def assert_same_label_objects(one: PromBatch, two: PromBatch, *names: str) -> No
         assert a and all(x.labels is y.labels for x, y in zip(a, b, strict=True)), name
 
 
-def test_cache_builds_once_per_key_and_starts_again_when_full() -> None:
+def test_cache_builds_once_per_key_and_a_sweep_drops_what_was_not_asked_for() -> None:
     built: list[int] = []
-    cache: LabelCache[int, tuple[int]] = LabelCache(lambda k: (built.append(k), (k,))[1], limit=3)
+    cache: LabelCache[int, tuple[int]] = LabelCache(lambda k: (built.append(k), (k,))[1])
     first = cache.get(1)
     assert cache.get(1) is first and built == [1], "the same key is built once"
-    for k in (2, 3, 4):
+    for k in range(2, 5000):
         cache.get(k)
-    assert len(cache) == 1, "full at 3 keys: it started again with the 4th"
-    assert cache.get(1) == (1,) and built == [1, 2, 3, 4, 1], "a dropped key is rebuilt, equal"
+    assert len(cache) == 4999, "no size limit: as many keys as asked for"
+    cache.sweep()
+    assert cache.get(1) is first and cache.get(2) == (2,) and len(cache) == 4999, "kept for one period"
+    cache.sweep()
+    assert len(cache) == 2 and cache.get(1) is first, "the keys not asked for in a whole period went"
+    cache.sweep()
+    cache.sweep()
+    assert len(cache) == 0 and cache.get(1) == (1,) and built.count(1) == 2, "a dropped key is rebuilt"
+
+
+def test_a_renderer_keeps_the_pods_of_the_last_two_sweep_periods_only() -> None:
+    """One new pod every cycle for 100 cycles (a busy node): the renderer's pod labels stay bounded
+    by the pods it met in the last two periods, and a pod there all along keeps its very tuples."""
+    renderer = SchemaRenderer("falcon_gpu")
+    c = cycle()
+    pod = c.attribution.pods[0]
+    kept_pod: object = None
+    for n in range(100):
+        churned = replace(pod, container=replace(pod.container, pod=f"batch-{n}"))
+        batch = renderer.render(with_attribution(c, pods=(churned, *c.attribution.pods[1:])), EVERYTHING)
+        (stayed,) = [
+            s.labels
+            for f in batch.families
+            if f.name == "falcon_gpu_pod_memory_used_bytes"
+            for s in f.series
+            if dict(s.labels)["pod"] == c.attribution.pods[1].container.pod
+        ]
+        assert kept_pod is None or stayed is kept_pod, f"cycle {n}: the staying pod's labels were rebuilt"
+        kept_pod = stayed
+        assert f'pod="batch-{n}"' in prom_text.encode(batch)
+    pods = renderer.kept.pods.pods
+    assert len(pods) <= 2 * SWEEP_EVERY + len(c.attribution.pods), len(pods)
 
 
 def test_device_labels_are_the_same_tuple_every_cycle() -> None:
-    one, two = falcon_gpu.render(cycle()), falcon_gpu.render(cycle())
+    kept = falcon_gpu.Caches()
+    one, two = falcon_gpu.render(cycle(), kept=kept), falcon_gpu.render(cycle(), kept=kept)
     assert_same_label_objects(one, two, "falcon_gpu_up", "falcon_gpu_info", "falcon_gpu_ecc_errors_total")
     assert_same_label_objects(one, two, "falcon_gpu_sm_active_ratio", "falcon_gpu_memory_used_bytes")
     assert prom_text.encode(one) == prom_text.encode(two)
@@ -63,11 +96,13 @@ def test_device_labels_are_the_same_tuple_every_cycle() -> None:
 
 def test_a_changed_identity_changes_every_label_it_is_in() -> None:
     c = cycle()
-    before = device_labels(c.base_labels, c.snapshot.devices[0])
+    kept = falcon_gpu.Caches()
+    falcon_gpu.render(c, kept=kept)
+    before = kept.devices.labels(c.base_labels, c.snapshot.devices[0])
     renamed = with_device(c, uuid="GPU-eeee", name="NVIDIA H200")
     renamed = replace(renamed, health={**c.health, "GPU-eeee": c.health["GPU-aaaa"]})
-    out = falcon_gpu.render(renamed)
-    assert device_labels(renamed.base_labels, renamed.snapshot.devices[0]) is not before
+    out = falcon_gpu.render(renamed, kept=kept)
+    assert kept.devices.labels(renamed.base_labels, renamed.snapshot.devices[0]) is not before
     for name in PER_DEVICE:
         got = [lb for lb in labels_of(out, name) if lb.get("gpu") == "0"]
         assert got and all(lb["uuid"] == "GPU-eeee" and lb["model"] == "NVIDIA H200" for lb in got), name
@@ -122,7 +157,8 @@ def test_put_stores_clean_labels_as_given_and_skips_absent_values() -> None:
 
 def test_a_device_added_later_gets_labels_without_its_empty_values() -> None:
     dev = (full_device(index=3, uuid="GPU-dddd"))._replace(name="")
-    assert device_labels((("node", "n"),), dev) == (("node", "n"), ("gpu", "3"), ("uuid", "GPU-dddd"))
+    labels = DeviceLabelSets().labels((("node", "n"),), dev)
+    assert labels == (("node", "n"), ("gpu", "3"), ("uuid", "GPU-dddd"))
 
 
 def with_attribution(c: CycleData, **changes: object) -> CycleData:
@@ -131,7 +167,8 @@ def with_attribution(c: CycleData, **changes: object) -> CycleData:
 
 def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
     c = cycle(process_metrics=True)
-    one, two = falcon_gpu.render(c), falcon_gpu.render(cycle(process_metrics=True))
+    kept = falcon_gpu.Caches()
+    one, two = falcon_gpu.render(c, kept=kept), falcon_gpu.render(cycle(process_metrics=True), kept=kept)
     assert_same_label_objects(
         one,
         two,
@@ -146,7 +183,9 @@ def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
         claim_name="gpu-claim",
     )
     proc = replace(c.attribution.processes[0], pid=5151, command="torchrun", container=moved.container)
-    out = falcon_gpu.render(with_attribution(c, pods=(moved, *c.attribution.pods[1:]), processes=(proc,)))
+    out = falcon_gpu.render(
+        with_attribution(c, pods=(moved, *c.attribution.pods[1:]), processes=(proc,)), kept=kept
+    )
     mem = [lb for lb in labels_of(out, "falcon_gpu_pod_memory_used_bytes") if lb["gpu"] == "0"]
     assert [(lb["pod"], lb["label_team"]) for lb in mem] == [("train-1", "nlp")]
     (info,) = [lb for lb in labels_of(out, "falcon_gpu_pod_info") if lb["gpu"] == "0"]
@@ -158,7 +197,8 @@ def test_pod_and_process_labels_are_reused_and_follow_a_change() -> None:
 
 def test_dcgm_labels_are_reused_and_follow_the_gpu_its_pod_and_its_xid() -> None:
     c = cycle()
-    one, two = dcgm.render(c), dcgm.render(cycle())
+    kept = dcgm.Caches()
+    one, two = dcgm.render(c, kept=kept), dcgm.render(cycle(), kept=kept)
     assert_same_label_objects(
         one, two, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_USED"
     )
@@ -166,7 +206,7 @@ def test_dcgm_labels_are_reused_and_follow_the_gpu_its_pod_and_its_xid() -> None
     moved = replace(pod, gpu_uuid="GPU-eeee", container=replace(pod.container, pod="train-1"))
     changed = with_device(with_attribution(c, pods=(moved, *c.attribution.pods[1:])), uuid="GPU-eeee")
     health = {**c.health, "GPU-eeee": HealthReport({"xid": 2}, {48: 1}, last_xid=48)}
-    out = dcgm.render(replace(changed, health=health))
+    out = dcgm.render(replace(changed, health=health), kept=kept)
     (temp,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_GPU_TEMP") if lb["gpu"] == "0"]
     assert (temp["UUID"], temp["pod"]) == ("GPU-eeee", "train-1")
     (xid,) = [lb for lb in labels_of(out, "DCGM_FI_DEV_XID_ERRORS") if lb["gpu"] == "0"]

@@ -71,19 +71,24 @@ def test_the_shared_cache_gives_the_same_text_as_a_fresh_one() -> None:
     assert prom_text.encode(b) == prom_text.encode(b, prom_text.SeriesText()) == prom_text.encode(b)
 
 
-def test_the_cache_is_bounded() -> None:
-    cache = prom_text.SeriesText(limit=10)
-    for cycle in range(20):  # pods churning: new label sets every cycle
+def test_the_cache_is_bounded_by_the_series_encoded_since_its_last_sweep() -> None:
+    cache = prom_text.SeriesText()
+    every = prom_text.SWEEP_EVERY
+    for cycle in range(3 * every):  # pods churning: new label sets every cycle
         text = prom_text.encode(batch(1.0, 2.0, 3.0, pod=f"job-{cycle}-"), cache)
         assert f'pod="job-{cycle}-2"}} 3' in text
         assert f'pod="job-{cycle - 1}-2"' not in text
-        assert len(cache) <= 10
-    assert cache.line("x_ratio", (("node", "n1"), ("pod", "job-0-0"))) is None  # dropped when full
+        assert len(cache) <= 3 * every + 1, "the x_ratio series of the cycles since the sweep, x_total"
+        if (cycle + 1) % every == 0:
+            assert len(cache) == 4, "swept: this batch's series only"
+    assert cache.line("x_ratio", (("node", "n1"), ("pod", "job-0-0"))) is None  # gone with its pod
+    assert cache.line("x_total", ()) == (3.0, "x_total 3"), "a series there all along stays"
 
 
-def test_sinks_encoding_in_their_own_threads_share_the_bounded_cache() -> None:
-    """Stdout, Pushgateway and the scrape endpoint encode the same cycle in different threads."""
-    cache = prom_text.SeriesText(limit=50)
+def test_a_cache_encoding_in_several_threads_at_once_still_writes_each_cycle() -> None:
+    """Each sink owns its cache and encodes on one thread; used from three at once, it still writes
+    every batch right (its dicts are replaced whole when swept, never emptied under a reader)."""
+    cache = prom_text.SeriesText()
     failures: list[BaseException] = []
 
     def encode_many(offset: int) -> None:
@@ -101,4 +106,4 @@ def test_sinks_encoding_in_their_own_threads_share_the_bounded_cache() -> None:
     for t in threads:
         t.join()
     assert failures == []
-    assert len(cache) <= 50 + 3  # each thread may add its series to a dict just replaced
+    assert len(cache) <= 40 * 2 + 1  # at most every pod's series and x_total

@@ -183,9 +183,7 @@ class DeviceCalls(SimCore):
             pieces = self._field_pieces(dev, fieldIds)
         else:
             pieces = self._memo(dev, key, self._field_pieces, dev, fieldIds)
-        array = _FIELD_ARRAYS.get(len(pieces) - 1)
-        if array is None:
-            array = _FIELD_ARRAYS[len(pieces) - 1] = pynvml.c_nvmlFieldValue_t * (len(pieces) - 1)
+        array = pynvml.c_nvmlFieldValue_t * (len(pieces) - 1)  # ctypes keeps one array type per length
         return array.from_buffer_copy(self._stamp_bytes.join(pieces))
 
     def _field_pieces(self, dev: SimDevice, fieldIds: list[Any]) -> list[bytes]:
@@ -486,9 +484,6 @@ FIELD_VALUE_LAYOUT = struct.Struct("@IIqqIIQ")
 (the 8-byte ``c_nvmlValue_t`` union; checked against ctypes in the simulator tests)."""
 _STAMP_AT = struct.calcsize("@II")
 """Where the timestamp starts in :data:`FIELD_VALUE_LAYOUT`."""
-_FIELD_ARRAYS: dict[int, Any] = {}
-"""``c_nvmlFieldValue_t * n`` by n."""
-
 _ULL_OF: dict[int, Callable[[float], int]] = {
     _UINT: lambda n: int(n) & 0xFFFFFFFF,  # uiVal: the union's low 4 bytes (little-endian)
     SINT: lambda n: int(n) & 0xFFFFFFFF,  # siVal: the same 4 bytes, two's complement

@@ -88,7 +88,7 @@ class ItemText:
 
     def _render(self, key: _Series) -> tuple[str, str, str]:
         endpoint, metric, tags, step, counter_type = key
-        if len(self._parts) >= self.limit:  # a new dict, not cleared in place: sinks run in threads
+        if len(self._parts) >= self.limit:
             self._parts = {}
         dumps = json.dumps
         around = self._parts[key] = (
@@ -106,34 +106,33 @@ def _number(value: object) -> str:
     return json.dumps(value)
 
 
-_CACHE = ItemText()
-"""The process's cache, shared by every Open-Falcon sink and the stdout sink."""
+def text(items: Sequence[FalconItem], *, allow_nan: bool = False, cache: ItemText | None = None) -> str:
+    """The JSON array as text (the stdout sink's ``falcon`` format passes ``allow_nan``). ``cache``: the
+    caller's, kept across its cycles (None: a fresh one, nothing reused)."""
+    return (cache if cache is not None else ItemText()).text(items, allow_nan=allow_nan)
 
 
-def text(items: Sequence[FalconItem], *, allow_nan: bool = False, cache: ItemText = _CACHE) -> str:
-    """The JSON array as text (the stdout sink's ``falcon`` format passes ``allow_nan``)."""
-    return cache.text(items, allow_nan=allow_nan)
-
-
-def encode(items: Sequence[FalconItem]) -> bytes:
+def encode(items: Sequence[FalconItem], cache: ItemText | None = None) -> bytes:
     """The JSON array. Raises ValueError for a value that is not finite (see :func:`sendable`)."""
-    return _CACHE.text(items).encode()
+    return text(items, cache=cache).encode()
 
 
 class FalconJsonBatches:
     """The encoding half of a :class:`~falcon_gpu.delivery.pusher.BatchPusher` for the two
-    Open-Falcon sinks (agent and transfer read the same JSON items); they add ``push``."""
+    Open-Falcon sinks (agent and transfer read the same JSON items); they add ``push``. Each keeps
+    its own :class:`ItemText`, used by its delivery's batcher thread (the one that encodes)."""
 
     def __init__(self, name: str, telemetry: Telemetry) -> None:
         self.name = name
         self._telemetry = telemetry
         self._key = f"delivery:{name}"
+        self._items = ItemText()
 
     def explode(self, rendered: Rendered) -> Sequence[FalconItem]:
         return sendable(rendered.falcon, self._telemetry, self.name, self._key)
 
     def encode(self, items: Sequence[FalconItem]) -> bytes:
-        return encode(items)
+        return encode(items, self._items)
 
     def closing(self) -> Sequence[FalconItem]:
         return ()

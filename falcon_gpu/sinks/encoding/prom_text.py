@@ -16,8 +16,12 @@ object as last time (:class:`~falcon_gpu.schemas.builder.FamilyMemo`), so each
 family's whole text is kept with the family it was made from and reused on an
 identity check. So the per-cycle work is one look-up per family, plus one look-up
 and one comparison per series of a family that changed, plus formatting for what
-changed. The caches are bounded (:data:`MAX_CACHED` series and families, dropped
-all at once when full, so a node whose pods churn cannot grow them without bound).
+changed. The caches are bounded by what the owner encodes, with no size limit: every
+:data:`SWEEP_EVERY` encodes the cache keeps only the families, headers and series lines of the batch
+it has just encoded, so a node whose pods churn cannot grow it without bound.
+
+A :class:`SeriesText` belongs to the one thing that encodes with it (a Pushgateway sink, the stdout
+sink, ``listen``), which encodes on one thread: none is shared by the process.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from falcon_gpu.model.samples import Family, Labels, PromBatch, Series
 from falcon_gpu.model.text import utf8_text
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-MAX_CACHED: Final = 65_536
+SWEEP_EVERY: Final = 16
+"""Encodes between two sweeps of a :class:`SeriesText` (a series gone for 16 cycles goes from it)."""
 
 
 def escape_label_value(value: str) -> str:
@@ -63,13 +68,13 @@ def series_prefix(name: str, labels: Labels) -> str:
 
 class SeriesText:
     """Rendered text kept across cycles: per metric name, label set -> (last value, its line);
-    per family its header; and per metric name the last family seen and its whole text. Bounded by
-    ``limit`` series in all (cleared at once when full), and ``limit`` families."""
+    per family its header; and per metric name the last family seen and its whole text. Swept
+    every :data:`SWEEP_EVERY` encodes (:meth:`texts`): what that encode's batch does not have goes."""
 
-    __slots__ = ("_families", "_headers", "_lines", "_size", "limit")
+    __slots__ = ("_encodes", "_families", "_headers", "_lines", "_size")
 
-    def __init__(self, limit: int = MAX_CACHED) -> None:
-        self.limit = limit
+    def __init__(self) -> None:
+        self._encodes = 0
         self._lines: dict[str, dict[Labels, tuple[float, str]]] = {}
         self._headers: dict[tuple[str, str, str], str] = {}
         self._families: dict[str, tuple[Family, str, list[str], list[int]]] = {}
@@ -91,8 +96,6 @@ class SeriesText:
         key = (family.name, family.kind, family.help)
         text = self._headers.get(key)
         if text is None:
-            if len(self._headers) >= self.limit:
-                self._headers.clear()
             name = family.name
             text = self._headers[key] = (
                 f"# HELP {name} {_escape_help(family.help)}\n# TYPE {name} {family.kind}"
@@ -120,10 +123,7 @@ class SeriesText:
             self._series_lines(family, lines)
             cuts = [line.rindex(" ") + 1 for line in lines]
         text = self.header(family) + "\n" + "\n".join(lines)
-        families = self._families
-        if len(families) >= self.limit and name not in families:
-            families = self._families = {}  # a new dict, as for the lines below
-        families[name] = (family, text, lines, cuts)
+        self._families[name] = (family, text, lines, cuts)
         return text
 
     def texts(self, families: tuple[Family, ...]) -> list[str]:
@@ -137,7 +137,34 @@ class SeriesText:
             if family.series:
                 last = kept.get(family.name)
                 append(last[1] if last is not None and last[0] is family else text(family))
+        self._encodes += 1
+        if self._encodes % SWEEP_EVERY == 0:
+            self._keep_only(families)
         return out
+
+    def _keep_only(self, families: tuple[Family, ...]) -> None:
+        """Keep the text of ``families`` (the batch just encoded) only: a family, a header or a
+        series line that this batch does not have goes (bounded by the series the owner encodes).
+
+        Every series of the batch has its line here (a new label set always goes through
+        :meth:`_series_lines`), so more lines than series means some went; none more, nothing to
+        drop and nothing rebuilt (the usual sweep: a check per family)."""
+        names = {f.name for f in families if f.series}
+        if len(self._families) > len(names):
+            self._families = {name: kept for name, kept in self._families.items() if name in names}
+        if len(self._headers) > len(names):
+            self._headers = {key: text for key, text in self._headers.items() if key[0] in names}
+        if self._size <= sum(len(f.series) for f in families):
+            return
+        lines: dict[str, dict[Labels, tuple[float, str]]] = {}
+        for family in families:
+            old = self._lines.get(family.name)
+            if old:
+                lines[family.name] = {
+                    s.labels: hit for s in family.series if (hit := old.get(s.labels)) is not None
+                }
+        self._lines = lines
+        self._size = sum(map(len, lines.values()))
 
     def lines(self, family: Family, out: list[str]) -> None:
         """Append the family's header and one line per series to ``out``."""
@@ -170,9 +197,6 @@ class SeriesText:
         if hit is not None:
             line = hit[1][: hit[1].rindex(" ") + 1] + format_value(value)
         else:
-            if self._size >= self.limit:  # a new dict, not cleared in place: sinks encode in
-                self._lines = {}  # threads of their own, and another may be walking this one
-                self._size = 0
             self._size += 1
             line = series_prefix(name, labels) + format_value(value)
         cache[labels] = (value, line)
@@ -199,17 +223,10 @@ def _follow(
     return out
 
 
-_CACHE = SeriesText()
-"""The process's cache: every sink encoding Prometheus text shares it (they render the same series)."""
-
-
-def encode_family(family: Family) -> str:
-    return _CACHE.text(family) + "\n"
-
-
-def encode(batch: PromBatch, cache: SeriesText = _CACHE) -> str:
-    """The whole batch; families with no series are left out (the format allows it, but it is noise)."""
-    out = cache.texts(batch.families)
+def encode(batch: PromBatch, cache: SeriesText | None = None) -> str:
+    """The whole batch; families with no series are left out (the format allows it, but it is noise).
+    ``cache``: the caller's, kept across its cycles (None: a fresh one, nothing reused)."""
+    out = (cache if cache is not None else SeriesText()).texts(batch.families)
     if not out:
         return ""
     out.append("")
