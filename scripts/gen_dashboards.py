@@ -725,6 +725,18 @@ def cost() -> Dashboard:
                 description=CARBON_NOTE,
             ),
             Panel(
+                "Energy (kWh) and emissions (gCO2e), last day, per workload",
+                "table",
+                (
+                    f"namespace_workload:falcon_gpu_energy_kwh:1d{{{CS}}}",
+                    f"namespace_workload:falcon_gpu_emissions_grams:1d{{{CS}}}",
+                ),
+                width=8,
+                description=CARBON_NOTE
+                + " A workload is the pods' controller (or the pod name without its generated suffix):"
+                " a restarted pod counts in the same one.",
+            ),
+            Panel(
                 "Last hour: GPU-hours allocated and used, energy (J)",
                 "table",
                 (

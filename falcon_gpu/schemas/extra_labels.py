@@ -26,7 +26,7 @@ RESERVED: frozenset[str] = frozenset(
         "gpu_instance", "compute_instance", "mig_profile", "mig_uuid",
         "namespace", "pod", "container", "pod_uid", "job_name", "resource", "allocated", "pid", "command",
         "type", "scope", "cause", "xid", "reason", "check", "kind", "sink", "outcome", "reader",
-        "link", "policy", "runtime", "container_id", "claim_name", "claim_namespace",
+        "link", "policy", "runtime", "container_id", "claim_name", "claim_namespace", "workload",
         "slurm_job", "slurm_step", "uid", "user",
         # dcgm schema (dcgm-exporter's labels)
         "UUID", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION",

@@ -7,6 +7,7 @@ per-process utilisation) adds no series: absent, not 0 (CONTRACT section 3).
 
 from __future__ import annotations
 
+from falcon_gpu.advice.workload import workload_of
 from falcon_gpu.model.attribution import ContainerRef
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.samples import Labels
@@ -129,19 +130,24 @@ def container_labels(c: ContainerRef) -> Labels:
     return (("namespace", c.namespace), ("pod", c.pod), ("container", c.container), *c.labels)
 
 
-PodKey = tuple[Labels, str, str, str, Labels, str, bool, str, str]
+PodKey = tuple[Labels, str, str, str, Labels, str, bool, str, str, str | None]
 """Device labels, namespace, pod, container, copied pod labels, resource, allocated, claim name and
-namespace: all that a pod's series' labels say (its requests and readings are values, not labels)."""
+namespace, owner: all that a pod's series' labels say (its requests and readings are values, not labels)."""
 
 
 def _pod_labels(key: PodKey) -> tuple[Labels, Labels]:
-    """(the pod's series' labels, its ``pod_info`` labels), empty values left out."""
-    dl, namespace, pod, container, copied, resource, allocated, claim, claim_ns = key
+    """(the pod's series' labels, its ``pod_info`` labels), empty values left out.
+
+    Only ``pod_info`` carries the ``workload`` (what survives the pod's restarts,
+    :mod:`falcon_gpu.advice.workload`): one series per pod already, so no new series; the rules
+    join it to the pod's other series (energy per workload)."""
+    dl, namespace, pod, container, copied, resource, allocated, claim, claim_ns, owner = key
     lb = without_empty((*dl, ("namespace", namespace), ("pod", pod), ("container", container), *copied))
     info = (
         *lb,
         ("resource", resource),
         ("allocated", "true" if allocated else "false"),
+        ("workload", workload_of(pod, container, owner)),
         ("claim_name", claim),  # DRA only; empty labels are left out
         ("claim_namespace", claim_ns),
     )
@@ -197,6 +203,7 @@ def add_pods(b: FamilyBuilder, cycle: CycleData, index: DeviceIndex, kept: PodLa
                 use.allocated,
                 use.claim_name or "",
                 use.claim_namespace or "",
+                c.owner,
             )
         )
         b.put(P + "pod_info", info, 1)

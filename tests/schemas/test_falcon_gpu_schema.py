@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from falcon_gpu.model.samples import PromBatch
 from falcon_gpu.schemas import falcon_gpu
 from falcon_gpu.sinks.encoding import prom_text
@@ -86,6 +88,20 @@ def test_pod_series() -> None:
     assert find(b, "falcon_gpu_unattributed_memory_used_bytes", uuid="GPU-aaaa") == [GIB]
     assert find(b, "falcon_gpu_unattributed_energy_joules_total", uuid="GPU-aaaa") == [7.5]
     assert find(b, "falcon_gpu_process_memory_used_bytes") == []  # process_metrics off
+
+
+def test_pod_info_alone_carries_the_workload_its_owner_else_its_name_without_the_suffix() -> None:
+    c = cycle()
+    b = falcon_gpu.render(c)
+    assert find(b, "falcon_gpu_pod_info", pod="train-0", workload="train") == [1]  # the ordinal dropped
+    assert find(b, "falcon_gpu_pod_info", pod="infer-7", workload="infer") == [1]
+    pods = [lb for (n, lb) in values(b) if n.startswith("falcon_gpu_pod_") and n != "falcon_gpu_pod_info"]
+    assert pods and all("workload" not in dict(lb) for lb in pods)
+    pod = c.attribution.pods[0]
+    owned = replace(pod, container=replace(pod.container, owner="bert-finetune"))
+    att = replace(c.attribution, pods=(owned, *c.attribution.pods[1:]))
+    b = falcon_gpu.render(replace(c, attribution=att))
+    assert find(b, "falcon_gpu_pod_info", pod="train-0", workload="bert-finetune") == [1]
 
 
 def test_process_series_only_when_enabled() -> None:
