@@ -14,7 +14,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +93,13 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 """Each subcommand: its help line and what adds its arguments (in ``--help``'s order)."""
 
 
-def _parser(argv: list[str]) -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The command line's parser. When ``argv`` starts with a command, only that command's
     subparser is built: every ``add_parser``/``add_argument`` costs argparse a help formatter and
     gettext look-ups (a third of the cached plugin's CLI cost for six commands it never runs); the
     chosen command parses and reports errors exactly as with all of them. Anything else
-    (``--help``, ``--version``, a typo) gets the full parser, so the top-level help and the
-    invalid-choice error list every command."""
+    (``--help``, ``--version``, a typo, no ``argv``) gets the full parser, so the top-level help and
+    the invalid-choice error list every command."""
     p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
     p.add_argument("--version", action=_Version, nargs=0, help="show the installed version and exit")
     sub = p.add_subparsers(
