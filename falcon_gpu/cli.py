@@ -14,6 +14,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,71 +24,91 @@ EXIT_OK, EXIT_FATAL, EXIT_USAGE = 0, 1, 2
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
-    p.add_argument("--version", action=_Version, nargs=0, help="show the installed version and exit")
-    sub = p.add_subparsers(
-        dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top,advise}"
+def _common(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML settings file (default /etc/falcon-gpu/falcon-gpu.toml when it exists)",
     )
-
-    def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument(
-            "--config",
-            type=Path,
-            metavar="FILE",
-            help="TOML settings file (default /etc/falcon-gpu/falcon-gpu.toml when it exists)",
-        )
-        sp.add_argument(
-            "--simulate",
-            nargs="?",
-            const="default",
-            metavar="SCENARIO",
-            help="use the NVML simulator: a scenario file, a bundled name, or nothing for the "
-            "bundled 4-GPU node",
-        )
-        sp.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default=None)
-
-    run = sub.add_parser(
-        "run",
-        help="the agent: collect, attribute and push every interval",
-        epilog=_bundled_scenarios(),
+    sp.add_argument(
+        "--simulate",
+        nargs="?",
+        const="default",
+        metavar="SCENARIO",
+        help="use the NVML simulator: a scenario file, a bundled name, or nothing for the bundled 4-GPU node",
     )
-    common(run)
+    sp.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default=None)
+
+
+def _run_args(run: argparse.ArgumentParser) -> None:
+    run.epilog = _bundled_scenarios()
+    _common(run)
     run.add_argument("--once", action="store_true", help="one cycle, flush every sink, exit")
     run.add_argument("--interval", type=float, metavar="S", help="seconds between cycles")
     run.add_argument("--web.config.file", dest="web_config_file", type=Path, metavar="FILE",
                      help="TLS and basic auth for `listen` (exporter-toolkit's format)")  # fmt: skip
-    plugin = sub.add_parser("plugin", help="one cycle as an Open-Falcon JSON array on stdout")
-    common(plugin)
-    doctor = sub.add_parser("doctor", help="check NVML, process visibility, kubelet socket, log dirs, sinks")
-    common(doctor)
-    top = sub.add_parser("top", help="this node's GPUs with their pods and processes, live")
-    common(top)
+
+
+def _top_args(top: argparse.ArgumentParser) -> None:
+    _common(top)
     top.add_argument("--once", action="store_true", help="print one frame and exit")
     top.add_argument("--interval", type=float, metavar="S", help="seconds between frames")
-    install = sub.add_parser(
-        "install-plugin", help="write 60_gpu_monitor.py for falcon-agent into DIR, bound to this installation"
-    )
+
+
+def _install_args(install: argparse.ArgumentParser) -> None:
     install.add_argument("dir", type=Path, metavar="DIR", help="falcon-agent's plugin directory")
     install.add_argument("--config", type=Path, metavar="FILE", help="settings file the plugin passes on")
-    stats = sub.add_parser(
-        "stats", help="recent per-pod job records (from jobs_dir) as a table, newest first"
-    )
+
+
+def _stats_args(stats: argparse.ArgumentParser) -> None:
     stats.add_argument("--config", type=Path, metavar="FILE", help="settings file (for jobs_dir)")
     stats.add_argument("--namespace", metavar="NS", help="only this namespace")
     stats.add_argument("--pod", metavar="P", help="only this pod")
     stats.add_argument("--since", type=_duration, metavar="DURATION", help="only jobs that ended within "
                        "this long, e.g. 30m, 2h, 1d or seconds")  # fmt: skip
-    advise = sub.add_parser(
-        "advise", help="per workload: memory, SM, and the smallest MIG profile, share or GPU that holds it"
-    )
-    common(advise)
+
+
+def _advise_args(advise: argparse.ArgumentParser) -> None:
+    _common(advise)
     advise.add_argument("--namespace", metavar="NS", help="only this namespace")
     advise.add_argument("--since", type=_duration, metavar="DURATION", help="only jobs that ended within "
                         "this long (running ones always count), e.g. 30m, 2h, 1d or seconds")  # fmt: skip
     advise.add_argument("--headroom", type=_headroom, metavar="RATIO",
                         help="room above p95 memory and SM, e.g. 0.2 (default: advice_headroom)")  # fmt: skip
     advise.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "run": ("the agent: collect, attribute and push every interval", _run_args),
+    "plugin": ("one cycle as an Open-Falcon JSON array on stdout", _common),
+    "doctor": ("check NVML, process visibility, kubelet socket, log dirs, sinks", _common),
+    "top": ("this node's GPUs with their pods and processes, live", _top_args),
+    "install-plugin": ("write 60_gpu_monitor.py for falcon-agent into DIR, bound to this installation",
+                       _install_args),
+    "stats": ("recent per-pod job records (from jobs_dir) as a table, newest first", _stats_args),
+    "advise": ("per workload: memory, SM, and the smallest MIG profile, share or GPU that holds it",
+               _advise_args),
+}  # fmt: skip
+"""Each subcommand: its help line and what adds its arguments (in ``--help``'s order)."""
+
+
+def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The command line's parser. When ``argv`` starts with a command, only that command's
+    subparser is built: every ``add_parser``/``add_argument`` costs argparse a help formatter and
+    gettext look-ups (a third of the cached plugin's CLI cost for six commands it never runs); the
+    chosen command parses and reports errors exactly as with all of them. Anything else
+    (``--help``, ``--version``, a typo, no ``argv``) gets the full parser, so the top-level help and
+    the invalid-choice error list every command."""
+    p = argparse.ArgumentParser(prog="falcon-gpu", description="NVIDIA GPU and per-pod GPU metrics agent.")
+    p.add_argument("--version", action=_Version, nargs=0, help="show the installed version and exit")
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="{run,plugin,doctor,install-plugin,stats,top,advise}"
+    )
+    chosen = argv[0] if argv and argv[0] in COMMANDS else None
+    for name, (help_line, add_arguments) in COMMANDS.items():
+        if chosen in (None, name):
+            add_arguments(sub.add_parser(name, help=help_line))
     return p
 
 
@@ -174,7 +195,7 @@ def _apply_level(command: str, configured: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
-    args = _parser().parse_args(argv)
+    args = _parser(argv).parse_args(argv)
     if args.command == "install-plugin":
         from falcon_gpu.plugin_install import install_plugin
 

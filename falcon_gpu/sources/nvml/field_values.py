@@ -321,8 +321,8 @@ class _Request:
     array on the real bindings, and the one decoder of its answer."""
 
     __slots__ = (
-        "_floats", "_layout", "_words", "any", "by_call", "count", "generation", "ids", "index", "parts",
-        "plans", "request", "specs",
+        "_floats", "_layout", "_odd", "_words", "any", "by_call", "count", "generation", "ids", "index",
+        "parts", "plans", "request", "specs",
     )  # fmt: skip
 
     def __init__(
@@ -352,6 +352,9 @@ class _Request:
         self._words: tuple[int, ...] = ()
         self._layout = struct.Struct("@" + (_ROW + "Q") * self.count)
         self._floats: tuple[int, ...] = ()
+        self._odd: list[tuple[int, int, int]] = []
+        """(position, value type, code) of each answer word that is not SUCCESS with a known type: the
+        words decide it, so it is worked out with the layout, not per answer (read, never changed)."""
 
     def plan(self, group: FieldGroup) -> _Plan:
         positions = [self.index.get(s.request, self.count) for s in group.specs]
@@ -377,17 +380,17 @@ class _Request:
         numbers = list(flat[1::2])
         for i in self._floats:
             numbers[i] = float(numbers[i])
-        odd = [(i, *_split(w)) for i, w in enumerate(words) if w not in _KNOWN]  # (i, type, code)
-        for i, _, _ in odd:
+        for i, _, _ in self._odd:
             numbers[i] = None
         numbers.append(None)  # the slot of a field not asked
-        return numbers, odd
+        return numbers, self._odd
 
     def _relayout(self, words: tuple[int, ...]) -> None:
         types = [_KNOWN.get(w, _ULL) for w in words]  # an unusual one is read raw (and set to None)
         self._words = words
         self._layout = struct.Struct("@" + "".join(_ROW + _VALUE_FORMAT[t] for t in types))
         self._floats = tuple(i for i, t in enumerate(types) if t in _AS_FLOAT)
+        self._odd = [(i, *_split(w)) for i, w in enumerate(words) if w not in _KNOWN]
 
 
 def _field_array(raw: Any) -> Any:

@@ -87,7 +87,7 @@ class _Call:
 class TableRows:
     """The rows of the reading table that ``reader`` reads with no code of its own (built at import)."""
 
-    __slots__ = ("calls", "convert", "group", "needs")
+    __slots__ = ("calls", "convert", "every", "group", "needs", "slow")
 
     def __init__(self, reader: str) -> None:
         rows = [r for r in READINGS if r.reader == reader and r.nvml is not None and not r.nvml.hook]
@@ -111,6 +111,10 @@ class TableRows:
                 call = calls[(nvml.call, nvml.args)] = _Call(r)
             call.add(r)
         self.calls = tuple(calls.values())
+        self.every = tuple((c.key, c.fn, c.args, c.rows) for c in self.calls if c.kind == "cycle")
+        """The calls made every cycle, as read_table takes them apart (decided here, not per cycle)."""
+        self.slow = tuple(c for c in self.calls if c.kind != "cycle")
+        """The calls kept between cycles: an administrator's setting, or following another reading."""
         mine = {r.field for r in rows}
         self.needs = tuple(
             c.after for c in self.calls if c.after is not None and c.kind == "follows" and c.after not in mine
@@ -120,31 +124,30 @@ class TableRows:
 
 def read_table(ctx: DeviceContext, rows: TableRows) -> Fields:
     """The values of ``rows`` this cycle, in base units (a field value absent: None; a call that
-    answered nothing: no key)."""
+    answered nothing: no key). Runs for three readers of every GPU every cycle: what each call needs
+    was taken apart at import (:class:`TableRows`), so the loops below only call and convert."""
     out: dict[str, Any] = {}
     if rows.convert:
         values = ctx.field_values.values(rows.group)
         for (name, convert), value in zip(rows.convert, values, strict=True):
             out[name] = None if value is None else convert(value)
-    if not rows.calls:
-        return out  # type: ignore[return-value]  # the table's fields (ReadingFields keys)
     nvml, scope, handle = ctx.nvml, ctx.scope, ctx.handle
-    for call in rows.calls:
-        kind = call.kind
-        if kind == "cycle":
-            answer = nvml.call(scope, call.key, call.fn, handle, *call.args)
-        elif kind == "setting":
-            answer = ctx.slow.call_args(nvml, ctx.timestamp, scope, call.key, call.fn, (handle, *call.args))
-        else:  # follows: asked again when what it follows changed; every cycle where that is not known
+    for key, fn, args, answers in rows.every:
+        answer = nvml.call(scope, key, fn, handle, *args)
+        if answer is not ABSENT:
+            for field, take, convert in answers:
+                out[field] = convert(answer if take is None else take(answer))
+    for call in rows.slow:
+        token = None
+        if call.kind == "follows":  # asked again when what it follows changed; every cycle where not known
             after = call.after
             token = out[after] if after in out else ctx.fields.get(after)  # type: ignore[misc]
-            if token is None:
-                answer = nvml.call(scope, call.key, call.fn, handle, *call.args)
-            else:
-                asked = (handle, *call.args)
-                answer = ctx.slow.call_args(nvml, ctx.timestamp, scope, call.key, call.fn, asked, token)
-        if answer is ABSENT:
-            continue
-        for field, take, convert in call.rows:
-            out[field] = convert(answer if take is None else take(answer))
-    return out  # type: ignore[return-value]
+        if token is None and call.kind == "follows":
+            answer = nvml.call(scope, call.key, call.fn, handle, *call.args)
+        else:
+            asked = (handle, *call.args)
+            answer = ctx.slow.call_args(nvml, ctx.timestamp, scope, call.key, call.fn, asked, token)
+        if answer is not ABSENT:
+            for field, take, convert in call.rows:
+                out[field] = convert(answer if take is None else take(answer))
+    return out  # type: ignore[return-value]  # the table's fields (ReadingFields keys)
