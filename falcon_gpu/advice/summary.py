@@ -5,7 +5,8 @@ model's profiles). Its figures are over all its jobs (one per container, GPU and
 memory peak is the largest; the p95s are the largest job p95 (a bound, not a p95 of the union:
 records keep no samples); the SM share is of the whole GPU (a MIG job's share of its instance
 times the instance's SMs over the GPU's). ``gpus`` is how many GPUs (or MIG instances, as
-shares of a GPU) it held at once: the most its one pod had.
+shares of a GPU) it held at once: the most its one pod had. A Slurm job's records (no namespace,
+the job's name as the workload) count as its pods: ``pods`` is then how many Slurm jobs.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def advise(
         )
         by_pod: dict[str, list[JobRecord]] = defaultdict(list)
         for r in recs:
-            by_pod[r.pod].append(r)
+            by_pod[r.pod if r.slurm_job is None else r.slurm_job].append(r)
         placement = smallest(need, memory_total.get(model), mine, headroom)
         held, slots = _at_once(by_pod.values(), mine)
         out.append(

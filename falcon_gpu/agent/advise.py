@@ -5,7 +5,8 @@ open jobs (running work, with their p95s so far), then runs one cycle of the age
 and attribution (``--simulate`` works as for ``top``) for three things the files lack: the GPU
 models' MIG profiles (from NVML), the GPUs' memory sizes, and running containers no agent is
 following (one sample each). NVML failing costs only the profiles: the records are still
-advised on, in time-sliced shares and whole GPUs, and stderr says why.
+advised on, in time-sliced shares and whole GPUs, and stderr says why. A Slurm job's workload
+(its name, :mod:`falcon_gpu.attribution.slurm_names`) is listed as ``slurm:<name>``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import TextIO
 
 from falcon_gpu.advice.profiles import MigProfile
 from falcon_gpu.advice.summary import advise, gpus_freed
-from falcon_gpu.jobs.open_job import OpenJob
+from falcon_gpu.jobs.open_job import JobKey, OpenJob
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.state import StateFile
 from falcon_gpu.jobs.stats import select
+from falcon_gpu.jobs.tracker import uses
 from falcon_gpu.model.advice import Advice
 from falcon_gpu.model.cycle import CycleData
 from falcon_gpu.model.jobs import JobRecord
@@ -41,8 +43,8 @@ class Live:
         self.problem: str | None = None
 
 
-def live_cycle(settings: Settings, simulate: str | None, followed: set[tuple[str, str, str, str]]) -> Live:
-    """One cycle; ``followed``: (namespace, pod, container, GPU uuid) the agent's saved state has."""
+def live_cycle(settings: Settings, simulate: str | None, followed: set[JobKey]) -> Live:
+    """One cycle; ``followed``: the keys of the jobs the agent's saved state has."""
     from falcon_gpu.agent.commands import _prepare_one_shot, _runner
     from falcon_gpu.agent.runtime import build as build_runtime
 
@@ -64,17 +66,15 @@ def live_cycle(settings: Settings, simulate: str | None, followed: set[tuple[str
     return live
 
 
-def _unfollowed(cycle: CycleData, node: str, followed: set[tuple[str, str, str, str]]) -> list[JobRecord]:
-    """A one-sample job for each running container the saved state does not have."""
+def _unfollowed(cycle: CycleData, node: str, followed: set[JobKey]) -> list[JobRecord]:
+    """A one-sample job for each running container (or Slurm job) the saved state does not have."""
     devices = {d.uuid: d for d in cycle.snapshot.devices}
     out = []
-    for use in cycle.attribution.pods:
-        c = use.container
+    for key, use in uses(cycle.attribution):
         dev = devices.get(use.gpu_uuid)
-        if use.processes <= 0 or dev is None or (c.namespace, c.pod, c.container, use.gpu_uuid) in followed:
+        if use.processes <= 0 or dev is None or key in followed:
             continue
         now = cycle.snapshot.timestamp
-        key = (c.namespace, c.pod, c.container, use.gpu_uuid, use.mig_uuid)
         job = OpenJob.first_seen(key, node, use, dev, now)
         util = None if use.utilization_ratio is None else min(1.0, use.utilization_ratio)
         job.sample(now, use.memory_used_bytes, util, None)
@@ -95,10 +95,16 @@ def _span(seconds: float) -> str:
     return f"{s // 60}m{s % 60:02d}s"
 
 
+def _name(a: Advice) -> str:
+    """``namespace/workload``; a Slurm workload (no namespace) ``slurm:<job name>``."""
+    return f"{a.namespace}/{a.workload}" if a.namespace else f"slurm:{a.workload}"
+
+
 def _row(a: Advice) -> tuple[str, ...]:
     sm = "-" if a.sm_p95_ratio is None else f"{a.sm_p95_ratio * 100:.0f}%"
     return (
-        f"{a.namespace}/{a.workload}" + (" *" if a.running else ""),
+        (f"{a.namespace}/{a.workload}" if a.namespace else f"slurm:{a.workload}")
+        + (" *" if a.running else ""),
         str(a.pods),
         _gib(a.memory_peak_bytes),
         _gib(a.memory_p95_bytes),
@@ -146,8 +152,9 @@ def advise_command(
     jobs_dir: Path = settings.jobs_dir
     now = time.time()
     finished = select(JobLog(jobs_dir).read(), namespace=namespace, pod=None, since=since, now=now)
-    open_jobs = [j.close() for j in _open_jobs(jobs_dir)]
-    followed = {(r.namespace, r.pod, r.container, r.gpu_uuid) for r in open_jobs}
+    saved = _open_jobs(jobs_dir)
+    open_jobs = [j.close() for j in saved]
+    followed = {j.key for j in saved}
     live = live_cycle(settings, simulate, followed)
     if live.problem:
         print(f"falcon-gpu: advise: {live.problem}; no MIG profiles, advising shares and whole GPUs",

@@ -29,6 +29,7 @@ from falcon_gpu.attribution.pid_cache import PidCache
 from falcon_gpu.attribution.refresher import Refresher
 from falcon_gpu.attribution.registry import SOURCES, SourceFactory, build_sources
 from falcon_gpu.attribution.settings import AttributionSettings
+from falcon_gpu.attribution.slurm_names import SlurmNames
 from falcon_gpu.attribution.source import AttributionSource, SourceContext, SourceError, SourceHealth
 from falcon_gpu.checks import Row
 from falcon_gpu.model.attribution import Attribution
@@ -65,6 +66,7 @@ class Attributor:
         self._telemetry = telemetry
         self._clock = clock
         self._pids = PidCache(settings.proc_root, clock=clock)
+        self.slurm_names = SlurmNames(settings.proc_root)
         context = SourceContext(settings, clock, telemetry)
         self._tracked = [_Tracked(s) for s in build_sources(context, sources)]
         self._chain = Chain()
@@ -166,7 +168,8 @@ class Attributor:
         with self._join_lock:
             plain = {pid: self._pids.plain_container(pid) for pid in pids if identities[pid] is None}
             slurm = {pid: self._pids.slurm_step(pid) for pid in pids if identities[pid] is None}
-            result = self._joiner.join(snapshot, identities, chain, now, sources_ok, plain, slurm)
+            names = self.slurm_names.update(slurm) if cgroup_ok else None
+            result = self._joiner.join(snapshot, identities, chain, now, sources_ok, plain, slurm, names)
         if result.misses:
             self._telemetry.error("attribution_unresolved", len(result.misses))
             for tracked in self._tracked:

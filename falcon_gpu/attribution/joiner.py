@@ -111,9 +111,10 @@ class Joiner:
         sources_ok: dict[str, bool] | None = None,
         plain: Mapping[int, RuntimeContainer | None] | None = None,
         slurm: Mapping[int, SlurmStep | None] | None = None,
+        slurm_names: Mapping[str, str | None] | None = None,
     ) -> JoinResult:
         """``plain``/``slurm``: per PID in no pod, the Docker/Podman/containerd container or the
-        Slurm job step it runs in."""
+        Slurm job step it runs in; ``slurm_names``: Slurm job id -> its name."""
         refs = self._named.refs(chain)
         plain_usage: dict[UsageKey, _Acc] = {}
         slurm_usage: dict[UsageKey, _Acc] = {}
@@ -212,10 +213,11 @@ class Joiner:
                 )
             return runtime, container_id, name
 
-        def job_step(box: ContainerKey) -> tuple[str, str, int | None, str | None]:
+        def job_step(box: ContainerKey) -> tuple[str, str, int | None, str | None, str | None]:
             job, step, uid_text = box
             uid = int(uid_text) if uid_text else None
-            return job, step, uid, None if uid is None else chain.user_name(uid)
+            user = None if uid is None else chain.user_name(uid)
+            return job, step, uid, user, None if slurm_names is None else slurm_names.get(job)
 
         containers = _breakdown(ContainerUsage, plain_usage, self.plain_energy, now, container)
         slurm_jobs = _breakdown(SlurmJobUsage, slurm_usage, self.slurm_energy, now, job_step)

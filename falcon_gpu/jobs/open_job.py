@@ -20,7 +20,17 @@ if TYPE_CHECKING:
 
 MAX_HEALTH_CHANGES = 64
 JobKey = tuple[str, str, str, str, str | None]
-"""(namespace, pod, container, GPU uuid, MIG uuid or None)."""
+"""(namespace, pod, container, GPU uuid, MIG uuid or None); a Slurm job's: :func:`slurm_key`."""
+
+
+def slurm_key(job: str, gpu_uuid: str, mig_uuid: str | None) -> JobKey:
+    """A Slurm job's key: no namespace (every pod has one), the job id in the pod's place."""
+    return ("", job, "", gpu_uuid, mig_uuid)
+
+
+def slurm_job_of(key: JobKey) -> str | None:
+    """The Slurm job id of a :func:`slurm_key`; None for a pod's container."""
+    return key[1] if not key[0] else None
 
 
 @dataclass
@@ -53,6 +63,7 @@ class OpenJob:
     """Cycles per memory bucket (:mod:`falcon_gpu.advice.quantile`), for the p95."""
     sm_hist: dict[int, int] = field(default_factory=dict)
     """Cycles per whole percent of SM activity (GPM where alone on a GPU with it, else SM share)."""
+    slurm_job: str | None = None
 
     @classmethod
     def first_seen(
@@ -71,6 +82,7 @@ class OpenJob:
             gpu_instance=mig.gpu_instance_id if mig else None,
             energy_total=energy_total,
             workload=workload_of(key[1], key[2], use.container.owner),
+            slurm_job=slurm_job_of(key),
         )
 
     def sample(
@@ -124,7 +136,7 @@ class OpenJob:
         mem_p95 = None if memory_p95 is None else min(self.memory_max, quantile.memory_bound(memory_p95))
         return JobRecord(
             namespace=namespace,
-            pod=pod,
+            pod=pod if self.slurm_job is None else "",
             container=container,
             node=self.node,
             gpu_index=self.gpu_index,
@@ -150,6 +162,7 @@ class OpenJob:
             workload=self.workload,
             memory_p95_bytes=mem_p95,
             sm_active_p95_ratio=None if util_p95 is None else min(1.0, util_p95 / 100),
+            slurm_job=self.slurm_job,
         )
 
     def as_state(self) -> dict[str, Any]:

@@ -19,19 +19,25 @@ continues if its container is still on the GPU (one record across the restart)
 and is closed at its last-seen time if not. Memory is bounded by the jobs
 running now, the counters seen in the last :data:`TOTALS_RETENTION` seconds and
 :data:`MAX_GROUPS` pods' latest records.
+
+A Slurm job is followed the same way, per GPU (its steps added up: :func:`slurm_usage`), for
+right-sizing advice by the job's name; its records have no namespace, pod or container, carry
+``slurm_job``, and belong to no Pushgateway group (at most :data:`MAX_GROUPS` of them are kept as
+the latest).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter, OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from falcon_gpu.carbon import emissions_grams
-from falcon_gpu.jobs.open_job import JobKey, OpenJob
+from falcon_gpu.jobs.open_job import JobKey, OpenJob, slurm_key
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.state import StateFile
-from falcon_gpu.model.attribution import Attribution, PodUsage
+from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage, SlurmJobUsage
 from falcon_gpu.model.cycle import HealthReport
 from falcon_gpu.model.jobs import HEALTH_NAMES, HealthChange, JobGroup, JobRecord
 from falcon_gpu.model.snapshot import DeviceReading, Snapshot
@@ -100,6 +106,35 @@ def attribution_known(att: Attribution) -> bool:
     return not names or any(names)
 
 
+def uses(attribution: Attribution) -> Iterator[tuple[JobKey, PodUsage]]:
+    """Each container's use of each GPU, then each Slurm job's (its steps added up) in the same shape."""
+    for use in attribution.pods:
+        c = use.container
+        yield (c.namespace, c.pod, c.container, use.gpu_uuid, use.mig_uuid), use
+    steps: dict[JobKey, list[SlurmJobUsage]] = {}
+    for step in attribution.slurm_jobs:
+        steps.setdefault(slurm_key(step.job, step.gpu_uuid, step.mig_uuid), []).append(step)
+    for key, of_job in steps.items():
+        yield key, slurm_usage(key, of_job)
+
+
+def slurm_usage(key: JobKey, steps: list[SlurmJobUsage]) -> PodUsage:
+    """A Slurm job's steps on one GPU as one container's use; its workload is the job's name (the
+    id where none was readable), carried as the owner."""
+    utils = [s.utilization_ratio for s in steps]
+    energies = [s.energy_joules_total for s in steps]
+    first = steps[0]
+    return PodUsage(
+        container=ContainerRef("", key[1], "", owner=first.name or first.job),
+        gpu_uuid=first.gpu_uuid,
+        mig_uuid=first.mig_uuid,
+        memory_used_bytes=sum(s.memory_used_bytes for s in steps),
+        utilization_ratio=None if None in utils else sum(u or 0.0 for u in utils),
+        processes=sum(s.processes for s in steps),
+        energy_joules_total=None if None in energies else sum(e or 0.0 for e in energies),
+    )
+
+
 class JobTracker:
     def __init__(
         self,
@@ -119,6 +154,8 @@ class JobTracker:
         self._groups: OrderedDict[tuple[str, str], dict[tuple[str, str, str | None], JobRecord]] = (
             OrderedDict()
         )
+        self._slurm: OrderedDict[tuple[str, str, str | None], JobRecord] = OrderedDict()
+        """Slurm jobs' latest records (no Pushgateway group: a Slurm job is no pod)."""
         saved, recent = state.load()
         self._open: dict[JobKey, OpenJob] = {job.key: job for job in saved}
         self._restored = set(self._open)
@@ -137,7 +174,7 @@ class JobTracker:
 
     def recent(self) -> list[JobRecord]:
         """The pods' latest records (those restored at start included)."""
-        return [r for slots in self._groups.values() for r in slots.values()]
+        return [r for slots in self._groups.values() for r in slots.values()] + list(self._slurm.values())
 
     def running(self) -> list[JobRecord]:
         """Each open job as the record it would close into now (for right-sizing advice)."""
@@ -188,9 +225,7 @@ class JobTracker:
         intervals = {uuid: self._interval(d, health.get(uuid), now) for uuid, d in devices.items()}
         running: dict[JobKey, PodUsage] = {}
         baselines: dict[JobKey, float] = {}
-        for use in attribution.pods:
-            c = use.container
-            key = (c.namespace, c.pod, c.container, use.gpu_uuid, use.mig_uuid)
+        for key, use in uses(attribution):
             if (seen := self._totals.get(key)) is not None:
                 baselines[key] = seen[0]
             if use.energy_joules_total is not None:  # absent where NVML gives no utilisation to share by
@@ -281,6 +316,12 @@ class JobTracker:
             self._telemetry.recovered("jobs:write", "job records: writing records again")
 
     def _remember(self, record: JobRecord) -> None:
+        if record.slurm_job is not None:
+            self._slurm[record.slot] = record
+            self._slurm.move_to_end(record.slot)
+            while len(self._slurm) > MAX_GROUPS:
+                self._slurm.popitem(last=False)
+            return
         slots = self._groups.setdefault(record.group, {})
         slots[record.slot] = record
         self._groups.move_to_end(record.group)
@@ -290,7 +331,7 @@ class JobTracker:
     def _touch_groups(self, finished: list[JobRecord]) -> tuple[JobGroup, ...]:
         for record in finished:
             self._remember(record)
-        touched = dict.fromkeys(r.group for r in finished)
+        touched = dict.fromkeys(r.group for r in finished if r.slurm_job is None)
         return tuple(JobGroup(ns, pod, tuple(self._groups[(ns, pod)].values())) for ns, pod in touched)
 
     def _maybe_save(self, now: float, *, changed: bool) -> None:

@@ -123,6 +123,9 @@ class SlurmJobUsage(msgspec.Struct, frozen=True, gc=False):
     uid: int | None
     user: str | None
     """The uid's name in the host's passwd (``passwd_file``); None where it is not readable."""
+    name: str | None
+    """The job's name (``SLURM_JOB_NAME`` in its processes' environment, read once per job); None
+    where it is not readable."""
     gpu_uuid: str
     mig_uuid: str | None = None
     memory_used_bytes: int = 0

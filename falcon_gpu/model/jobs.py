@@ -72,6 +72,9 @@ class JobRecord:
     """95th percentile of the per-cycle SM activity, in whole percent rounded up: the GPU's GPM SM
     activity in cycles where the container was alone on a GPU that has GPM, else its SM share (on a
     MIG instance: of the instance)."""
+    slurm_job: str | None = None
+    """The Slurm job id of a Slurm job's record (then ``namespace``, ``pod`` and ``container`` are
+    empty and ``workload`` is the job's name, else its id); None for a pod's container."""
 
     @property
     def duration_seconds(self) -> float:
@@ -84,8 +87,9 @@ class JobRecord:
 
     @property
     def slot(self) -> tuple[str, str, str | None]:
-        """Which of the pod's jobs this is: a newer record of the same slot replaces it."""
-        return (self.container, self.gpu_uuid, self.mig_uuid)
+        """Which of the pod's jobs this is (a Slurm job's: its id in the container's place): a newer
+        record of the same slot replaces it."""
+        return (self.container if self.slurm_job is None else self.slurm_job, self.gpu_uuid, self.mig_uuid)
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)

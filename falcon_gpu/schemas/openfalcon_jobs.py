@@ -3,7 +3,8 @@
 ``JobEnergy`` (J), ``JobDuration`` (s), ``JobMaxFBUsed`` (MiB), ``JobAvgGPUUtils``
 (%, left out when NVML gave no utilisation), tagged like the per-pod items:
 ``GpuId`` (and ``gi`` on a MIG instance), ``namespace``, ``pod``, ``container``.
-A falcon strategy on ``JobEnergy`` sees one point per finished job.
+A falcon strategy on ``JobEnergy`` sees one point per finished job. A Slurm job's record (no
+pod to tag it with) is left out: it is in the records file and the right-sizing advice.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ METRICS = ("JobEnergy", "JobDuration", "JobMaxFBUsed", "JobAvgGPUUtils")
 def items(records: tuple[JobRecord, ...]) -> Iterator[Item]:
     """(metric, value, tags) for each record; the Open-Falcon schema formats them."""
     for r in records:
+        if r.slurm_job is not None:
+            continue
         tags = [("GpuId", str(r.gpu_index))]
         if r.gpu_instance is not None:
             tags.append(("gi", str(r.gpu_instance)))

@@ -40,6 +40,41 @@ class Node:
                                      "api_pods": []}  # fmt: skip
         self._pid = 7000
 
+    def _process(self, gpu: int, memory_gib: list[float], sm_percent: list[float], start: int) -> int:
+        """A new process on GPU ``gpu`` from cycle ``start``, one memory and SM value per cycle."""
+        self._pid += 1
+        self.gpus[gpu]["processes"].append(
+            {
+                "pid": self._pid,
+                "name": "python",
+                "type": "compute",
+                "from_cycle": start,
+                "until_cycle": start + len(memory_gib),
+                "used_memory_bytes": [round(m * GIB) for m in memory_gib],
+                "sm_util_percent": sm_percent,
+            }
+        )
+        return self._pid
+
+    def slurm_job(
+        self,
+        gpu: int,
+        job: int,
+        name: str | None,
+        memory_gib: list[float],
+        sm_percent: list[float],
+        *,
+        start: int,
+    ) -> None:
+        """A Slurm job's one task (cgroup v2, step 0) on GPU ``gpu``; ``name`` in its environment as
+        ``SLURM_JOB_NAME`` (None: no environ file, as for a process the agent may not read)."""
+        pid = self._process(gpu, memory_gib, sm_percent, start)
+        proc: dict[str, Any] = {"cgroup": f"0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n",
+                                "uid": 1000}  # fmt: skip
+        if name is not None:
+            proc["environ"] = {"SLURM_JOB_ID": str(job), "SLURM_JOB_NAME": name, "PATH": "/usr/bin"}
+        self.host["proc"][str(pid)] = proc
+
     def pod(
         self,
         gpu: int,
@@ -52,21 +87,10 @@ class Node:
         namespace: str = "ml",
         container: str = "main",
     ) -> None:
-        self._pid += 1
+        self._process(gpu, memory_gib, sm_percent, start)
         pod_uid = str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, f"{namespace}/{name}"))
         cid = uuidlib.uuid5(uuidlib.NAMESPACE_URL, name).hex * 2
         dev = self.gpus[gpu]
-        dev["processes"].append(
-            {
-                "pid": self._pid,
-                "name": "python",
-                "type": "compute",
-                "from_cycle": start,
-                "until_cycle": start + len(memory_gib),
-                "used_memory_bytes": [round(m * GIB) for m in memory_gib],
-                "sm_util_percent": sm_percent,
-            }
-        )
         slice_uid = pod_uid.replace("-", "_")
         self.host["proc"][str(self._pid)] = {
             "cgroup": f"0::/kubepods.slice/kubepods-pod{slice_uid}.slice/cri-containerd-{cid}.scope\n"

@@ -265,3 +265,25 @@ def test_a_slurm_job_gets_its_energy_share_inside_the_unattributed() -> None:
     (rest,) = result.attribution.unattributed
     assert (job.job, job.uid, job.processes, job.energy_joules_total) == ("5", 7, 1, pytest.approx(75.0))
     assert (rest.processes, rest.energy_joules_total) == (2, pytest.approx(100.0))  # the job's included
+
+
+def test_a_jobs_name_is_read_once_from_its_environment_and_forgotten_with_the_job(tmp_path: Path) -> None:
+    tree, snap = slurm_host(tmp_path)
+    environ = tree.proc / "10" / "environ"
+    environ.write_bytes(b"PATH=/usr/bin\0SLURM_JOB_NAME=train-llm\0SLURM_JOB_ID=4242\0")
+    (tree.proc / "12" / "environ").write_bytes(b"PATH=/usr/bin\0")  # no job name: the advice uses the id
+    attributor, first = attribute(tmp_path, tree, snap)
+    try:
+        environ.unlink()  # read in the first cycle: not read again while the job runs
+        second = attributor.attribute(snap)
+        reads = attributor.slurm_names.reads
+        without_4242 = snapshot(gpu(0, (), used=GIB), gpu(1, (proc(12, 3, 0.5),), used=5 * GIB))
+        attributor.attribute(without_4242)  # job 4242 gone: its name is forgotten
+        back = attributor.attribute(snap)  # and read again (the file is gone now)
+    finally:
+        attributor.close()
+    assert [(j.job, j.name) for j in first.slurm_jobs] == [("4242", "train-llm"), ("77", None)]
+    assert [(j.job, j.name) for j in second.slurm_jobs] == [("4242", "train-llm"), ("77", None)]
+    assert reads == 2  # one per job, not one per cycle
+    assert attributor.slurm_names.reads == 3
+    assert [(j.job, j.name) for j in back.slurm_jobs] == [("4242", None), ("77", None)]

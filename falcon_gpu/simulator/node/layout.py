@@ -17,7 +17,8 @@ directory:
   (:mod:`falcon_gpu.simulator.node.kube_api_server`) listing them as this node's
   pods, and the bearer token it wants in ``kube-api-token`` (``paths.kube_api``);
 * ``/proc/<pid>/status`` (its ``Uid:`` line) where a process has a ``uid``, and
-  ``passwd`` for the scenario's ``users`` (``passwd_file``): Slurm job owners.
+  ``passwd`` for the scenario's ``users`` (``passwd_file``): Slurm job owners;
+* ``/proc/<pid>/environ`` where a process has an ``environ`` (``SLURM_JOB_NAME``: a Slurm job's name).
 
 Unix socket paths are limited to about 100 bytes, so when ``base_dir`` is deep
 the socket goes to a short temporary directory of its own.
@@ -138,6 +139,10 @@ class SimulatedHost:
             (d / "cgroup").write_text(text if text.endswith("\n") else text + "\n")
         for pid, uid in self.host.proc_uids:
             (proc_root / str(pid) / "status").write_text(f"Name:\tpython\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+        for pid, variables in self.host.proc_environ:
+            (proc_root / str(pid) / "environ").write_bytes(
+                b"".join(f"{k}={v}\0".encode() for k, v in variables)
+            )
 
     def _write_logs(self, log_root: Path) -> None:
         pods_dir = log_root / "pods"

@@ -81,5 +81,8 @@ class HostScenario(msgspec.Struct, frozen=True, gc=False):
     """This node's pods as the API server lists them (labels, GPU quotas); none: no API server."""
     proc_uids: tuple[tuple[int, int], ...] = ()
     """(host PID, uid) written as ``/proc/<pid>/status``'s ``Uid:`` line (Slurm on cgroup v2)."""
+    proc_environ: tuple[tuple[int, tuple[tuple[str, str], ...]], ...] = ()
+    """(host PID, its environment variables) written as ``/proc/<pid>/environ`` (NUL-separated
+    ``NAME=value``): ``SLURM_JOB_NAME`` names a Slurm job."""
     users: tuple[tuple[str, int], ...] = ()
     """(name, uid) laid out as the host's passwd file."""

@@ -88,9 +88,13 @@ def _pods(o: Obj) -> tuple[PodResourcesPod, ...]:
     return tuple(pods)
 
 
-def _proc(o: Obj) -> tuple[dict[int, str], tuple[tuple[int, int], ...]]:
+_Environ = tuple[tuple[int, tuple[tuple[str, str], ...]], ...]
+
+
+def _proc(o: Obj) -> tuple[dict[int, str], tuple[tuple[int, int], ...], _Environ]:
     cgroups: dict[int, str] = {}
     uids: list[tuple[int, int]] = []
+    environ: list[tuple[int, tuple[tuple[str, str], ...]]] = []
     for pid_text, value, path in o.mapping("proc"):
         if not pid_text.isdigit():
             raise ScenarioError(f"{path}: expected a process id (digits) as the key, got {pid_text!r}")
@@ -98,8 +102,10 @@ def _proc(o: Obj) -> tuple[dict[int, str], tuple[tuple[int, int], ...]]:
         cgroups[int(pid_text)] = entry.string("cgroup")
         if entry.has("uid"):
             uids.append((int(pid_text), entry.integer("uid")))
+        if entry.has("environ"):
+            environ.append((int(pid_text), _text_map(entry, "environ")))
         entry.done()
-    return cgroups, tuple(uids)
+    return cgroups, tuple(uids), tuple(environ)
 
 
 def _users(o: Obj) -> tuple[tuple[str, int], ...]:
@@ -154,7 +160,7 @@ def _api_pod(p: Obj) -> ApiPod:
 
 def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
     """Raises ScenarioError naming the path of a wrong or unknown key."""
-    cgroups, uids = _proc(o)
+    cgroups, uids, environ = _proc(o)
     host = HostScenario(
         proc_cgroups=cgroups,
         pod_resources=_pods(o),
@@ -165,6 +171,7 @@ def parse_host(o: Obj, gpus: Sequence[GpuScenario]) -> HostScenario:
         podman_containers=_runtime_containers(o, "podman_containers"),
         api_pods=_each(o, "api_pods", _api_pod),  # this node's pods as the API server lists them
         proc_uids=uids,
+        proc_environ=environ,
         users=_users(o),
     )
     o.done()
