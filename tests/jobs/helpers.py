@@ -7,7 +7,7 @@ from pathlib import Path
 from falcon_gpu.jobs.records_file import JobLog
 from falcon_gpu.jobs.state import StateFile
 from falcon_gpu.jobs.tracker import JobsUpdate, JobTracker
-from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage
+from falcon_gpu.model.attribution import Attribution, ContainerRef, PodUsage, SlurmJobUsage
 from falcon_gpu.model.cycle import PASS, HealthReport
 from falcon_gpu.model.snapshot import DeviceReading, EccCounts, MigReading, ProcessReading, Snapshot
 from falcon_gpu.model.telemetry import Telemetry
@@ -84,12 +84,16 @@ class Feeder:
         xids: dict[int, int] | None = None,
         nvml_ok: bool = True,
         sources_ok: dict[str, bool] | None = None,
+        slurm: tuple[SlurmJobUsage, ...] = (),
     ) -> JobsUpdate:
         devs = tuple(devices if devices is not None else [device()])
         snap = Snapshot(timestamp=self.now, nvml_ok=nvml_ok, devices=devs)
+        ok = OK if sources_ok is None else sources_ok
         health = {d.uuid: HealthReport(dict(checks or {"xid": PASS}), dict(xids or {})) for d in devs}
         update = self.tracker.observe(
-            snap, Attribution(pods=tuple(pods), sources_ok=OK if sources_ok is None else sources_ok), health
+            snap,
+            Attribution(pods=tuple(pods), slurm_jobs=slurm, sources_ok=ok),
+            health,
         )
         self.now += self.step
         return update
