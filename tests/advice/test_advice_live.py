@@ -2,14 +2,22 @@
 
 The real agent (``falcon-gpu run --simulate``, job records on) runs the scenario of
 test_advise_e2e.py and remote-writes to Prometheus, which evaluates conf/prometheus/*.yml every
-second. Once every pod has finished, the series must carry the advice ``falcon-gpu advise``
+second. Once the advice is final, the series must carry the advice ``falcon-gpu advise``
 gives, and the rules must count the workloads per placement and the GPUs freed.
+
+The advice of a running workload changes as its samples come (recomputed when a job finishes
+or every 10 cycles): ``small`` is advised 1g.10gb from cycle 7 (trainer-a done; small's peak
+not yet seen: 7.5 GiB), 1g.20gb from cycle 15 (trainer-b done; small's one 9 GiB cycle among 15
+samples is its p95), and 1g.10gb again from cycle 21 (20 of 21 samples at 7.5 GiB), for good. So the first 1g.10gb set is not the final one: the fixture waits, in one query over
+every advice family, for each family to carry the final set and small's 9 GiB peak under
+1g.10gb (only the final view has both), then for a rule evaluation that began after it.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +32,14 @@ pytestmark = pytest.mark.servers
 WORKLOAD = ("namespace", "workload", "profile")
 ADVICE = {"small": "1g.10gb", "big": "gpu", "busy": "3g.40gb", "trainer": "gpu"}
 FINAL = {("ml", w, p) for w, p in ADVICE.items()}
+FAMILIES = 5  # peak, p95, SM p95, held, recommended: each labelled with the advice
+RULES = (  # the rules over the advice (conf/prometheus/recording.yml), one group: one evaluation time
+    "workload:falcon_gpu_advice_held:gpus",
+    "workload:falcon_gpu_advice_recommended:gpus",
+    "profile:falcon_gpu_advice_workloads:count",
+    "profile:falcon_gpu_advice_gpus_freed:sum",
+    "model:falcon_gpu_advice_gpus_freed:sum",
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +67,28 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedServer]:
     with (root / "agent.log").open("ab") as log:
         agent = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
+        settled_at: list[float] = []
 
-        def settled() -> bool:
+        def settled() -> bool:  # one query: the families cannot come from different cycles' views
             assert agent.poll() is None, (root / "agent.log").read_text()[-3000:]
-            found = values(query(prometheus, "falcon_gpu_advice_held_gpus"), *WORKLOAD)
-            small = values(query(prometheus, 'falcon_gpu_advice_memory_peak_bytes{workload="small"}'))
-            return set(found) == FINAL and small == {(): 9 * (1 << 30)}
+            found = values(query(prometheus, '{__name__=~"falcon_gpu_advice_.+"}'), "__name__", *WORKLOAD)
+            by_family: dict[str, set[tuple[str, ...]]] = {}
+            for name, *key in found:
+                by_family.setdefault(name, set()).add(tuple(key))
+            final = len(by_family) == FAMILIES and all(keys == FINAL for keys in by_family.values())
+            peak = found.get(("falcon_gpu_advice_memory_peak_bytes", "ml", "small", "1g.10gb"))
+            settled_at.append(time.time())
+            return final and peak == 9 * (1 << 30)
 
-        wait_until(settled, 120, "the advice of every finished workload in Prometheus")
+        wait_until(settled, 120, "the final advice of every workload in Prometheus")
+        since = settled_at[-1]
 
-        def recorded() -> bool:  # the rules' latest evaluation has the latest advice
-            return set(values(query(prometheus, "workload:falcon_gpu_advice_held:gpus"), *WORKLOAD)) == FINAL
+        def recorded() -> bool:  # an evaluation that began after the final advice was stored
+            stamps = [r for rule in RULES for r in query(prometheus, f"timestamp({rule})")]
+            held = values(query(prometheus, "workload:falcon_gpu_advice_held:gpus"), *WORKLOAD)
+            return min((float(r["value"][1]) for r in stamps), default=0.0) > since and set(held) == FINAL
 
-        wait_until(recorded, 30, "the rules over the latest advice")
+        wait_until(recorded, 30, "the rules over the final advice")
         yield prometheus
     finally:
         stop(agent)
