@@ -8,8 +8,9 @@ gives, and the rules must count the workloads per placement and the GPUs freed.
 The advice of a running workload changes as its samples come (recomputed when a job finishes
 or every 10 cycles): ``small`` is advised 1g.10gb from cycle 7 (trainer-a done; small's peak
 not yet seen: 7.5 GiB), 1g.20gb from cycle 15 (trainer-b done; small's one 9 GiB cycle among 15
-samples is its p95), and 1g.10gb again from cycle 21 (20 of 21 samples at 7.5 GiB), for good. So the first 1g.10gb set is not the final one: the fixture waits, in one query over
-every advice family, for each family to carry the final set and small's 9 GiB peak under
+samples is its p95), and 1g.10gb again from cycle 21 (20 of 21 samples at 7.5 GiB), for good.
+So the first 1g.10gb set is not the final one: the fixture waits, in one query over every advice
+family, for each family to carry the final set and small's 9 GiB peak under
 1g.10gb (only the final view has both), then for a rule evaluation that began after it.
 """
 
