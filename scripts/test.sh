@@ -41,7 +41,12 @@ set +e
 # A test that fails is run again, up to twice (pytest-rerunfailures), and listed as a rerun ("R") in
 # the summary, named under "rerun test summary info": the suite starts real servers, agents and tmux panes on 2 shared cores, and a load spike
 # once in a while misses a deadline. A test that fails three times fails the run.
-python -m pytest -q -p no:cacheprovider --reruns 2 --reruns-delay 2 -raR "$@"
+# Three workers, one test file each at a time (pytest-xdist, --dist loadfile: a module's servers and
+# agents start once, in one worker): most of the suite waits on real servers, agents and cycles, not
+# the CPU (about 4 of 11 minutes in one process on 2 cores), so three at once take it under 5 minutes.
+# FALCON_GPU_TEST_WORKERS=0 runs it in one process.
+python -m pytest -q -p no:cacheprovider -n "${FALCON_GPU_TEST_WORKERS:-3}" --dist loadfile \
+  --reruns 2 --reruns-delay 2 -raR "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
