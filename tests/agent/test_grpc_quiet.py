@@ -7,6 +7,7 @@ the agent already reports the kubelet's state through its own log.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -21,6 +22,14 @@ GOAWAY_WAIT = {"info": 3.0, "debug": 25.0}
 """Seconds for the GOAWAY to reach the agent and be logged: at info it never shows, so the wait is
 short; at debug the loop ends as soon as it shows, and a loaded machine may take a while."""
 CORE_LINE = re.compile(r"^[DIWEF]\d{4} ", re.MULTILINE)  # absl/gpr format: severity + MMDD
+
+
+def _without_grpc_logging_settings() -> dict[str, str]:
+    """The environment without ``GRPC_VERBOSITY``/``GRPC_TRACE``: a command run in this test process
+    before (``cli.main`` at info sets ``GRPC_VERBOSITY=NONE`` in ``os.environ``, as the agent must before
+    grpc loads) would otherwise silence the child's core at debug too, and what this test sees would
+    depend on which tests ran first in the same process (seen with three workers)."""
+    return {k: v for k, v in os.environ.items() if k not in ("GRPC_VERBOSITY", "GRPC_TRACE")}
 
 
 def stderr_across_a_goaway(tmp_path: Path, level: str) -> str:
@@ -52,6 +61,7 @@ def stderr_across_a_goaway(tmp_path: Path, level: str) -> str:
             stderr=err,
             text=True,
             cwd=ROOT,
+            env=_without_grpc_logging_settings(),
         )
     try:
         deadline = time.monotonic() + 30
