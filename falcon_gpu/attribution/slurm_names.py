@@ -19,18 +19,24 @@ from pathlib import Path
 from falcon_gpu.attribution.slurm_cgroup import SlurmStep
 
 MAX_JOBS = 4096
+MAX_ENVIRON_BYTES = 1 << 20
+"""How much of an environment is read: the job's user writes it, so a huge one costs the agent at
+most this much once per job (the name is near the start: slurmstepd sets it before the user's)."""
+MAX_NAME = 256
+"""Characters of a job name kept: it becomes a label value, which the job's user chooses."""
 _KEY = b"SLURM_JOB_NAME="
 
 
 def read_job_name(proc_root: Path, pid: int) -> str | None:
     """``SLURM_JOB_NAME`` from the NUL-separated ``/proc/<pid>/environ``; None if unreadable or absent."""
     try:
-        data = (proc_root / str(pid) / "environ").read_bytes()
+        with (proc_root / str(pid) / "environ").open("rb") as f:
+            data = f.read(MAX_ENVIRON_BYTES)
     except OSError:
         return None
     for entry in data.split(b"\0"):
         if entry.startswith(_KEY):
-            name = entry[len(_KEY) :].decode("utf-8", errors="replace").strip()
+            name = entry[len(_KEY) :].decode("utf-8", errors="replace").strip()[:MAX_NAME]
             return name or None
     return None
 

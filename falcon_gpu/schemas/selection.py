@@ -41,7 +41,7 @@ class MetricSelection:
         self.include: tuple[str, ...] = tuple(include)
         self.exclude: tuple[str, ...] = tuple(exclude)
         self.profile: Profile = profile
-        self._chosen: dict[tuple[str, ...], frozenset[str] | None] = {}
+        self._chosen: dict[tuple[tuple[str, ...], frozenset[str] | None], frozenset[str] | None] = {}
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MetricSelection):
@@ -79,13 +79,14 @@ class MetricSelection:
     def chosen(self, names: tuple[str, ...], lean: frozenset[str] | None = None) -> frozenset[str] | None:
         """The names of ``names`` (one schema's table) that are emitted; None: all of them.
 
-        ``lean``: the schema's default-profile families (the same set for the same ``names``: it is
-        not part of the cache key); None: the schema has none, ``full``'s rules apply."""
+        ``lean``: the schema's default-profile families; None: the schema has none, ``full``'s rules
+        apply. Kept per (table, lean set): one entry per schema in an agent."""
         lean = lean if self.profile == "default" else None
         if lean is None and self.everything:
             return None
-        if names in self._chosen:
-            return self._chosen[names]
+        key = (names, lean)
+        if key in self._chosen:
+            return self._chosen[key]
         if len(self._chosen) >= 16:  # tables are per schema; a test building many stays bounded
             self._chosen.clear()
         if lean is None:
@@ -100,7 +101,7 @@ class MetricSelection:
                     and not any(fnmatchcase(name, p) for p in self.exclude)
                 )
             )
-        self._chosen[names] = found
+        self._chosen[key] = found
         return found
 
     def unmatched(self, names: Iterable[str]) -> list[str]:

@@ -287,3 +287,17 @@ def test_a_jobs_name_is_read_once_from_its_environment_and_forgotten_with_the_jo
     assert reads == 2  # one per job, not one per cycle
     assert attributor.slurm_names.reads == 3
     assert [(j.job, j.name) for j in back.slurm_jobs] == [("4242", None), ("77", None)]
+
+
+def test_a_hostile_jobs_environment_costs_a_bounded_read_and_a_bounded_label(tmp_path: Path) -> None:
+    """The job's user writes its environment: a 10,000-character name is cut to the label limit, and
+    a name past the first MiB of a huge environment is not read at all (the job is then its id)."""
+    from falcon_gpu.attribution.slurm_names import MAX_ENVIRON_BYTES, MAX_NAME, read_job_name
+
+    (tmp_path / "41").mkdir()
+    (tmp_path / "41" / "environ").write_bytes(b"HOME=/\0SLURM_JOB_NAME=" + b"x" * 10_000 + b"\0")
+    assert read_job_name(tmp_path, 41) == "x" * MAX_NAME
+    (tmp_path / "42").mkdir()
+    padding = b"PAD=" + b"p" * MAX_ENVIRON_BYTES + b"\0"
+    (tmp_path / "42" / "environ").write_bytes(padding + b"SLURM_JOB_NAME=hidden\0")
+    assert read_job_name(tmp_path, 42) is None
