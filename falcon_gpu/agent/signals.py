@@ -13,7 +13,10 @@ two bytecodes, where taking a lock the interrupted code holds would deadlock. Th
 signal to any thread, though, and a main thread blocked in ``Event.wait()`` is then not woken: the
 handler would wait until something else woke it (a SIGHUP seen only at the next SIGTERM).
 :func:`wait_for` therefore waits on a socket that the interpreter writes to on every signal
-(:func:`signal.set_wakeup_fd`), whichever thread the kernel chose.
+(:func:`signal.set_wakeup_fd`), whichever thread the kernel chose, and that a helper thread blocked
+in ``event.wait()`` writes to when another thread sets the event. Nothing polls: an idle agent's
+main thread never wakes (it woke twice a second, 0.3 ms of CPU a second on a VM, half the agent's
+idle cost; docs/BENCHMARKS.md "Idle CPU").
 """
 
 from __future__ import annotations
@@ -60,10 +63,6 @@ def install_signals(stop: threading.Event, reload: threading.Event | None = None
         signal.signal(signal.SIGHUP, on_reload)
 
 
-POLL_S = 0.5
-"""How late the main thread notices ``event`` set by another thread (a signal wakes it at once)."""
-
-
 def wait_for(event: threading.Event) -> None:
     """Block until ``event`` is set, running signal handlers as soon as a signal arrives (see the
     module docstring). Outside the main thread (no signal handlers run there) a plain wait."""
@@ -73,13 +72,22 @@ def wait_for(event: threading.Event) -> None:
     reader, writer = socket.socketpair()
     reader.setblocking(False)
     writer.setblocking(False)
+
+    def poke_when_set() -> None:
+        """Wake the select below when another thread sets ``event``; the writer is this thread's to
+        close (the select's side may have gone: a full or closed socket means it is awake anyway)."""
+        event.wait()
+        with contextlib.suppress(OSError):
+            writer.send(b"\0")
+        writer.close()
+
     previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     try:
+        threading.Thread(target=poke_when_set, name="falcon-gpu-stop-wake", daemon=True).start()
         while not event.is_set():
-            select.select([reader], [], [], POLL_S)  # the handlers run right after it returns
+            select.select([reader], [], [])  # the handlers run right after it returns
             with contextlib.suppress(BlockingIOError):
                 reader.recv(4096)
     finally:
         signal.set_wakeup_fd(previous)
         reader.close()
-        writer.close()
