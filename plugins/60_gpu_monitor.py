@@ -11,9 +11,13 @@ throws away everything a plugin prints when it exits non-zero). Settings come
 from the usual places (``/etc/falcon-gpu/falcon-gpu.toml``, ``FALCON_GPU_*``).
 """
 
+import gc
 import sys
 
 if __name__ == "__main__":
+    # A process that lives one cycle: the cyclic collector would only walk the objects the imports
+    # build, again and again, to free nothing that exiting does not (about 5% of the run's instructions).
+    gc.disable()
     try:
         from falcon_gpu.cli import main
     except ImportError as exc:  # not installed: still one valid JSON array
