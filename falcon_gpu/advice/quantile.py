@@ -50,11 +50,6 @@ def quantile_bucket(hist: dict[int, int], q: float = 0.95) -> int | None:
     return max(hist)
 
 
-def merge(into: dict[int, int], other: dict[int, int]) -> None:
-    for bucket, n in other.items():
-        into[bucket] = into.get(bucket, 0) + n
-
-
 def from_json(data: object) -> dict[int, int]:
     """A histogram saved as JSON (string keys); {} for anything else."""
     if not isinstance(data, dict):
