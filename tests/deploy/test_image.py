@@ -296,7 +296,10 @@ def build_image() -> Built:
     for line in podman("images", "--format", "{{.Repository}}:{{.Tag}}").split():
         if line.startswith("localhost/falcon-gpu:test-") and line.split("test-")[1] not in keep:
             podman("rmi", "-f", line)
-    podman("image", "prune", "-f")
+    # Housekeeping, best effort: right after a build, podman may still hold a build stage's image in
+    # an external (buildah) container for a moment, and the prune then fails with "image is in use by
+    # a container" (half the CI runs' one rerun); whatever it leaves, the next run's prune takes.
+    subprocess.run([*podman.argv, "image", "prune", "-f"], capture_output=True, timeout=120)
     config = podman.inspect(tag)["Config"]
     base = podman.inspect(f"localhost/python:{version}-slim")
     return Built(
