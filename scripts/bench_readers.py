@@ -11,7 +11,11 @@ from the first cycle (so whatever the source keeps per device, bound functions i
 it), hands each function out once (a plain attribute after the first look-up, as a binding's module
 functions are), and every round starts from the captured cycle's ``lastSeen`` per GPU, so the process
 samples are consumed as in a real cycle (until this script's second version every round after the
-first saw no new sample).
+first saw no new sample). The contexts are the source's own, taken from its devices and reset each round
+as the source resets them: since the source keeps one per device across cycles, the earlier way (catching
+contexts as they were built, in the captured cycle) caught none, and every reader measured 0.000 ms. A
+reader that called the library in the captured cycle but measures zero time or makes no call when replayed
+now ends the run with a message (:func:`check`) instead of printing a zero.
 
 Usage: python scripts/bench_readers.py [--rounds 300] [--gpus 16] [--processes 256]
 """
@@ -26,7 +30,7 @@ from bench_common import make_runner, write_scenario
 from bench_peer import LastText
 
 import falcon_gpu.sources.nvml.source as nvml_source
-from falcon_gpu.sources.nvml.readers import READERS
+from falcon_gpu.sources.nvml.readers import READERS, Fields, Reader
 from falcon_gpu.sources.nvml.readers.base import DeviceContext
 
 _PLAIN = (int, str, float)
@@ -34,12 +38,14 @@ _PLAIN = (int, str, float)
 
 
 class Replay:
-    """The library, answering each (function, arguments) with the answer recorded for it."""
+    """The library, answering each (function, arguments) with the answer recorded for it, and counting
+    the calls made through it (:attr:`calls`)."""
 
     def __init__(self, lib: Any) -> None:
         self._lib = lib
         self._answers: dict[tuple[Any, ...], tuple[bool, Any]] = {}
         self.recording = True
+        self.calls = 0
 
     def __getattr__(self, name: str) -> Any:
         fn = getattr(self._lib, name)
@@ -48,6 +54,7 @@ class Replay:
         answers = self._answers
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
             key = (name, *[a if a.__class__ in _PLAIN else id(a) for a in args])
             if self.recording or key not in answers:
                 try:
@@ -63,29 +70,70 @@ class Replay:
         return call
 
 
-def captured(gpus: int, processes: int) -> tuple[Any, list[DeviceContext], Replay, dict[str, int]]:
-    """A warmed-up source, one context per GPU of its last cycle, the library replaying it, and each
-    GPU's ``lastSeen`` sample time at that cycle's start."""
-    runner = make_runner(write_scenario(gpus, processes), LastText())
-    replay = Replay(runner.source._nvml.lib)  # type: ignore[attr-defined]
-    runner.source._nvml.lib = replay  # type: ignore[attr-defined]
-    for _ in range(5):
-        runner.run()
-    contexts: list[DeviceContext] = []
+class Bench:
+    """A warmed-up source, its per-GPU reader contexts (kept by the source across cycles and reset each
+    one: taken from its devices, since none is built after the first cycle), the library replaying it,
+    each GPU's ``lastSeen`` sample time at the captured cycle's start and each reader's library calls in
+    that cycle (:attr:`captured`, counted through the source's own reader list)."""
 
-    class Capturing(DeviceContext):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            contexts.append(self)
+    def __init__(self, gpus: int, processes: int) -> None:
+        runner = make_runner(write_scenario(gpus, processes), LastText())
+        self.replay = Replay(runner.source._nvml.lib)  # type: ignore[attr-defined]
+        runner.source._nvml.lib = self.replay  # type: ignore[attr-defined]
+        for _ in range(5):
+            runner.run()
+        self.source = runner.source
+        self.last_seen = dict(self.source._last_seen)  # type: ignore[attr-defined]
+        self.captured = {name: 0 for name, _ in READERS}
+        nvml_source.READERS = tuple((name, self._counted(name, reader)) for name, reader in READERS)  # type: ignore[misc]
+        try:
+            runner.run()  # the captured cycle: every answer recorded
+        finally:
+            nvml_source.READERS = READERS  # type: ignore[misc]
+        self.replay.recording = False
+        devices = self.source._devices  # type: ignore[attr-defined]
+        self.contexts: list[DeviceContext] = [devices[i].ctx for i in sorted(devices)]
+        if len(self.contexts) != gpus:
+            kept = len(self.contexts)
+            raise SystemExit(f"bench_readers: the source kept {kept} device contexts, not {gpus}")
 
-    last_seen = dict(runner.source._last_seen)  # type: ignore[attr-defined]
-    nvml_source.DeviceContext = Capturing  # type: ignore[misc]
-    try:
-        runner.run()
-    finally:
-        nvml_source.DeviceContext = DeviceContext  # type: ignore[misc]
-    replay.recording = False
-    return runner.source, contexts, replay, last_seen
+    def _counted(self, name: str, reader: Reader) -> Reader:
+        def counted(ctx: DeviceContext) -> Fields:
+            before = self.replay.calls
+            try:
+                return reader(ctx)
+            finally:
+                self.captured[name] += self.replay.calls - before
+
+        return counted
+
+    def round(self, seconds: dict[str, float], calls: dict[str, int]) -> None:
+        """Every reader over every GPU once, from the captured cycle's state; adds each reader's time and
+        library calls."""
+        for ctx in self.contexts:  # a new cycle's state, as the source makes it (NvmlSource._read_device)
+            ctx.reset(ctx.timestamp, self.source._field_values.batch(ctx.scope, ctx.handle))  # type: ignore[attr-defined]
+            ctx.last_seen_us[ctx.scope] = self.last_seen[ctx.scope]
+        replay, clock = self.replay, time.perf_counter
+        for name, reader in READERS:
+            before, started = replay.calls, clock()
+            for ctx in self.contexts:
+                ctx.fields.update(reader(ctx))
+            seconds[name] = clock() - started
+            calls[name] = replay.calls - before
+
+
+def check(captured: dict[str, int], best: dict[str, float], replayed: dict[str, int]) -> None:
+    """SystemExit where a reader that called the library in the captured cycle measured zero time or made
+    no call in a replayed round: the replay no longer reaches it, and a zero is no figure."""
+    if not any(captured.values()):
+        raise SystemExit("bench_readers: the captured cycle made no NVML call: the readers were not reached")
+    lost = [
+        f"{name} ({captured[name]} calls captured, {replayed[name]} replayed, {best[name] * 1000:.3f} ms)"
+        for name in captured
+        if captured[name] and (replayed[name] == 0 or best[name] <= 0.0)
+    ]
+    if lost:
+        raise SystemExit("bench_readers: the replay does not reach " + ", ".join(lost))
 
 
 def main() -> None:
@@ -94,23 +142,23 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=16)
     ap.add_argument("--processes", type=int, default=256)
     a = ap.parse_args()
-    source, contexts, _, last_seen = captured(a.gpus, a.processes)
+    bench = Bench(a.gpus, a.processes)
+    seconds: dict[str, float] = {}
     best = {name: float("inf") for name, _ in READERS}
+    replayed = {name: 0 for name, _ in READERS}
+    calls: dict[str, int] = {}
     for _ in range(a.rounds):
-        for ctx in contexts:  # a new cycle's state, as the source makes it
-            ctx.fields, ctx.samples = {}, None
-            ctx.last_seen_us[ctx.scope] = last_seen[ctx.scope]
-            ctx.field_values = source._field_values.batch(ctx.scope, ctx.handle)
-        for name, reader in READERS:
-            started = time.perf_counter()
-            for ctx in contexts:
-                ctx.fields.update(reader(ctx))
-            best[name] = min(best[name], time.perf_counter() - started)
-    print(f"| reader ({a.gpus} GPUs x {a.processes} processes, fastest of {a.rounds}) | ms per cycle |")
-    print("|---|---|")
-    for name, seconds in best.items():
-        print(f"| {name} | {seconds * 1000:.3f} |")
-    print(f"| all readers | {sum(best.values()) * 1000:.3f} |")
+        bench.round(seconds, calls)
+        for name, s in seconds.items():
+            best[name] = min(best[name], s)
+            replayed[name] = max(replayed[name], calls[name])
+    check(bench.captured, best, replayed)
+    title = f"reader ({a.gpus} GPUs x {a.processes} processes, fastest of {a.rounds})"
+    print(f"| {title} | ms per cycle | NVML calls |")
+    print("|---|---|---|")
+    for name, s in best.items():
+        print(f"| {name} | {s * 1000:.3f} | {replayed[name]} |")
+    print(f"| all readers | {sum(best.values()) * 1000:.3f} | {sum(replayed.values())} |")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ from __future__ import annotations
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+
+import msgspec
 
 from falcon_gpu.carbon import emissions_grams
 from falcon_gpu.jobs.open_job import JobKey, OpenJob, slurm_key
@@ -298,7 +300,9 @@ class JobTracker:
     def _with_emissions(self, record: JobRecord) -> JobRecord:
         if self._intensity is None:
             return record
-        return replace(record, emissions_grams=emissions_grams(record.energy_joules, self._intensity))
+        return msgspec.structs.replace(
+            record, emissions_grams=emissions_grams(record.energy_joules, self._intensity)
+        )
 
     def _write(self, finished: list[JobRecord]) -> None:
         if not finished:

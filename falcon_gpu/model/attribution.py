@@ -96,15 +96,11 @@ class ProcessUsage(msgspec.Struct, frozen=True, gc=False):
     container: ContainerRef | None = None
 
 
-class ContainerUsage(msgspec.Struct, frozen=True, gc=False):
-    """One plain container's (Docker, Podman, containerd; outside Kubernetes) use of one GPU or
-    MIG instance. Its processes are in no pod, so they also count in unattributed: this is a
-    breakdown of that, not an addition to the pods."""
+class _Usage(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """What a breakdown row of the unattributed share (a plain container's, a Slurm job step's) holds
+    for one GPU or MIG instance, after its owner's own keys. Keyword-only, so a subclass's owner keys
+    (required, no defaults) come first, positionally, and these follow them in the field order."""
 
-    runtime: str
-    container_id: str
-    name: str
-    """The runtime's name for it; the first 12 hex digits of the ID where no name is readable."""
     gpu_uuid: str
     mig_uuid: str | None = None
     memory_used_bytes: int = 0
@@ -114,7 +110,18 @@ class ContainerUsage(msgspec.Struct, frozen=True, gc=False):
     energy_joules_total: float | None = 0.0
 
 
-class SlurmJobUsage(msgspec.Struct, frozen=True, gc=False):
+class ContainerUsage(_Usage, frozen=True, gc=False):
+    """One plain container's (Docker, Podman, containerd; outside Kubernetes) use of one GPU or
+    MIG instance. Its processes are in no pod, so they also count in unattributed: this is a
+    breakdown of that, not an addition to the pods."""
+
+    runtime: str
+    container_id: str
+    name: str
+    """The runtime's name for it; the first 12 hex digits of the ID where no name is readable."""
+
+
+class SlurmJobUsage(_Usage, frozen=True, gc=False):
     """One Slurm job step's use of one GPU or MIG instance. Like a plain container, its
     processes are in no pod: a breakdown of the unattributed share, not an addition to it."""
 
@@ -126,12 +133,6 @@ class SlurmJobUsage(msgspec.Struct, frozen=True, gc=False):
     name: str | None
     """The job's name (``SLURM_JOB_NAME`` in its processes' environment, read once per job); None
     where it is not readable."""
-    gpu_uuid: str
-    mig_uuid: str | None = None
-    memory_used_bytes: int = 0
-    utilization_ratio: float | None = 0.0
-    processes: int = 0
-    energy_joules_total: float | None = 0.0
 
 
 class Attribution(msgspec.Struct, frozen=True, gc=False):

@@ -2,14 +2,18 @@
 
 Immutable, and the same shape in memory, in the JSON-lines file and in the
 saved state (:meth:`JobRecord.as_json` / :meth:`JobRecord.from_json`), so a
-record read back by ``falcon-gpu stats`` is the record that was written.
+record read back by ``falcon-gpu stats`` is the record that was written. msgspec
+turns a record into plain values and back (checking every field's type); the
+JSON text itself is still written by :mod:`json`, whose escaping and number
+format the files on disk have always had.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import msgspec
 
 HEALTH_NAMES = ("pass", "warn", "fail")
 
@@ -19,9 +23,8 @@ def iso(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True, slots=True)
-class HealthChange:
-    """A health check of the job's GPU that changed level while the job ran."""
+class HealthChange(msgspec.Struct, frozen=True, gc=False, rename={"before": "from", "after": "to"}):
+    """A health check of the job's GPU that changed level while the job ran (``from``/``to`` in JSON)."""
 
     check: str
     before: str
@@ -29,8 +32,7 @@ class HealthChange:
     at: float
 
 
-@dataclass(frozen=True, slots=True)
-class JobRecord:
+class JobRecord(msgspec.Struct, frozen=True, gc=False):
     namespace: str
     pod: str
     container: str
@@ -53,11 +55,11 @@ class JobRecord:
     utilization_mean_ratio: float | None = None
     """Mean SM share; None when NVML gave no utilisation for the GPU (e.g. MIG)."""
     utilization_max_ratio: float | None = None
-    xids: dict[int, int] = field(default_factory=dict)
+    xids: dict[int, int] = msgspec.field(default_factory=dict)
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0
     health_changes: tuple[HealthChange, ...] = ()
-    throttled_seconds: dict[str, float] = field(default_factory=dict)
+    throttled_seconds: dict[str, float] = msgspec.field(default_factory=dict)
     """Seconds each clock event reason was active while the job ran (reason x cycle time)."""
     restarts: int = 0
     """Agent restarts the job spanned."""
@@ -92,35 +94,22 @@ class JobRecord:
         return (self.container if self.slurm_job is None else self.slurm_job, self.gpu_uuid, self.mig_uuid)
 
     def as_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["xids"] = {str(k): v for k, v in self.xids.items()}
-        out["health_changes"] = [
-            {"check": h.check, "from": h.before, "to": h.after, "at": h.at} for h in self.health_changes
-        ]
+        """Every field (XID keys as text, a health change's levels as ``from``/``to``) and the derived
+        duration and ISO times, for readers of the file."""
+        out: dict[str, Any] = msgspec.to_builtins(self, str_keys=True)
         out["duration_seconds"] = self.duration_seconds
         out["start_iso"], out["end_iso"] = iso(self.start), iso(self.end)
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> JobRecord:
-        """Raises KeyError, TypeError or ValueError for a line that is not a record."""
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known["xids"] = {int(k): int(v) for k, v in (data.get("xids") or {}).items()}
-        known["health_changes"] = tuple(
-            HealthChange(str(h["check"]), str(h["from"]), str(h["to"]), float(h["at"]))
-            for h in data.get("health_changes") or ()
-        )
-        known["throttled_seconds"] = {
-            str(k): float(v) for k, v in (data.get("throttled_seconds") or {}).items()
-        }
-        record = cls(**known)
-        if not isinstance(record.namespace, str) or not isinstance(record.start, int | float):
-            raise TypeError("not a job record")
-        return record
+    def from_json(cls, data: Any) -> JobRecord:
+        """What :meth:`as_json` gave, or a record of an earlier version (fields it lacks take their
+        defaults; the derived ones are ignored). Raises ValueError (msgspec's ValidationError) for
+        anything that is not a record."""
+        return msgspec.convert(data, cls, strict=False, str_keys=True)
 
 
-@dataclass(frozen=True, slots=True)
-class JobGroup:
+class JobGroup(msgspec.Struct, frozen=True, gc=False):
     """A pod's latest record per (container, GPU): what its Pushgateway group must hold,
     since a PUT replaces the whole group."""
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from falcon_gpu.carbon import check_carbon_intensity, emissions_grams, grams_per_kwh
@@ -105,6 +105,6 @@ def test_the_job_groups_carry_the_emissions_only_when_known(tmp_path: Path) -> N
     assert [s.value for s in families["falcon_gpu_job_record_emissions_grams"].series] == [
         500.0
     ]  # 2 kWh x 250 g
-    plain = replace(update.finished[0], emissions_grams=None)
+    plain = msgspec.structs.replace(update.finished[0], emissions_grams=None)
     unknown = falcon_gpu_jobs.group(JobGroup("ml", "train-0", (plain,)), 0).batch.families
     assert "falcon_gpu_job_record_emissions_grams" not in {f.name for f in unknown}

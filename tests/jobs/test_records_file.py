@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from falcon_gpu.jobs.records_file import JobLog
+from falcon_gpu.jobs.state import StateFile
 from falcon_gpu.jobs.stats import parse_duration, select, table
 from falcon_gpu.model.jobs import HealthChange, JobRecord
 
@@ -60,6 +61,92 @@ def test_files_rotate_and_stay_bounded_and_a_torn_line_is_skipped(tmp_path: Path
     with log.path.open("a") as fh:
         fh.write('{"namespace": "ml", "pod": "half')  # the disk filled mid-write
     assert [r.pod for r in log.read()] == kept
+
+
+def slurm_record() -> JobRecord:
+    """Every field set, a non-ASCII job name among them (written escaped)."""
+    changes = (HealthChange("xid", "pass", "fail", 1050.0), HealthChange("ecc", "pass", "warn", 1060.0))
+    return JobRecord(
+        namespace="", pod="", container="", node="n1", gpu_index=2, gpu_uuid="GPU-b", gpu_model="NVIDIA H100",
+        start=1000.5, end=1100.25, energy_joules=12.5, memory_max_bytes=1 << 30, memory_mean_bytes=5 << 20,
+        cycles=4, mig_uuid="MIG-c", mig_profile="1g.10gb", gpu_instance=3, xids={79: 1, 13: 2},
+        health_changes=changes,
+        throttled_seconds={"sw_power_cap": 30.0}, restarts=1, emissions_grams=0.5, workload="entraînement",
+        memory_p95_bytes=900 << 20, sm_active_p95_ratio=0.87, slurm_job="4242",
+    )  # fmt: skip
+
+
+RECORD_LINE = (
+    b'{"container":"","cycles":4,"duration_seconds":99.75,"ecc_corrected":0,"ecc_uncorrected":0,'
+    b'"emissions_grams":0.5,"end":1100.25,"end_iso":"1970-01-01T00:18:20Z","energy_joules":12.5,'
+    b'"gpu_index":2,"gpu_instance":3,"gpu_model":"NVIDIA H100","gpu_uuid":"GPU-b","health_changes":'
+    b'[{"at":1050.0,"check":"xid","from":"pass","to":"fail"},{"at":1060.0,"check":"ecc","from":"pass",'
+    b'"to":"warn"}],"memory_max_bytes":1073741824,"memory_mean_bytes":5242880,"memory_p95_bytes":943718400,'
+    b'"mig_profile":"1g.10gb","mig_uuid":"MIG-c","namespace":"","node":"n1","pod":"","restarts":1,'
+    b'"slurm_job":"4242","sm_active_p95_ratio":0.87,"start":1000.5,"start_iso":"1970-01-01T00:16:40Z",'
+    b'"throttled_seconds":{"sw_power_cap":30.0},"utilization_max_ratio":null,"utilization_mean_ratio":null,'
+    b'"workload":"entra\\u00eenement","xids":{"13":2,"79":1}}\n'
+)
+"""A record's line as the dataclass record wrote it (before msgspec): the files keep this format."""
+
+STATE = (
+    b'{"version":1,"open":[],"recent":[{"namespace":"","pod":"","container":"","node":"n1","gpu_index":2,'
+    b'"gpu_uuid":"GPU-b","gpu_model":"NVIDIA H100","start":1000.5,"end":1100.25,"energy_joules":12.5,'
+    b'"memory_max_bytes":1073741824,"memory_mean_bytes":5242880,"cycles":4,"mig_uuid":"MIG-c",'
+    b'"mig_profile":"1g.10gb","gpu_instance":3,"utilization_mean_ratio":null,"utilization_max_ratio":null,'
+    b'"xids":{"79":1,"13":2},"ecc_corrected":0,"ecc_uncorrected":0,"health_changes":[{"check":"xid",'
+    b'"from":"pass","to":"fail","at":1050.0},{"check":"ecc","from":"pass","to":"warn","at":1060.0}],'
+    b'"throttled_seconds":{"sw_power_cap":30.0},"restarts":1,"emissions_grams":0.5,'
+    b'"workload":"entra\\u00eenement","memory_p95_bytes":943718400,"sm_active_p95_ratio":0.87,'
+    b'"slurm_job":"4242","duration_seconds":99.75,"start_iso":"1970-01-01T00:16:40Z",'
+    b'"end_iso":"1970-01-01T00:18:20Z"}]}'
+)
+"""The saved state with that record, as the dataclass record wrote it."""
+
+
+def test_the_record_line_and_the_saved_state_keep_their_bytes(tmp_path: Path) -> None:
+    log = JobLog(tmp_path)
+    log.append([slurm_record()])
+    assert log.path.read_bytes() == RECORD_LINE
+    assert list(log.read()) == [slurm_record()]
+    state = StateFile(tmp_path)
+    state.save([], [slurm_record()])
+    assert state.path.read_bytes() == STATE
+    assert state.load() == ([], [slurm_record()])
+
+
+def test_a_record_of_the_first_version_still_loads_and_a_line_of_wrong_types_is_skipped(
+    tmp_path: Path,
+) -> None:
+    first = (  # what the first job-record version wrote: no emissions, workload, p95s or Slurm job
+        b'{"container":"main","cycles":3,"duration_seconds":59.99999,"ecc_corrected":1,"ecc_uncorrected":0,'
+        b'"end":1060.0,"end_iso":"1970-01-01T00:17:40Z","energy_joules":7,"gpu_index":0,"gpu_instance":null,'
+        b'"gpu_model":"NVIDIA L4","gpu_uuid":"GPU-a","health_changes":[{"at":1030,"check":"ecc",'
+        b'"from":"pass","to":"warn"}],"memory_max_bytes":2048,"memory_mean_bytes":1024,"mig_profile":null,"mig_uuid":null,'
+        b'"namespace":"ml","node":"n","pod":"train-0","restarts":0,"start":1000.00001,'
+        b'"start_iso":"1970-01-01T00:16:40Z","throttled_seconds":{"idle":3},"utilization_max_ratio":0.5,'
+        b'"utilization_mean_ratio":0.25,"xids":{"79":2}}\n'
+    )
+    wrong = b'{"namespace":"ml","pod":"p","container":"c","node":"n","gpu_index":"zero","gpu_uuid":"G",' + (
+        b'"gpu_model":"m","start":1,"end":2,"energy_joules":0,"memory_max_bytes":0,"memory_mean_bytes":0,"cycles":1}\n'
+    )
+    (tmp_path / "jobs.jsonl").write_bytes(first + wrong + b"[]\n")
+    (rec,) = JobLog(tmp_path).read()
+    assert rec == JobRecord(
+        namespace="ml", pod="train-0", container="main", node="n", gpu_index=0, gpu_uuid="GPU-a",
+        gpu_model="NVIDIA L4", start=1000.00001, end=1060.0, energy_joules=7.0, memory_max_bytes=2048,
+        memory_mean_bytes=1024, cycles=3, utilization_mean_ratio=0.25, utilization_max_ratio=0.5,
+        xids={79: 2}, ecc_corrected=1, health_changes=(HealthChange("ecc", "pass", "warn", 1030.0),),
+        throttled_seconds={"idle": 3.0},
+    )  # fmt: skip
+    assert (rec.workload, rec.slurm_job, rec.emissions_grams, rec.memory_p95_bytes) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert isinstance(rec.energy_joules, float) and isinstance(rec.health_changes[0].at, float)
+    assert rec.duration_seconds == 60.0
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ GIB = 1 << 30
 
 
 def step(job: str, step: str, memory_gib: int, util: float, energy: float, name: str | None) -> SlurmJobUsage:
-    return SlurmJobUsage(job, step, 1000, "alice", name, UUID, memory_used_bytes=memory_gib * GIB,
+    return SlurmJobUsage(job, step, 1000, "alice", name, gpu_uuid=UUID, memory_used_bytes=memory_gib * GIB,
                          utilization_ratio=util, processes=1, energy_joules_total=energy)  # fmt: skip
 
 
