@@ -73,3 +73,14 @@ def test_two_sources_in_one_process_keep_separate_state() -> None:
     assert one._state is not two._state
     assert [p.name for p in one._state.process_lists["GPU-x"].readings] == ["mine"]
     assert [p.name for p in two._state.process_lists["GPU-x"].readings] == ["theirs"]
+
+
+def test_devices_looked_up_again_keep_no_scope_and_the_per_source_state_stays() -> None:
+    """The source forgets its devices (here: closed; also NVML gone, the device count changed): every
+    per-scope entry goes with them; what is derived from the library alone is kept."""
+    source, _ = source_on(SimulatedNvml(scenario_of(_busy("GPU-1", "a"), _busy("GPU-2", "b"))))
+    source.collect(1000.0)
+    assert set().union(*_scopes(source._state).values()) == {"GPU-1", "GPU-2"}
+    source.close()
+    assert set().union(*_scopes(source._state).values()) == set()
+    assert source._state.memory_variants is not None
