@@ -50,8 +50,8 @@ Written for the hot path (hundreds of processes per node, every cycle, most of t
 process whose name, types, memory and share did not move keeps last cycle's :class:`ProcessReading`
 (kept per scope for one cycle, in ``ctx.state.kept_processes``). The samples' usual answer (one per
 PID, all newer than ``lastSeen``, percents already converted, the engines idle) is read by a short loop
-that does five attribute loads and one dict store per sample and nothing else; any other answer leaves it for
-the general loop, which counts and averages (:func:`_samples`). A device whose three lists (each
+that does five attribute loads and one dict store per sample and nothing else; any other answer leaves
+it for the general loop, which counts and averages (:func:`_samples`). A device whose three lists (each
 process's PID, memory and instance IDs) and SM shares read as in its last full pass gets that pass's
 whole tuple again (a steady training job: one comparison per list instead of a merge and a check per
 process; a graphics or MPS answer the gate kept is the same object as before, so it is compared by
