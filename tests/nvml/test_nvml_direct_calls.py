@@ -17,8 +17,7 @@ from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller
 from falcon_gpu.sources.nvml.direct import FIRST_CAPACITY, DirectCalls, ProcessInfo
 from falcon_gpu.sources.nvml.field_values import ENERGY, MEMORY_TEMP, FieldGroup, FieldValues
 from falcon_gpu.sources.nvml.library import CFunctions, c_functions
-from falcon_gpu.sources.nvml.readers.memory import MEMORY_FALLBACK
-from falcon_gpu.sources.nvml.readers.memory import _variants as _memory_variants
+from falcon_gpu.sources.nvml.readers.memory import MEMORY_FALLBACK, memory_variants
 from falcon_gpu.sources.nvml.readers.processes import _VARIANTS
 from tests.nvml.helpers import GIB, gpu, scenario_of
 
@@ -210,13 +209,14 @@ def test_memory_info_v2_through_its_kept_struct_and_v1_through_pynvml_where_v2_i
     nvml = _caller(driver)
     handle = nvml.lib.nvmlDeviceGetHandleByIndex(0)
     calls = DirectCalls(nvml)
+    variants = memory_variants(nvml.lib)  # built once, as the source does: the chosen one is kept by it
     for _ in range(2):
-        info = calls.memory_info("GPU-a", handle, _memory_variants(nvml), MEMORY_FALLBACK)
+        info = calls.memory_info("GPU-a", handle, variants, MEMORY_FALLBACK)
         assert (info.total, info.reserved, info.free, info.used) == (80, 1, 60, 19)
     driver.code = pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH  # an old driver: v2 refused
-    info = calls.memory_info("GPU-a", handle, _memory_variants(nvml), MEMORY_FALLBACK)
+    info = calls.memory_info("GPU-a", handle, variants, MEMORY_FALLBACK)
     assert info.total == nvml.lib.nvmlDeviceGetMemoryInfo(handle).total  # the simulator's, by pynvml's call
-    calls.memory_info("GPU-a", handle, _memory_variants(nvml), MEMORY_FALLBACK)
+    calls.memory_info("GPU-a", handle, variants, MEMORY_FALLBACK)
     assert driver.calls["memory"] == 3  # not asked again
 
 

@@ -23,7 +23,7 @@ from falcon_gpu.sources.nvml import field_values
 from falcon_gpu.sources.nvml.calls import NvmlCaller
 from falcon_gpu.sources.nvml.field_values import NVLINK, FieldValues
 from falcon_gpu.sources.nvml.process_names import ProcessNames
-from falcon_gpu.sources.nvml.readers import clocks, interconnect, processes
+from falcon_gpu.sources.nvml.readers import clocks, interconnect
 from tests.nvml.helpers import GIB, gpu, scenario_named, scenario_of, source_on
 from tests.nvml.test_nvml_interconnect import link
 from tests.nvml.test_nvml_readers import FULL
@@ -287,7 +287,7 @@ def test_an_unchanged_process_is_last_cycle_s_reading_and_a_change_is_a_new_one(
     assert first[12] == second[12] and third[12] == ProcessReading(
         12, "busy", ("compute",), GIB, 0.3, None, None
     )
-    kept = source._nvml.memo[processes._KEPT]
+    kept = source._state.kept_processes
     assert set(next(iter(kept.values()))) == {(pid, None, None) for pid in (11, 12, 13, 14)}
 
 

@@ -27,8 +27,7 @@ from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.sources.nvml.calls import ABSENT, DeviceGone, NvmlCaller
 from falcon_gpu.sources.nvml.direct import DirectCalls, FieldRequest
 from falcon_gpu.sources.nvml.field_values import FIELDS, VALUE_ATTR
-from falcon_gpu.sources.nvml.readers.memory import MEMORY_FALLBACK
-from falcon_gpu.sources.nvml.readers.memory import _variants as _memory_variants
+from falcon_gpu.sources.nvml.readers.memory import MEMORY_FALLBACK, memory_variants
 from falcon_gpu.sources.nvml.readers.processes import _VARIANTS, LISTS
 from falcon_gpu.sources.nvml.source import NvmlSource
 
@@ -120,7 +119,7 @@ def answers() -> dict[str, Any]:
         gpu["samples_pynvml"] = theirs_s
         gpu["samples_fast"] = _samples(direct.process_samples(scope, handle, 0, no_samples))
         try:
-            mine = direct.memory_info(scope, handle, _memory_variants(nvml), MEMORY_FALLBACK)
+            mine = direct.memory_info(scope, handle, memory_variants(nvml.lib), MEMORY_FALLBACK)
             gpu["memory_fast"] = (
                 repr(mine) if mine is ABSENT else [mine.total, mine.reserved, mine.free, mine.used]
             )

@@ -121,8 +121,6 @@ class NvmlCaller:
         self._not_supported: set[tuple[str, str]] = set()
         self.unsupported = UnsupportedLog()
         """What was found not supported, said once per GPU model by the source (not per GPU)."""
-        self.memo: dict[str, Any] = {}
-        """What readers derive once from this library (variant tuples that use its constants)."""
         self.generation = 0
         """Changes whenever the not-supported set does (for callers that cache what to ask)."""
         self._variant: dict[str, tuple[int, str, Sequence[Variant]]] = {}

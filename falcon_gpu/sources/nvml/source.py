@@ -46,6 +46,7 @@ from falcon_gpu.sources.nvml.library import NvmlLibrary
 from falcon_gpu.sources.nvml.mig_profiles import MigProfiles
 from falcon_gpu.sources.nvml.process_names import ProcessNames
 from falcon_gpu.sources.nvml.rates import CounterRates
+from falcon_gpu.sources.nvml.reader_state import ReaderState
 from falcon_gpu.sources.nvml.readers import READERS, DeviceContext, Fields, Reader, check_fields
 from falcon_gpu.sources.nvml.session import NvmlSession
 from falcon_gpu.sources.nvml.slow import SlowReadings
@@ -130,6 +131,8 @@ class NvmlSource:
         self._slow = SlowReadings()
         self._gpm = GpmSamples(self._nvml)
         self._rates = CounterRates()
+        self._state = ReaderState()
+        """What the readers keep across cycles (``ctx.state``): this source's alone."""
         self._failing: set[str] = set()
         """Reader keys now failing: only these get a "works again" message."""
         self._down: dict[int, str] = {}
@@ -256,6 +259,7 @@ class NvmlSource:
         self._identity.clear()
         self._devices.clear()
         self._slow.forget()
+        self._state.forget_scopes()
         self._gpm.close()
         self._count = None
 
@@ -329,7 +333,7 @@ class NvmlSource:
             nvml=self._nvml, handle=handle, scope=scope, index=index, timestamp=timestamp,
             names=self._names, last_seen_us=self._last_seen,
             field_values=self._field_values.batch(scope, handle), slow=self._slow, gpm=self._gpm,
-            rates=self._rates, calls=device_calls(self._nvml),
+            rates=self._rates, state=self._state, calls=device_calls(self._nvml),
         )  # fmt: skip
         keys = tuple(f"reader:{name}:{scope}" for name, _ in READERS)
         device = self._devices[index] = _Device(ident, scope, ctx, keys)
@@ -340,9 +344,11 @@ class NvmlSource:
     ) -> DeviceReading:
         """A device that stopped answering: down, with the identity of its last good cycle."""
         known = self._identity.get(index) or Identity("", "", "")
-        self._gpm.forget(known.uuid or f"gpu{index}")  # its samples, and its instances'
-        self._rates.forget(known.uuid or f"gpu{index}")
-        self._field_values.forget(known.uuid or f"gpu{index}")
+        scope = known.uuid or f"gpu{index}"
+        self._gpm.forget(scope)  # its samples, and its instances'
+        self._rates.forget(scope)
+        self._field_values.forget(scope)
+        self._state.forget(scope)  # its readers' kept state, and its instances'
         key = self._down[index] = f"gpu:{known.uuid or index}"
         self._telemetry.failing(key, "gpu", f"GPU {index} ({known.uuid or 'uuid unknown'}) is down: {gone}")
         return DeviceReading(

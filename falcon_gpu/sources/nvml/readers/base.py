@@ -37,6 +37,7 @@ from falcon_gpu.sources.nvml.field_values import FieldBatch
 from falcon_gpu.sources.nvml.gpm import GpmSamples
 from falcon_gpu.sources.nvml.process_names import ProcessNames
 from falcon_gpu.sources.nvml.rates import CounterRates
+from falcon_gpu.sources.nvml.reader_state import ReaderState
 from falcon_gpu.sources.nvml.slow import SlowReadings
 
 
@@ -97,7 +98,7 @@ class DeviceContext:
 
     __slots__ = (
         "calls", "field_values", "fields", "gpm", "handle", "index", "last_seen_us", "names", "nvml", "rates",
-        "samples", "scope", "slow", "sm_by_pid", "timestamp",
+        "samples", "scope", "slow", "sm_by_pid", "state", "timestamp",
     )  # fmt: skip
 
     def __init__(
@@ -114,6 +115,7 @@ class DeviceContext:
         slow: SlowReadings,
         gpm: GpmSamples,
         rates: CounterRates,
+        state: ReaderState,
         calls: PynvmlCalls | None = None,
     ) -> None:
         self.nvml = nvml
@@ -136,6 +138,8 @@ class DeviceContext:
         """Every GPU's and instance's previous GPM sample (kept across cycles by the source)."""
         self.rates = rates
         """The byte counters' previous values, for their per-second rates."""
+        self.state = state
+        """What the readers keep from one cycle to the next (the source's, per GPU scope)."""
         self.fields: Fields = {}
         """What earlier readers produced this cycle (the MIG reader uses the processes)."""
         self.sm_by_pid: dict[int, float] | None = {}

@@ -65,10 +65,8 @@ def reasons_from_mask(mask: int) -> frozenset[str]:
 
 
 def _reasons(ctx: DeviceContext, mask: int) -> frozenset[str]:
-    """:func:`reasons_from_mask`, each mask's set built once per source (kept in its caller's memo)."""
-    by_mask: dict[int, frozenset[str]] | None = ctx.nvml.memo.get(_EVENTS)
-    if by_mask is None:
-        by_mask = ctx.nvml.memo[_EVENTS] = {}
+    """:func:`reasons_from_mask`, each mask's set built once per source (``ctx.state.clock_reasons``)."""
+    by_mask = ctx.state.clock_reasons
     found = by_mask.get(mask)
     if found is None:
         found = reasons_from_mask(mask)

@@ -45,10 +45,6 @@ def _health(numbers: tuple[Any, ...]) -> Fields:
 
 
 _NO_ECC: Final = (None, None, None, None)
-_LAST = "health_numbers"
-"""The caller's memo key of each scope's last answer: (its numbers, the fields made of them): while the
-numbers stay the same (counters that sit at 0 on a healthy GPU), :func:`read_health` answers a copy of
-those fields, the same records, not new ones, every cycle."""
 
 
 _CORRUPTED: Final = MappingProxyType({pynvml.NVML_ERROR_CORRUPTED_INFOROM: False})
@@ -57,7 +53,9 @@ _CORRUPTED: Final = MappingProxyType({pynvml.NVML_ERROR_CORRUPTED_INFOROM: False
 
 def read_health(ctx: DeviceContext) -> Fields:
     numbers = ctx.field_values.values(_GROUP)
-    last_by_scope: dict[str, tuple[tuple[Any, ...], Fields]] = ctx.nvml.memo.setdefault(_LAST, {})
+    # Each scope's last answer (``ctx.state.health``): while the numbers stay the same (counters that sit
+    # at 0 on a healthy GPU), a copy of the fields made of them, the same records, not new ones.
+    last_by_scope = ctx.state.health
     last = last_by_scope.get(ctx.scope)
     if last is not None and last[0] == numbers:
         out = last[1].copy()

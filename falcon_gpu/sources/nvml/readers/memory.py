@@ -12,7 +12,8 @@ from typing import Any, Final
 
 import pynvml
 
-from falcon_gpu.sources.nvml.calls import ABSENT, VARIANT_FALLBACK, NvmlCaller, Variant
+from falcon_gpu.sources.nvml.calls import ABSENT, VARIANT_FALLBACK, Variant
+from falcon_gpu.sources.nvml.library import NvmlLibrary
 from falcon_gpu.sources.nvml.readers.base import DeviceContext, Fields
 from falcon_gpu.sources.nvml.readers.table import table_call
 
@@ -21,29 +22,31 @@ _MEMORY_INFO = table_call("memory_used_bytes")
 _V1: Variant = ("v1", _MEMORY_INFO, {})
 
 
-def _variants(nvml: NvmlCaller) -> tuple[Variant, ...]:
-    """v2 then v1, or v1 alone when the binding has no ``nvmlMemory_v2`` (built once per library)."""
-    variants: tuple[Variant, ...] | None = nvml.memo.get("memory_info")
+def memory_variants(lib: NvmlLibrary) -> tuple[Variant, ...]:
+    """v2 then v1, or v1 alone when the binding has no ``nvmlMemory_v2``."""
+    version = getattr(lib, "nvmlMemory_v2", None)
+    return (("v2", _MEMORY_INFO, {"version": version}), _V1) if version is not None else (_V1,)
+
+
+def _variants(ctx: DeviceContext) -> tuple[Variant, ...]:
+    """:func:`memory_variants` of the source's library, built once (``ctx.state.memory_variants``)."""
+    variants = ctx.state.memory_variants
     if variants is None:
-        version = getattr(nvml.lib, "nvmlMemory_v2", None)
-        v2: tuple[Variant, ...] = () if version is None else (("v2", _MEMORY_INFO, {"version": version}),)
-        variants = nvml.memo["memory_info"] = (*v2, _V1)
+        variants = ctx.state.memory_variants = memory_variants(ctx.nvml.lib)
     return variants
 
 
 def memory_info(ctx: DeviceContext, handle: Any, scope: str) -> Any:
     """The memory struct of ``handle`` (a device or MIG handle), or ABSENT."""
-    nvml = ctx.nvml
-    return nvml.call_first(
-        scope, "memory_info", "memory_info", _variants(nvml), handle, fallback=MEMORY_FALLBACK
+    return ctx.nvml.call_first(
+        scope, "memory_info", "memory_info", _variants(ctx), handle, fallback=MEMORY_FALLBACK
     )
 
 
 def read_memory(ctx: DeviceContext) -> Fields:
-    nvml = ctx.nvml
-    variants = nvml.memo.get("memory_info")  # _variants, written out: once per GPU and cycle
+    variants = ctx.state.memory_variants  # _variants, written out: once per GPU and cycle
     if variants is None:
-        variants = _variants(nvml)
+        variants = _variants(ctx)
     info = ctx.calls.memory_info(ctx.scope, ctx.handle, variants, MEMORY_FALLBACK)
     if info is ABSENT:
         return {}

@@ -102,6 +102,7 @@ def _enumerate(ctx: DeviceContext) -> tuple[MigSlot, ...]:
         name = nvml.call(mig, "name", "nvmlDeviceGetName", handle)
         profile = profile_from_name(text(name)) if name is not ABSENT else ""
         slots.append(MigSlot(slot, handle, mig, _int(gi), _int(ci), profile))
+    ctx.state.note_instances(scope, tuple(s.uuid for s in slots))  # a destroyed one's state goes
     return tuple(slots)
 
 
@@ -131,6 +132,7 @@ def _instances(ctx: DeviceContext) -> list[MigReading] | None:
                     slow.drop(scope, field)
                 if not _mig_on(ctx):
                     del errors[before:failed]  # the instances went with MIG: no failure
+                    ctx.state.note_instances(scope, ())
                     return None
                 fresh = {x.uuid: x for x in _layout(ctx)}
             if s.uuid not in fresh:

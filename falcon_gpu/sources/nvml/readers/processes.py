@@ -48,10 +48,10 @@ beyond its own, and a graphics context smaller than a fall of that unlisted memo
 
 Written for the hot path (hundreds of processes per node, every cycle, most of them unchanged): a
 process whose name, types, memory and share did not move keeps last cycle's :class:`ProcessReading`
-(kept per scope for one cycle, in the caller's memo). The samples' usual answer (one per PID, all newer
-than ``lastSeen``, percents already converted, the engines idle) is read by a short loop that does
-five attribute loads and one dict store per sample and nothing else; any other answer leaves it for
-the general loop, which counts and averages (:func:`_samples`). A device whose three lists (each
+(kept per scope for one cycle, in ``ctx.state.kept_processes``). The samples' usual answer (one per
+PID, all newer than ``lastSeen``, percents already converted, the engines idle) is read by a short loop
+that does five attribute loads and one dict store per sample and nothing else; any other answer leaves
+it for the general loop, which counts and averages (:func:`_samples`). A device whose three lists (each
 process's PID, memory and instance IDs) and SM shares read as in its last full pass gets that pass's
 whole tuple again (a steady training job: one comparison per list instead of a merge and a check per
 process; a graphics or MPS answer the gate kept is the same object as before, so it is compared by
@@ -91,20 +91,11 @@ _VARIANTS: Final[Mapping[str, tuple[Variant, ...]]] = MappingProxyType(
 _COMPUTE_VARIANTS, _GRAPHICS_VARIANTS, _MPS_VARIANTS = (_VARIANTS[kind] for kind, _ in LISTS)
 _COMPUTE_ALONE, _GRAPHICS_ALONE, _MPS_ALONE = (("compute",), ("graphics",), ("mps",))
 """The types tuple of a process in one list only."""
-_KEPT = "process_readings"
-"""The caller's memo key of the readings kept from the last cycle, per scope (:func:`_readings`)."""
 MAX_KEPT = 4096
 """Readings kept per scope at most (a pathological process count keeps none)."""
 MPS_SERVER = "nvidia-cuda-mps-server"
 """The MPS server's process name (the path's last part where NVML answers the whole path)."""
 _MPS_SERVER_PATH = "/" + MPS_SERVER
-_GATES = "mps_gate"
-"""The caller's memo key of each scope's last compute PIDs and :func:`_compute_pids`' answer."""
-_STEADY = "process_lists"
-"""The caller's memo key of each scope's last :class:`_Steady` (what the whole tuple was built from)."""
-_GRAPHICS = "graphics_gate"
-"""The caller's memo key of each scope's memory beyond its compute and MPS processes' when the graphics
-list was last asked for a reason of :func:`_graphics_may_run`."""
 
 
 def _compute_pids(ctx: DeviceContext, scope: str, compute: Any) -> tuple[bool, frozenset[int]]:
@@ -115,8 +106,8 @@ def _compute_pids(ctx: DeviceContext, scope: str, compute: Any) -> tuple[bool, f
     that went and came back is one cycle absent, which changes the PIDs."""
     if compute is ABSENT:
         return True, frozenset()
-    pids = [info.pid for info in compute]
-    gates: dict[str, tuple[list[Any], bool, frozenset[int]]] = ctx.nvml.memo.setdefault(_GATES, {})
+    pids: list[int] = [info.pid for info in compute]
+    gates = ctx.state.mps_gates
     last = gates.get(scope)
     if last is not None and last[0] == pids:
         return last[1], last[2]
@@ -204,10 +195,7 @@ def _graphics_may_run(
     if shares and not shares.keys() <= compute_pids:
         may = mps is ABSENT or not shares.keys() <= compute_pids.union(info.pid for info in mps)
     beyond = used - listed
-    memo = ctx.nvml.memo
-    levels: dict[str, int] | None = memo.get(_GRAPHICS)
-    if levels is None:
-        levels = memo[_GRAPHICS] = {}
+    levels = ctx.state.graphics_levels
     level = levels.get(scope)
     if may or level is None or beyond > level:
         levels[scope] = beyond
@@ -270,10 +258,7 @@ def list_processes(
     nvml, slow, now = ctx.nvml, ctx.slow, ctx.timestamp
     ask = ctx.calls.process_list
     compute = ask(scope, _COMPUTE_FIELD, _COMPUTE_VARIANTS, handle)
-    memo = nvml.memo
-    steady: dict[str, _Steady] | None = memo.get(_STEADY)
-    if steady is None:
-        steady = memo[_STEADY] = {}
+    steady = ctx.state.process_lists
     last = steady.get(scope)
     computed = _signature(compute)
     if last is not None and last.compute != computed:
@@ -332,7 +317,7 @@ def _readings(
     changed (name, types, memory, share), else a new one. Most processes of a node read the same from one
     cycle to the next, and an unchanged value is also the same object for everything downstream. Kept
     per scope for one cycle only (the processes seen in it), at most :data:`MAX_KEPT` of them."""
-    kept_by_scope: dict[str, dict[ProcessKey, ProcessReading]] = ctx.nvml.memo.setdefault(_KEPT, {})
+    kept_by_scope = ctx.state.kept_processes
     kept = kept_by_scope.get(scope) or {}
     names, shares = ctx.names.get, ctx.sm_by_pid
     share = None if shares is None else shares.get
