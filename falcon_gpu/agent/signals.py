@@ -74,20 +74,27 @@ def wait_for(event: threading.Event) -> None:
     writer.setblocking(False)
 
     def poke_when_set() -> None:
-        """Wake the select below when another thread sets ``event``; the writer is this thread's to
-        close (the select's side may have gone: a full or closed socket means it is awake anyway)."""
+        """Wake the select below when another thread sets ``event`` (a full socket: it is awake
+        anyway; a closed one: it has gone)."""
         event.wait()
         with contextlib.suppress(OSError):
             writer.send(b"\0")
-        writer.close()
 
+    poker = threading.Thread(target=poke_when_set, name="falcon-gpu-stop-wake", daemon=True)
     previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     try:
-        threading.Thread(target=poke_when_set, name="falcon-gpu-stop-wake", daemon=True).start()
+        poker.start()
         while not event.is_set():
             select.select([reader], [], [])  # the handlers run right after it returns
             with contextlib.suppress(BlockingIOError):
                 reader.recv(4096)
     finally:
+        # The writer is closed only once no signal and no helper can write to it any more: a closed
+        # descriptor's number may be reused by any open() in the meantime, and a byte would land there.
         signal.set_wakeup_fd(previous)
+        if event.is_set():
+            poker.join()  # at once: its wait is over, its send does not block
+            writer.close()
+        # else an exception ends the wait (the helper still waits: the writer stays open, one
+        # descriptor, until the process ends)
         reader.close()

@@ -55,3 +55,17 @@ def test_a_signal_runs_its_handler_at_once_whichever_thread_the_kernel_picks() -
         assert time.monotonic() - t0 < 1.5
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_the_wait_leaves_no_descriptor_or_thread_behind() -> None:
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before_fds, before_threads = open_fds(), threading.active_count()
+    for _ in range(3):
+        stop = threading.Event()
+        threading.Timer(0.05, stop.set).start()
+        wait_for(stop)
+    time.sleep(0.1)  # the timers' threads end just after they set the event
+    assert open_fds() == before_fds
+    assert threading.active_count() == before_threads
