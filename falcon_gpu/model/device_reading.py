@@ -64,15 +64,6 @@ READING_FIELDS: Final = tuple(name for name, _, _ in (*TABLE, *STRUCTURED))
 _DEFAULTS: Final = tuple(default for _, _, default in (*TABLE, *STRUCTURED))
 
 
-def _replace(self: Any, **changes: Any) -> Any:
-    """A copy with ``changes`` (the NamedTuple spelling, as for every value class)."""
-    return msgspec.structs.replace(self, **changes)
-
-
-def _asdict(self: Any) -> dict[str, Any]:
-    return msgspec.structs.asdict(self)
-
-
 def _of_readings(
     cls: Any,
     index: int,
@@ -99,9 +90,6 @@ DeviceReading = msgspec.defstruct(
     gc=False,
     namespace={
         "__doc__": "Everything read from one physical GPU in one cycle (see the module docstring).",
-        "_fields": tuple(name for name, _, _ in DEVICE_FIELDS),
-        "_replace": _replace,
-        "_asdict": _asdict,
         "of_readings": classmethod(_of_readings),
     },
 )
@@ -111,7 +99,7 @@ ReadingFields = TypedDict(  # type: ignore[misc]  # built from the table; mypy r
 
 
 _IMPORTS: Final = """from collections.abc import Mapping
-from typing import Any, ClassVar, TypedDict
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -143,9 +131,6 @@ def stub() -> str:
         _IMPORTS,
         "class DeviceReading(msgspec.Struct, frozen=True, gc=False):",
         *(f"    {n}: {a}" + ("" if d is _REQUIRED else " = ...") for n, a, d in DEVICE_FIELDS),
-        "    _fields: ClassVar[tuple[str, ...]]",
-        "    def _replace(self, **changes: Any) -> DeviceReading: ...",
-        "    def _asdict(self) -> dict[str, Any]: ...",
         "    @classmethod",
         "    def of_readings(",
         *(f"        {p}," for p in _OF_READINGS),

@@ -1,7 +1,7 @@
 # Generated from the reading table by `python scripts/gen_device_reading_stub.py`: do not edit
 # (tests/model/test_device_reading.py fails where it is stale).
 from collections.abc import Mapping
-from typing import Any, ClassVar, TypedDict
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -67,9 +67,6 @@ class DeviceReading(msgspec.Struct, frozen=True, gc=False):
     processes: tuple[ProcessReading, ...] = ...
     xid_counts: dict[int, int] = ...
     last_xid: int | None = ...
-    _fields: ClassVar[tuple[str, ...]]
-    def _replace(self, **changes: Any) -> DeviceReading: ...
-    def _asdict(self) -> dict[str, Any]: ...
     @classmethod
     def of_readings(
         cls,

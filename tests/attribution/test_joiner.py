@@ -4,6 +4,7 @@ idle allocations, energy shares and bounded state."""
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import replace
 
 from falcon_gpu.attribution import joiner as joiner_module
 from falcon_gpu.attribution.cgroup import CgroupIdentity
@@ -342,7 +343,7 @@ def test_state_is_bounded_as_pods_come_and_go() -> None:
 def test_gke_device_node_names_follow_the_minor_number_not_the_nvml_index() -> None:
     """NVML orders GPUs by PCI bus, the kernel numbers /dev/nvidia<N> by probe order:
     GKE's ``nvidia0`` is the GPU whose minor is 0, whatever its NVML index."""
-    swapped = snapshot(gpu(0)._replace(minor_number=1), gpu(1)._replace(minor_number=0), gpu(2))
+    swapped = snapshot(replace(gpu(0), minor_number=1), replace(gpu(1), minor_number=0), gpu(2))
     index = DeviceIndex(swapped)
     assert index.resolve(DeviceRef(gpu_index=0)) == (gpu(1).uuid, None)
     assert index.resolve(DeviceRef(gpu_index=1)) == (gpu(0).uuid, None)

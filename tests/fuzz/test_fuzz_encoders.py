@@ -68,7 +68,7 @@ def hostile_cycles(draw: st.DrawFn) -> CycleData:
         for i, p in enumerate(pods)
     )
     devices = list(c.snapshot.devices)
-    devices[0] = devices[0]._replace(name=draw(NAMES))
+    devices[0] = replace(devices[0], name=draw(NAMES))
     snapshot = replace(c.snapshot, devices=tuple(devices))
     attribution = replace(c.attribution, pods=pods, processes=processes)
     return replace(c, snapshot=snapshot, attribution=attribution)

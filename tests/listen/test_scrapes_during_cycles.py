@@ -49,7 +49,7 @@ class ChangingSource:
     def collect(self, timestamp: float) -> Snapshot:
         self._n += 1
         first, *rest = self._snapshot.devices
-        changed = first._replace(power_watts=100.0 + self._n / 4, energy_joules=1000.0 * self._n)
+        changed = replace(first, power_watts=100.0 + self._n / 4, energy_joules=1000.0 * self._n)
         return replace(self._snapshot, timestamp=timestamp, devices=(changed, *rest))
 
 

@@ -21,7 +21,7 @@ def test_every_table_row_is_a_field_of_its_type_defaulting_to_none() -> None:
     fields = {f.name: f for f in msgspec.structs.fields(DeviceReading)}
     for r in READINGS:
         assert fields[r.field].default is None and fields[r.field].type == r.type | None, r.field
-    assert DeviceReading._fields == tuple(fields)
+    assert DeviceReading.__struct_fields__ == tuple(fields)
     assert DeviceReading.__struct_config__.frozen and not DeviceReading.__struct_config__.gc
     blank = DeviceReading(0, "GPU-a", "A100", "0:1")
     assert all(getattr(blank, r.field) is None for r in READINGS)

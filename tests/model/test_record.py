@@ -114,12 +114,12 @@ def test_replace_copies_and_leaves_the_original_alone() -> None:
 
 def test_device_reading_replace_copies_and_leaves_the_original_alone() -> None:
     dev = DeviceReading(0, "GPU-1", "H100", "00:18.0", ecc=EccCounts(1, 0, 1, 0), xid_counts={79: 1})
-    changed = dev._replace(up=False)
+    changed = replace(dev, up=False)
     assert (dev.up, changed.up, changed.ecc) == (True, False, EccCounts(1, 0, 1, 0))
     assert changed.xid_counts == {79: 1}
-    assert changed == dev._replace(up=False) and changed != dev
+    assert changed == replace(dev, up=False) and changed != dev
     with pytest.raises(TypeError):
-        dev._replace(misspelt=1)
+        replace(dev, misspelt=1)
 
 
 def test_mutable_defaults_are_fresh_per_value() -> None:

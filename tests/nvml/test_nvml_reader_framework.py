@@ -8,6 +8,7 @@ from typing import Any
 
 import pynvml
 import pytest
+from msgspec.structs import asdict
 
 from falcon_gpu.model.fabric import FabricReading
 from falcon_gpu.model.snapshot import DeviceReading, EccCounts, MigReading, ProcessReading
@@ -39,7 +40,7 @@ def test_the_positional_constructor_equals_the_keyword_one() -> None:
         fast = DeviceReading.of_readings(3, "GPU-a", "A100", "0:1", 4, {13: 2}, 13, readings)
         slow = DeviceReading(3, "GPU-a", "A100", "0:1", minor_number=4, xid_counts={13: 2}, last_xid=13,
                              **readings)  # fmt: skip
-        assert fast == slow and fast._asdict() == slow._asdict()
+        assert fast == slow and asdict(fast) == asdict(slow)
     blank = DeviceReading.of_readings(0, "", "", "", None, None, None, {})
     assert blank.up and blank.error is None and blank.xid_counts == {} and blank.mig_enabled is False
     assert blank.xid_counts is not DeviceReading.of_readings(0, "", "", "", None, None, None, {}).xid_counts

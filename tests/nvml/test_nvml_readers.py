@@ -47,7 +47,7 @@ THERMAL_POWER = {
 
 
 def reading_fields(device: DeviceReading) -> dict[str, Any]:
-    return {name: getattr(device, name) for name in device._fields if name in FIELD_TYPES}
+    return {name: getattr(device, name) for name in device.__struct_fields__ if name in FIELD_TYPES}
 
 
 def assert_matches_scenario(
@@ -63,7 +63,7 @@ def assert_matches_scenario(
 def test_fields_names_every_reading_of_the_snapshot() -> None:
     by_source = {"index", "uuid", "name", "pci_bus_id", "up", "error", "minor_number", "xid_counts"}
     by_source.add("last_xid")
-    assert set(FIELD_TYPES) == set(DeviceReading._fields) - by_source
+    assert set(FIELD_TYPES) == set(DeviceReading.__struct_fields__) - by_source
 
 
 def _replace_reader(monkeypatch: pytest.MonkeyPatch, name: str, reader: Any) -> None:

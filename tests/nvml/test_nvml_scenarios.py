@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import asdict
 
 from falcon_gpu.model.telemetry import Telemetry
 from falcon_gpu.simulator.nvml.library import SimulatedNvml
@@ -49,7 +50,7 @@ def test_snapshot_equals_the_scenario_every_cycle(name: str) -> None:
                 assert device.power_watts is None and device.processes == ()
                 continue
             assert device.up and device.error is None
-            actual = device._asdict()
+            actual = asdict(device)
             for key, value in expected_device(gpu, cycle).items():
                 assert actual[key] == (pytest.approx(value) if isinstance(value, float) else value), (
                     name,

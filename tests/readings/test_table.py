@@ -19,7 +19,7 @@ from falcon_gpu.sources.nvml.readers.table import TableRows
 
 def test_every_reading_is_a_device_reading_field_and_a_fields_key_of_its_type() -> None:
     hints = {f.name: f.type for f in msgspec.structs.fields(DeviceReading)}
-    assert set(DeviceReading._fields) >= set(BY_FIELD)
+    assert set(DeviceReading.__struct_fields__) >= set(BY_FIELD)
     for r in READINGS:
         assert hints[r.field] == r.type | None, r.field
         assert FIELD_TYPES[r.field] == ((r.type, int, type(None)) if r.type is float else (int, type(None)))

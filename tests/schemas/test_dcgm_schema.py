@@ -107,7 +107,8 @@ def test_mig_gpu_reports_memory_per_gpu_instance_with_only_that_instances_pod() 
 def two_instance_cycle() -> tuple[CycleData, ContainerRef, ContainerRef]:
     """A GPU instance split into two compute instances, each held by another container."""
     a, b_, c = (ContainerRef("ns", f"p{i}", "main") for i in range(3))
-    dev = mig_device()._replace(
+    dev = replace(
+        mig_device(),
         mig=(
             MigReading(1, 0, "1g.5gb", "MIG-1", memory_total_bytes=5 * GIB, memory_used_bytes=GIB),
             MigReading(2, 0, "1c.3g.20gb", "MIG-2a", memory_total_bytes=20 * GIB, memory_used_bytes=3 * GIB),
@@ -137,7 +138,7 @@ def test_compute_instances_of_one_gpu_instance_are_one_series_shared_so_no_pod()
 
 def test_mig_enabled_gpu_without_instances_reports_its_own_memory() -> None:
     base = cycle()
-    snap = replace(base.snapshot, devices=(mig_device()._replace(mig=()),))
+    snap = replace(base.snapshot, devices=(replace(mig_device(), mig=()),))
     used = matching(series_of(dcgm.render(replace(base, snapshot=snap))), "DCGM_FI_DEV_FB_USED")
     assert [(("GPU_I_ID" in keys(lb)), v) for lb, v in used.items()] == [(False, 2048)]
 

@@ -33,7 +33,7 @@ def labels_of(batch: PromBatch, name: str) -> list[dict[str, str]]:
 
 
 def with_device(c: CycleData, **changes: object) -> CycleData:
-    devices = (c.snapshot.devices[0]._replace(**changes), *c.snapshot.devices[1:])
+    devices = (replace(c.snapshot.devices[0], **changes), *c.snapshot.devices[1:])
     return replace(c, snapshot=replace(c.snapshot, devices=devices))
 
 
@@ -156,7 +156,7 @@ def test_put_stores_clean_labels_as_given_and_skips_absent_values() -> None:
 
 
 def test_a_device_added_later_gets_labels_without_its_empty_values() -> None:
-    dev = (full_device(index=3, uuid="GPU-dddd"))._replace(name="")
+    dev = replace((full_device(index=3, uuid="GPU-dddd")), name="")
     labels = DeviceLabelSets().labels((("node", "n"),), dev)
     assert labels == (("node", "n"), ("gpu", "3"), ("uuid", "GPU-dddd"))
 

@@ -83,7 +83,7 @@ def test_distinct_long_values_stay_distinct() -> None:
 
 def test_non_finite_readings_are_left_out() -> None:
     c = cycle()
-    dev = c.snapshot.devices[0]._replace(power_watts=float("nan"), temperature_celsius=float("inf"))
+    dev = replace(c.snapshot.devices[0], power_watts=float("nan"), temperature_celsius=float("inf"))
     snap = replace(c.snapshot, devices=(dev, *c.snapshot.devices[1:]))
     items = openfalcon.render(replace(c, snapshot=snap))
     metrics = {i.metric for i in items if i.tags == "GpuId=0,uuid=GPU-aaaa"}

@@ -229,7 +229,7 @@ class NvmlSource:
         for d in devices:
             counts = xid_counts.get(d.uuid)
             if counts is not None and counts != d.xid_counts:
-                d = d._replace(xid_counts=dict(counts), last_xid=last_xid.get(d.uuid))
+                d = msgspec.structs.replace(d, xid_counts=dict(counts), last_xid=last_xid.get(d.uuid))
             out.append(d)
         return tuple(out)
 
