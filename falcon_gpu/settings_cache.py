@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 """Bump when the file's layout or the meaning of a stored value changes."""
 Fingerprint = list[int] | str | None
 

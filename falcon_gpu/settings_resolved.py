@@ -56,7 +56,8 @@ class ResolvedSettings(_Settings):
         """The plugin's part of validated settings."""
         names = type(settings).model_fields.keys() - LEFT_OUT
         values: dict[str, Any] = {name: getattr(settings, name) for name in sorted(names)}
-        values["metrics"] = MetricSelection(settings.metrics.include, settings.metrics.exclude)
+        m = settings.metrics
+        values["metrics"] = MetricSelection(m.include, m.exclude, m.profile)
         values["explicit"] = settings.explicit
         return cls(values)
 
@@ -71,7 +72,8 @@ class ResolvedSettings(_Settings):
         for name in paths:
             values[name] = str(values[name])
         values["explicit"] = sorted(self.explicit)
-        values["metrics"] = {"include": list(self.metrics.include), "exclude": list(self.metrics.exclude)}
+        m = self.metrics
+        values["metrics"] = {"include": list(m.include), "exclude": list(m.exclude), "profile": m.profile}
         return {"values": values, "paths": paths}
 
     @classmethod
@@ -81,5 +83,6 @@ class ResolvedSettings(_Settings):
         for name in data["paths"]:
             values[name] = Path(values[name])
         values["explicit"] = frozenset(values["explicit"])
-        values["metrics"] = MetricSelection(values["metrics"]["include"], values["metrics"]["exclude"])
+        m = values["metrics"]
+        values["metrics"] = MetricSelection(m["include"], m["exclude"], m["profile"])
         return cls(values)

@@ -21,7 +21,7 @@ FALCON_SINKS = ("falcon_agent", "falcon_transfer")
 
 def selection_of(settings: Settings | ResolvedSettings) -> MetricSelection:
     metrics = settings.metrics
-    if isinstance(metrics, MetricSelection):  # the plugin's: Open-Falcon only, which has no lean set
+    if isinstance(metrics, MetricSelection):  # the plugin's, compiled when its settings were cached
         return metrics
     return MetricSelection(metrics.include, metrics.exclude, metrics.profile)
 

@@ -20,6 +20,7 @@ import falcon_gpu.cli
 import falcon_gpu.settings
 import falcon_gpu.settings_cache
 from falcon_gpu.cli import main
+from falcon_gpu.schemas.selection import MetricSelection
 from falcon_gpu.settings_cache import cache_dir, plugin_settings
 from falcon_gpu.settings_resolved import LEFT_OUT, ResolvedSettings
 from falcon_gpu.settings_sources import ConfigError
@@ -80,6 +81,7 @@ def _without_timestamps(out: str) -> str:
 PROBE = """
 import contextlib, io, json, sys
 from falcon_gpu.cli import main
+from falcon_gpu.schemas.selection import MetricSelection
 with contextlib.redirect_stdout(io.StringIO()) as out:
     main(["plugin", "--simulate", sys.argv[1]])
 heavy = sorted(set(sys.modules) & set(sys.argv[2:]))
@@ -326,7 +328,12 @@ def test_resolved_settings_are_the_settings_but_the_outputs_and_round_trip() -> 
             assert not hasattr(resolved, name), name
         elif name != "metrics":  # compiled: checked below
             assert getattr(resolved, name) == getattr(settings, name), name
-    assert (resolved.metrics.include, resolved.metrics.exclude) == ((), ())
+    # the whole [metrics] table, its profile too (it was left out: the plugin read "full")
+    assert (
+        resolved.metrics
+        == MetricSelection((), (), "default")
+        == MetricSelection((), (), settings.metrics.profile)
+    )
     assert resolved.explicit == settings.explicit >= {"labels", "log_level"}
     assert resolved.model_copy(update={"node": "b"}).node == "b" and resolved.node == "cache-node"
 
